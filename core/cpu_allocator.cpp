@@ -1,0 +1,86 @@
+// The host caching allocator: a free list per rounded size, behind one mutex (allocations are
+// per tensor, not per element, so contention is negligible).
+#include "core/cpu_allocator.h"
+
+#include <cstdlib>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "core/env.h"
+#include "core/error.h"
+
+namespace ringgrad {
+
+namespace {
+
+size_t round_up(size_t bytes) {
+  size_t b = bytes == 0 ? kCpuAlignment : bytes;
+  return (b + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
+}
+
+struct Cache {
+  std::mutex mu;
+  std::unordered_map<size_t, std::vector<void*>> free_lists;
+  CpuCacheStats stats;
+  bool enabled = env_bool("RINGGRAD_CPU_CACHE", true);
+};
+
+Cache& cache() {
+  static Cache* c = new Cache;  // leaked on purpose: tensors may be released during exit
+  return *c;
+}
+
+}  // namespace
+
+void* cpu_allocate(size_t bytes) {
+  const size_t size = round_up(bytes);
+  Cache& c = cache();
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    c.stats.bytes_in_use += size;
+    auto it = c.free_lists.find(size);
+    if (it != c.free_lists.end() && !it->second.empty()) {
+      void* p = it->second.back();
+      it->second.pop_back();
+      c.stats.cache_hits++;
+      c.stats.bytes_cached -= size;
+      return p;
+    }
+    c.stats.system_allocations++;
+  }
+  void* p = std::aligned_alloc(kCpuAlignment, size);
+  if (!p) RG_THROW(Error, "out of host memory allocating ", size, " bytes");
+  return p;
+}
+
+void cpu_release(void* ptr, size_t bytes) {
+  if (!ptr) return;
+  const size_t size = round_up(bytes);
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.stats.bytes_in_use -= size;
+  if (!c.enabled) {
+    std::free(ptr);
+    return;
+  }
+  c.free_lists[size].push_back(ptr);
+  c.stats.bytes_cached += size;
+}
+
+CpuCacheStats cpu_cache_stats() {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  return c.stats;
+}
+
+void cpu_cache_empty() {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  for (auto& [size, list] : c.free_lists)
+    for (void* p : list) std::free(p);
+  c.free_lists.clear();
+  c.stats.bytes_cached = 0;
+}
+
+}  // namespace ringgrad

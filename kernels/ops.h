@@ -1,0 +1,111 @@
+// kernels/ops.h: one backend-neutral entry point per op. Each checks its arguments and
+// dispatches on the tensors' device to kernels/cpu (OpenMP + OpenBLAS) or kernels/cuda.
+// Conventions: outputs first, then inputs, then parameters. Outputs are preallocated by the
+// caller with the right shape and are overwritten (never accumulated into) unless the name
+// ends in '_' (in place). Optional tensors are passed undefined (Tensor()) to skip them.
+// Floating kernels support f32 and f64 on the CPU (f64 is what the gradient checks use).
+#pragma once
+#include "core/tensor.h"
+
+namespace ringgrad::kernels {
+
+void set_num_threads(int n);  // OpenMP and OpenBLAS threads for every CPU kernel
+int num_threads();
+
+// ---- convolution -----------------------------------------------------------------------
+struct Conv2dParams {
+  int stride_h = 1, stride_w = 1;
+  int pad_h = 0, pad_w = 0;
+};
+// x: (N, C, H, W)  w: (K, C, R, S)  ->  y: (N, K, P, Q), P = (H + 2 pad_h - R) / stride_h + 1
+Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2dParams& p);
+// y = conv(x, w) + bias; bias: (K) or undefined.
+void conv2d_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias,
+                    const Conv2dParams& p);
+// From dy: (N, K, P, Q) computes dx (N,C,H,W), dw (K,C,R,S), dbias (K); any may be undefined.
+void conv2d_backward(Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& dy, const Tensor& x,
+                     const Tensor& w, const Conv2dParams& p);
+
+// ---- linear ----------------------------------------------------------------------------
+// x: (N, IN)  w: (OUT, IN)  bias: (OUT) or undefined  ->  y: (N, OUT) = x w^T + bias
+void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias);
+void linear_backward(Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& dy, const Tensor& x,
+                     const Tensor& w);
+
+// ---- batch normalisation (x: (N, C, H, W), per-channel tensors: (C)) ------------------------
+// Split into statistics and application so SyncBatchNorm can all-reduce the sums in between.
+// Per-channel sum and sum of squares over N, H, W (accumulated in double on the CPU).
+void batchnorm_channel_sums(Tensor& sum, Tensor& sum_sq, const Tensor& x);
+// y = (x - mean) * invstd * gamma + beta
+void batchnorm_apply(Tensor& y, const Tensor& x, const Tensor& mean, const Tensor& invstd,
+                     const Tensor& gamma, const Tensor& beta);
+// Training forward, as PyTorch: batch mean and biased variance normalise; the running stats
+// get running = (1 - momentum) running + momentum batch, with the unbiased variance.
+// save_mean and save_invstd (C) are kept for backward.
+void batchnorm_forward_train(Tensor& y, Tensor& save_mean, Tensor& save_invstd,
+                             Tensor& running_mean, Tensor& running_var, const Tensor& x,
+                             const Tensor& gamma, const Tensor& beta, double momentum, double eps);
+// Eval forward with the running statistics.
+void batchnorm_forward_eval(Tensor& y, const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                            const Tensor& running_mean, const Tensor& running_var, double eps);
+// Backward reductions: sum_dy = sum(dy), sum_dy_xhat = sum(dy * (x - mean) * invstd) per channel.
+void batchnorm_backward_reduce(Tensor& sum_dy, Tensor& sum_dy_xhat, const Tensor& dy,
+                               const Tensor& x, const Tensor& mean, const Tensor& invstd);
+// dx = gamma * invstd * (dy - sum_dy / count - xhat * sum_dy_xhat / count); count = N*H*W
+// over every rank for SyncBatchNorm.
+void batchnorm_backward_apply(Tensor& dx, const Tensor& dy, const Tensor& x, const Tensor& mean,
+                              const Tensor& invstd, const Tensor& gamma, const Tensor& sum_dy,
+                              const Tensor& sum_dy_xhat, double count);
+// Whole training backward: dgamma = sum_dy_xhat, dbeta = sum_dy, dx as above (any may be
+// undefined except dy).
+void batchnorm_backward(Tensor& dx, Tensor& dgamma, Tensor& dbeta, const Tensor& dy,
+                        const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
+                        const Tensor& save_invstd);
+
+// ---- elementwise -----------------------------------------------------------------------
+void relu_forward(Tensor& y, const Tensor& x);
+void relu_backward(Tensor& dx, const Tensor& dy, const Tensor& y);  // dx = dy * (y > 0)
+void add(Tensor& y, const Tensor& a, const Tensor& b);               // y = a + b
+void add_(Tensor& a, const Tensor& b);                               // a += b
+// Fused residual tail of a BasicBlock: y = relu(a + b); backward gives d(a+b) = dy * (y > 0).
+void add_relu_forward(Tensor& y, const Tensor& a, const Tensor& b);
+void scale_(Tensor& a, double alpha);                                // a *= alpha
+
+// ---- pooling ---------------------------------------------------------------------------
+struct Pool2dParams {
+  int kernel_h = 1, kernel_w = 1;
+  int stride_h = 1, stride_w = 1;
+  int pad_h = 0, pad_w = 0;
+};
+Shape pool2d_output_shape(const Shape& x, const Pool2dParams& p);
+// Max pool; indices (i32, same shape as y) record the argmax within each input plane (h*W + w)
+// for backward. Padding counts as -inf, as PyTorch.
+void maxpool2d_forward(Tensor& y, Tensor& indices, const Tensor& x, const Pool2dParams& p);
+void maxpool2d_backward(Tensor& dx, const Tensor& dy, const Tensor& indices);
+// Adaptive average pool to 1x1: x (N, C, H, W) -> y (N, C, 1, 1)
+void global_avgpool_forward(Tensor& y, const Tensor& x);
+void global_avgpool_backward(Tensor& dx, const Tensor& dy);
+
+// ---- loss ------------------------------------------------------------------------------
+// Fused log-softmax + NLL, mean over the batch: logits (N, C), labels (N) int64.
+// loss: () scalar; log_probs: (N, C) saved for backward.
+void cross_entropy_forward(Tensor& loss, Tensor& log_probs, const Tensor& logits,
+                           const Tensor& labels);
+// dlogits = (softmax - onehot(labels)) * dloss / N
+void cross_entropy_backward(Tensor& dlogits, const Tensor& log_probs, const Tensor& labels,
+                            double dloss);
+// Number of rows whose argmax equals the label.
+int64_t count_correct(const Tensor& logits, const Tensor& labels);
+
+// ---- optimiser -------------------------------------------------------------------------
+// PyTorch SGD, one parameter: g = grad + weight_decay * param; with momentum:
+// buf = first_step ? g : momentum * buf + (1 - dampening) * g; g = nesterov ? g + momentum *
+// buf : buf; then param -= lr * g. momentum_buf may be undefined when momentum == 0.
+struct SgdParams {
+  double lr = 0.01, momentum = 0, dampening = 0, weight_decay = 0;
+  bool nesterov = false;
+};
+void sgd_step(Tensor& param, Tensor& momentum_buf, const Tensor& grad, const SgdParams& p,
+              bool first_step);
+
+}  // namespace ringgrad::kernels

@@ -1,0 +1,76 @@
+// Tests for core/tensor, storage and the CPU caching allocator.
+#include <doctest/doctest.h>
+
+#include "core/cpu_allocator.h"
+#include "core/tensor.h"
+
+using namespace ringgrad;
+
+TEST_CASE("tensor: shape, dtype, views share storage") {
+  Tensor t = Tensor::zeros({2, 3, 4});
+  CHECK(t.numel() == 24);
+  CHECK(t.dim() == 3);
+  CHECK(t.size(-1) == 4);
+  CHECK(t.nbytes() == 96);
+  CHECK(reinterpret_cast<uintptr_t>(t.raw_data()) % kCpuAlignment == 0);
+  Tensor v = t.view({6, 4});
+  v.data<float>()[5] = 7.0f;
+  CHECK(t.data<float>()[5] == 7.0f);
+  Tensor row = t.narrow(1, 1);
+  CHECK(row.shape() == Shape{1, 3, 4});
+  row.data<float>()[0] = 3.0f;
+  CHECK(t.data<float>()[12] == 3.0f);
+  CHECK_THROWS_AS(t.view({5, 5}), Error);
+  CHECK_THROWS_AS(t.narrow(1, 2), Error);
+  CHECK_THROWS_AS(t.data<double>(), Error);
+}
+
+TEST_CASE("tensor: clone is deep, copy_from checks counts and dtypes") {
+  Tensor a = Tensor::from_vector<float>({1, 2, 3, 4}, {2, 2});
+  Tensor b = a.clone();
+  b.data<float>()[0] = 9;
+  CHECK(a.data<float>()[0] == 1);
+  Tensor c = Tensor::empty({3});
+  CHECK_THROWS_AS(c.copy_from(a), Error);
+  Tensor d = Tensor::empty({4}, DType::f64);
+  CHECK_THROWS_AS(d.copy_from(a), Error);
+}
+
+TEST_CASE("tensor: casts round-trip through every dtype") {
+  Tensor a = Tensor::from_vector<float>({-2, 0, 1.5f, 100}, {4});
+  for (DType t : {DType::f64, DType::f16, DType::bf16}) {
+    auto back = a.to(t).to(DType::f32).to_vector<float>();
+    CHECK(back == std::vector<float>{-2, 0, 1.5f, 100});
+  }
+  auto ints = a.to(DType::i64).to_vector<int64_t>();
+  CHECK(ints == std::vector<int64_t>{-2, 0, 1, 100});
+  CHECK(Tensor::full({1}, 2.5, DType::f64).item() == 2.5);
+}
+
+TEST_CASE("cpu allocator: released blocks are reused, so steady state never mallocs") {
+  { Tensor warm = Tensor::empty({1000, 37}); }
+  auto before = cpu_cache_stats();
+  for (int i = 0; i < 10; ++i) Tensor t = Tensor::empty({1000, 37});
+  auto after = cpu_cache_stats();
+  CHECK(after.system_allocations == before.system_allocations);
+  CHECK(after.cache_hits == before.cache_hits + 10);
+}
+
+TEST_CASE("device: parse") {
+  CHECK(parse_device("cpu").is_cpu());
+  CHECK(parse_device("cuda:2").index == 2);
+  CHECK_THROWS_AS(parse_device("gpu"), InvalidArgument);
+  CHECK_THROWS_AS(parse_device("cuda:x"), InvalidArgument);
+}
+
+TEST_CASE("error: CHECK_EQ names both values and the place") {
+  try {
+    RG_CHECK_EQ(3, 4, "context ", 42);
+    FAIL("no throw");
+  } catch (const Error& e) {
+    std::string m = e.what();
+    CHECK(m.find("test_tensor.cpp:") != std::string::npos);
+    CHECK(m.find("(3 vs 4)") != std::string::npos);
+    CHECK(m.find("context 42") != std::string::npos);
+  }
+}
