@@ -1,4 +1,4 @@
-// relu forward/backward on CUDA: one thread per element, grid-stride loop, same element math
+// Elementwise kernels on CUDA (relu forward/backward so far): one thread per element,
 // as the CPU kernel (kernels/elementwise_math.h).
 #include <cuda_runtime.h>
 
