@@ -1,0 +1,170 @@
+// The backward engine. backward(root) first counts, for every variable reachable from root,
+// how many recorded uses it has (its dependencies). It then runs nodes from a ready queue
+// ordered by creation (latest first, so roughly forward order reversed): a node's output
+// gradient is complete once every use has contributed. A leaf whose count reaches zero has its
+// final gradient, and its grad-ready hooks fire right then; that is what lets DDP start a
+// bucket's all-reduce while the rest of backward is still running. The graph is consumed:
+// each node is released after it runs, freeing what it saved.
+#include <atomic>
+#include <queue>
+#include <unordered_map>
+
+#include "kernels/ops.h"
+#include "nn/autograd/variable.h"
+
+namespace ringgrad::nn {
+
+namespace {
+
+thread_local bool t_grad_enabled = true;
+
+void accumulate_leaf(VariableImpl& leaf, const Tensor& g) {
+  if (!leaf.grad.defined()) {
+    leaf.grad = g.clone();  // g may be shared with another input of the same node
+  } else if (leaf.grad_is_zero) {
+    leaf.grad.copy_from(g);
+  } else {
+    kernels::add_(leaf.grad, g);
+  }
+  leaf.grad_is_zero = false;
+}
+
+void accumulate_pending(VariableImpl& v, const Tensor& g) {
+  if (!v.pending_grad.defined()) {
+    v.pending_grad = g;
+    return;
+  }
+  Tensor sum = Tensor::empty(g.shape(), g.dtype(), g.device());  // out of place: g may be shared
+  kernels::add(sum, v.pending_grad, g);
+  v.pending_grad = sum;
+}
+
+struct LaterFirst {
+  bool operator()(const VariableImpl* a, const VariableImpl* b) const {
+    return a->grad_fn->sequence < b->grad_fn->sequence;
+  }
+};
+
+}  // namespace
+
+Variable::Variable(Tensor value, bool requires_grad) : impl_(std::make_shared<VariableImpl>()) {
+  impl_->value = std::move(value);
+  impl_->requires_grad = requires_grad;
+}
+
+Variable Variable::from_node(Tensor value, std::shared_ptr<Node> node) {
+  Variable v(std::move(value), true);
+  v.impl_->grad_fn = std::move(node);
+  return v;
+}
+
+Tensor& Variable::grad() {
+  if (impl_->grad_is_zero) {
+    impl_->grad.zero_();
+    impl_->grad_is_zero = false;
+  }
+  return impl_->grad;
+}
+
+void Variable::set_grad(Tensor grad) {
+  RG_CHECK(grad.shape() == impl_->value.shape(), "set_grad: gradient shape ", grad.shape().str(),
+           " differs from the value's ", impl_->value.shape().str());
+  impl_->grad = std::move(grad);
+  impl_->grad_is_zero = false;
+}
+
+void Variable::zero_grad() {
+  if (impl_->grad.defined()) impl_->grad_is_zero = true;
+}
+
+void Variable::add_grad_ready_hook(GradReadyHook hook) {
+  RG_CHECK(is_leaf(), "grad-ready hooks are for leaves (parameters)");
+  impl_->grad_ready_hooks.push_back(std::move(hook));
+}
+
+void backward(const Variable& root) {
+  RG_CHECK(root.defined() && root.requires_grad(), "backward: the root does not require grad");
+  RG_CHECK_EQ(root.value().numel(), 1, "backward needs a scalar root, got shape ",
+              root.shape().str());
+  VariableImpl* start = root.impl().get();
+
+  // Pass 1: count the uses of every reachable variable.
+  std::unordered_map<VariableImpl*, int> uses;
+  std::vector<VariableImpl*> stack = {start};
+  uses[start] = 0;
+  while (!stack.empty()) {
+    VariableImpl* v = stack.back();
+    stack.pop_back();
+    if (!v->grad_fn) continue;
+    for (const VariablePtr& in : v->grad_fn->inputs) {
+      if (!in) continue;
+      auto [it, first_visit] = uses.try_emplace(in.get(), 0);
+      it->second++;
+      if (first_visit) stack.push_back(in.get());
+    }
+  }
+
+  // Pass 2: run nodes whose output gradient is complete.
+  Tensor seed = Tensor::empty(root.shape(), root.value().dtype(), root.value().device());
+  seed.fill_(1.0);
+  if (!start->grad_fn) {
+    accumulate_leaf(*start, seed);
+    for (auto& hook : start->grad_ready_hooks) hook();
+    return;
+  }
+  start->pending_grad = seed;
+  std::priority_queue<VariableImpl*, std::vector<VariableImpl*>, LaterFirst> ready;
+  ready.push(start);
+  std::vector<Tensor> grad_inputs;
+  while (!ready.empty()) {
+    VariableImpl* v = ready.top();
+    ready.pop();
+    std::shared_ptr<Node> node = std::move(v->grad_fn);
+    Tensor grad_output = std::move(v->pending_grad);
+    v->pending_grad = Tensor();
+    v->requires_grad = false;  // consumed: this variable is no longer part of a graph
+    grad_inputs.assign(node->inputs.size(), Tensor());
+    node->backward(grad_output, grad_inputs);
+    for (size_t i = 0; i < node->inputs.size(); ++i) {
+      VariableImpl* in = node->inputs[i].get();
+      if (!in) continue;
+      const Tensor& g = grad_inputs[i];
+      const bool leaf = !in->grad_fn;
+      if (g.defined()) {
+        RG_CHECK(g.shape() == in->value.shape(), node->name(), " backward produced gradient ",
+                 g.shape().str(), " for input ", i, " of shape ", in->value.shape().str());
+        leaf ? accumulate_leaf(*in, g) : accumulate_pending(*in, g);
+      }
+      if (--uses[in] > 0) continue;
+      if (leaf) {
+        for (auto& hook : in->grad_ready_hooks) hook();
+      } else if (in->pending_grad.defined()) {
+        ready.push(in);
+      }
+    }
+  }
+}
+
+bool grad_enabled() { return t_grad_enabled; }
+
+NoGradGuard::NoGradGuard() : previous_(t_grad_enabled) { t_grad_enabled = false; }
+NoGradGuard::~NoGradGuard() { t_grad_enabled = previous_; }
+
+bool any_requires_grad(std::initializer_list<const Variable*> inputs) {
+  if (!t_grad_enabled) return false;
+  for (const Variable* v : inputs)
+    if (v && v->requires_grad()) return true;
+  return false;
+}
+
+Variable make_result(Tensor value, std::shared_ptr<Node> node,
+                     std::initializer_list<const Variable*> inputs) {
+  static std::atomic<uint64_t> next_sequence{0};
+  if (!node || !any_requires_grad(inputs)) return Variable(std::move(value));
+  for (const Variable* v : inputs)
+    node->inputs.push_back(v && v->requires_grad() ? v->impl() : nullptr);
+  node->sequence = next_sequence++;
+  return Variable::from_node(std::move(value), std::move(node));
+}
+
+}  // namespace ringgrad::nn

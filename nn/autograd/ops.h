@@ -1,0 +1,34 @@
+// Differentiable operations on Variables: each runs the forward kernel from kernels/ops.h and,
+// when an input requires grad (and grad mode is on), records a Node whose backward calls the
+// matching backward kernel. Optional inputs (bias) are passed as an undefined Variable.
+#pragma once
+#include "kernels/ops.h"
+#include "nn/autograd/variable.h"
+
+namespace ringgrad::nn {
+
+// x: (N, C, H, W)  w: (K, C, R, S)  bias: (K) or undefined  ->  (N, K, P, Q)
+Variable conv2d(const Variable& x, const Variable& w, const Variable& bias,
+                const kernels::Conv2dParams& p);
+// x: (N, IN)  w: (OUT, IN)  bias: (OUT) or undefined  ->  (N, OUT)
+Variable linear(const Variable& x, const Variable& w, const Variable& bias);
+
+// Batch normalisation over (N, H, W) per channel. In training, batch statistics normalise and
+// running_mean / running_var (buffers, updated in place) move towards them; in eval the running
+// statistics normalise (no graph: evaluation runs under NoGradGuard).
+Variable batch_norm(const Variable& x, const Variable& gamma, const Variable& beta,
+                    Tensor& running_mean, Tensor& running_var, bool training, double momentum,
+                    double eps);
+
+Variable relu(const Variable& x);
+Variable add(const Variable& a, const Variable& b);
+Variable add_relu(const Variable& a, const Variable& b);  // relu(a + b), the BasicBlock tail
+Variable reshape(const Variable& x, const Shape& shape);
+
+Variable max_pool2d(const Variable& x, const kernels::Pool2dParams& p);
+Variable global_avg_pool(const Variable& x);  // (N, C, H, W) -> (N, C)
+
+// Mean cross-entropy of logits (N, C) against int64 labels (N): a scalar.
+Variable cross_entropy(const Variable& logits, const Tensor& labels);
+
+}  // namespace ringgrad::nn

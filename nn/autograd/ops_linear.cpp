@@ -1,0 +1,72 @@
+// conv2d and linear: GEMM-shaped ops whose backward gives the input, weight and bias gradients.
+#include "nn/autograd/ops.h"
+
+namespace ringgrad::nn {
+
+namespace {
+
+Tensor empty_like(const Tensor& t) { return Tensor::empty(t.shape(), t.dtype(), t.device()); }
+Tensor empty_if(bool needed, const Tensor& like) { return needed ? empty_like(like) : Tensor(); }
+
+struct Conv2dNode : Node {
+  Tensor x, w;
+  bool has_bias = false;
+  kernels::Conv2dParams params;
+  const char* name() const override { return "conv2d"; }
+  void backward(const Tensor& dy, std::vector<Tensor>& grads) override {
+    Tensor dx = empty_if(inputs[0] != nullptr, x);
+    Tensor dw = empty_if(inputs[1] != nullptr, w);
+    Tensor db = has_bias && inputs[2] ? Tensor::empty({w.size(0)}, w.dtype(), w.device()) : Tensor();
+    kernels::conv2d_backward(dx, dw, db, dy, x, w, params);
+    grads[0] = dx;
+    grads[1] = dw;
+    if (has_bias) grads[2] = db;
+  }
+};
+
+struct LinearNode : Node {
+  Tensor x, w;
+  bool has_bias = false;
+  const char* name() const override { return "linear"; }
+  void backward(const Tensor& dy, std::vector<Tensor>& grads) override {
+    Tensor dx = empty_if(inputs[0] != nullptr, x);
+    Tensor dw = empty_if(inputs[1] != nullptr, w);
+    Tensor db = has_bias && inputs[2] ? Tensor::empty({w.size(0)}, w.dtype(), w.device()) : Tensor();
+    kernels::linear_backward(dx, dw, db, dy, x, w);
+    grads[0] = dx;
+    grads[1] = dw;
+    if (has_bias) grads[2] = db;
+  }
+};
+
+}  // namespace
+
+Variable conv2d(const Variable& x, const Variable& w, const Variable& bias,
+                const kernels::Conv2dParams& p) {
+  const Tensor& xv = x.value();
+  Tensor y = Tensor::empty(kernels::conv2d_output_shape(xv.shape(), w.shape(), p), xv.dtype(),
+                           xv.device());
+  kernels::conv2d_forward(y, xv, w.value(), bias.defined() ? bias.value() : Tensor(), p);
+  if (!any_requires_grad({&x, &w, &bias})) return Variable(y);
+  auto node = std::make_shared<Conv2dNode>();
+  node->x = xv;
+  node->w = w.value();
+  node->has_bias = bias.defined();
+  node->params = p;
+  return make_result(y, node, {&x, &w, &bias});
+}
+
+Variable linear(const Variable& x, const Variable& w, const Variable& bias) {
+  const Tensor& xv = x.value();
+  RG_CHECK_EQ(xv.dim(), 2, "linear expects (N, IN) input, got ", xv.shape().str());
+  Tensor y = Tensor::empty({xv.size(0), w.shape()[0]}, xv.dtype(), xv.device());
+  kernels::linear_forward(y, xv, w.value(), bias.defined() ? bias.value() : Tensor());
+  if (!any_requires_grad({&x, &w, &bias})) return Variable(y);
+  auto node = std::make_shared<LinearNode>();
+  node->x = xv;
+  node->w = w.value();
+  node->has_bias = bias.defined();
+  return make_result(y, node, {&x, &w, &bias});
+}
+
+}  // namespace ringgrad::nn
