@@ -1,0 +1,182 @@
+// Hostile-input tests of TcpStoreServer: targeted malformed frames (each must close only its
+// own connection), then a fuzz run of >= 100,000 random and mutated frames, after which the
+// server must still answer correctly and hold every key it held before.
+#include <doctest/doctest.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <random>
+
+#include "tests/comm/store_fixtures.h"
+
+using namespace ringgrad;
+using namespace ringgrad::comm;
+using namespace ringgrad::comm::testing;
+
+namespace {
+
+// A raw loopback socket that writes whatever bytes it is given.
+class RawClient {
+ public:
+  explicit RawClient(int port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    REQUIRE(fd_ >= 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+    timeval tv{5, 0};  // bounds closed_by_server()
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  }
+  ~RawClient() { ::close(fd_); }
+  RawClient(const RawClient&) = delete;
+  RawClient& operator=(const RawClient&) = delete;
+
+  // False once the server has closed the connection (or its buffer is full).
+  bool send(const std::string& bytes) {
+    return ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT) ==
+           static_cast<ssize_t>(bytes.size());
+  }
+  // Reads until EOF, discarding replies; true if the server closed within the 5 s timeout.
+  bool closed_by_server() {
+    char buf[4096];
+    for (;;) {
+      ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n == 0) return true;
+      if (n < 0) return errno == ECONNRESET;
+    }
+  }
+  void finish_writing() { ::shutdown(fd_, SHUT_WR); }
+
+ private:
+  int fd_;
+};
+
+std::string hello(const std::string& token) {
+  return FrameWriter().u8(uint8_t(StoreOp::hello)).u32(kStoreMagic).str(token).i64(-1).frame();
+}
+
+constexpr const char* kToken = "fuzz-token";
+
+TcpStoreServerOptions fuzz_server_options() {
+  TcpStoreServerOptions o;
+  o.token = kToken;
+  o.max_frame_bytes = 64 << 10;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("store server: each kind of bad frame closes only its own connection") {
+  TcpStoreServer server(fuzz_server_options());
+  auto good = connect_to(server, kToken);
+  good->set("k", "v");
+  const std::string too_big = FrameWriter().u8(uint8_t(StoreOp::set)).str("k").str(
+      std::string(100 << 10, 'x')).frame();
+  const std::string cases[] = {
+      std::string("\0\0\0\0", 4),                                            // empty frame
+      too_big,                                                               // over the cap
+      hello(kToken) + std::string("\xff\xff\xff\x7f", 4),                    // huge length
+      FrameWriter().u8(uint8_t(StoreOp::set)).str("k").str("v").frame(),     // no hello first
+      hello(kToken) + FrameWriter().u8(200).frame(),                         // unknown op
+      hello(kToken) + FrameWriter().u8(uint8_t(StoreOp::get)).u32(999).frame(),  // short string
+      hello(kToken) + FrameWriter().u8(uint8_t(StoreOp::num_keys)).u8(0).frame(),  // trailing
+      hello(kToken) + hello(kToken),                                         // second hello
+      hello(kToken) + FrameWriter().u8(uint8_t(StoreOp::check)).u32(1u << 30).frame(),
+  };
+  int64_t rejected = 0;
+  for (const auto& bytes : cases) {
+    RawClient raw(server.port());
+    REQUIRE(raw.send(bytes));
+    CHECK(raw.closed_by_server());
+    CHECK(server.rejected_connections() == ++rejected);
+    CHECK(good->get("k") == "v");
+  }
+  {  // a frame cut short by the client going away
+    RawClient raw(server.port());
+    REQUIRE(raw.send(hello(kToken) + FrameWriter().u8(uint8_t(StoreOp::set)).str("k").str("v")
+                                         .frame().substr(0, 7)));
+    raw.finish_writing();
+    CHECK(raw.closed_by_server());
+  }
+  CHECK(good->get("k") == "v");
+}
+
+TEST_CASE("store server: survives 100,000 random and mutated frames") {
+  TcpStoreServer server(fuzz_server_options());
+  auto keeper = connect_to(server, kToken);
+  constexpr int kHeld = 100;
+  for (int i = 0; i < kHeld; ++i) keeper->set("held/" + std::to_string(i), "value-" + std::to_string(i * 7));
+  keeper->add("held/counter", 41);
+
+  std::mt19937_64 rng(12345);
+  auto below = [&](uint64_t n) { return rng() % n; };
+  auto random_bytes = [&](size_t n) {
+    std::string s(n, '\0');
+    for (auto& c : s) c = static_cast<char>(below(256));
+    return s;
+  };
+  auto template_frame = [&]() {
+    const std::string key = "fuzz/" + std::to_string(below(50));
+    switch (below(7)) {
+      case 0: return FrameWriter().u8(uint8_t(StoreOp::set)).str(key).str(random_bytes(below(40))).frame();
+      case 1: return FrameWriter().u8(uint8_t(StoreOp::get)).str(key).i64(below(20)).frame();
+      case 2: return FrameWriter().u8(uint8_t(StoreOp::add)).str(key + "/n").i64(int64_t(below(9)) - 4).frame();
+      case 3: return FrameWriter().u8(uint8_t(StoreOp::compare_set)).str(key).str("").str("x").frame();
+      case 4: return FrameWriter().u8(uint8_t(StoreOp::wait)).strs({key, key + "/n"}).i64(below(20)).frame();
+      case 5: return FrameWriter().u8(uint8_t(StoreOp::check)).strs({key}).frame();
+      default: return FrameWriter().u8(uint8_t(StoreOp::num_keys)).frame();
+    }
+  };
+  auto mutate = [&](std::string f) {
+    switch (below(4)) {
+      case 0:  // flip a few bytes anywhere, length header included
+        for (int i = 0, n = 1 + int(below(4)); i < n; ++i) f[below(f.size())] ^= char(1 + below(255));
+        return f;
+      case 1: return f.substr(0, below(f.size()));  // truncated
+      case 2: return f + random_bytes(1 + below(16));  // trailing garbage in the stream
+      default: {  // a lying length header
+        const uint32_t n = below(2) ? uint32_t(rng()) : uint32_t(below(f.size() + 8));
+        for (int i = 0; i < 4; ++i) f[i] = char((n >> (8 * i)) & 0xff);
+        return f;
+      }
+    }
+  };
+
+  constexpr int64_t kFrames = 100'000;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+  int64_t sent = 0;
+  while (sent < kFrames && std::chrono::steady_clock::now() < deadline) {
+    RawClient raw(server.port());
+    const bool authenticated = below(4) != 0;
+    if (authenticated && !raw.send(hello(kToken))) continue;
+    for (int i = 0; i < 64; ++i) {
+      std::string frame;
+      switch (below(authenticated ? 3 : 2)) {
+        case 0: frame = random_bytes(1 + below(48)); break;
+        case 1: frame = mutate(template_frame()); break;
+        default: frame = template_frame(); break;
+      }
+      if (!raw.send(frame)) break;
+      ++sent;
+    }
+  }
+  MESSAGE("fuzz frames sent: ", sent, ", connections rejected: ", server.rejected_connections());
+  REQUIRE(sent >= kFrames);
+  CHECK(server.rejected_connections() > 0);
+
+  // The long-lived client and a new one both see every held key intact.
+  auto fresh = connect_to(server, kToken);
+  for (int i = 0; i < kHeld; ++i) {
+    const std::string key = "held/" + std::to_string(i);
+    CHECK(keeper->get(key, Milliseconds(1000)) == "value-" + std::to_string(i * 7));
+    CHECK(fresh->get(key, Milliseconds(1000)) == "value-" + std::to_string(i * 7));
+  }
+  CHECK(fresh->add("held/counter", 1) == 42);
+  CHECK(fresh->num_keys() >= kHeld + 1);
+  CHECK_THROWS_AS(fresh->get("held/absent", Milliseconds(50)), TimeoutError);
+  CHECK(fresh->get("held/0") == "value-0");
+}
