@@ -1,0 +1,44 @@
+// The worker side of a launch: read rank and world from the environment a launcher set
+// (ringgrad-run / torchrun, Open MPI's mpirun, Slurm's srun) and build the job's Store on
+// MASTER_ADDR:MASTER_PORT, hosted by rank 0 (as torch.distributed's env:// init does).
+#pragma once
+#include <functional>
+#include <memory>
+#include <optional>
+
+#include "comm/store/tcp_store.h"
+#include "comm/store/tcp_store_server.h"
+
+namespace ringgrad::comm {
+
+struct WorkerEnv {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  int local_world_size = 1;
+  std::string master_addr;
+  int master_port = 0;
+  int64_t generation = -1;  // TORCHELASTIC_RESTART_COUNT; -1 outside ringgrad-run/torchrun
+  std::string source;       // which launcher's variables were used: "RANK", "OMPI", "SLURM"
+};
+
+using EnvLookup = std::function<std::optional<std::string>(const char*)>;
+
+// RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE; when RANK is absent, OMPI_COMM_WORLD_* or
+// SLURM_PROCID/NTASKS/LOCALID. Outside a ringgrad-run/torchrun job (no TORCHELASTIC_RUN_ID),
+// a RANK that disagrees with the MPI or Slurm rank is an error. Throws InvalidArgument.
+WorkerEnv read_worker_env(const EnvLookup& lookup);
+WorkerEnv read_worker_env();  // from the process environment
+
+struct WorkerStore {
+  WorkerEnv env;
+  std::unique_ptr<TcpStoreServer> server;  // rank 0 only
+  std::shared_ptr<TcpStore> store;
+};
+
+// Rank 0 listens on every interface at MASTER_PORT; all ranks connect to MASTER_ADDR and meet
+// in a barrier, so a missing rank is reported as "barrier 'store_init': 1/2 ranks arrived".
+// Uses RINGGRAD_STORE_TOKEN when set and the generation, so a stale worker is refused.
+WorkerStore create_worker_store(const WorkerEnv& env, Milliseconds timeout);
+
+}  // namespace ringgrad::comm

@@ -1,0 +1,112 @@
+// Tests of comm/store/worker_store: the worker environment from torchrun-style, Open MPI and
+// Slurm variables (with conflicts rejected), and the worker store hosted by rank 0.
+#include <doctest/doctest.h>
+
+#include <map>
+#include <thread>
+
+#include "comm/store/worker_store.h"
+#include "tests/comm/store_fixtures.h"
+
+using namespace ringgrad;
+using namespace ringgrad::comm;
+using namespace ringgrad::comm::testing;
+
+namespace {
+EnvLookup env_of(std::map<std::string, std::string> vars) {
+  return [vars](const char* name) -> std::optional<std::string> {
+    auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+}  // namespace
+
+TEST_CASE("worker env: torchrun variables") {
+  auto env = read_worker_env(env_of({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"},
+                                     {"LOCAL_WORLD_SIZE", "2"}, {"MASTER_ADDR", "10.0.0.1"},
+                                     {"MASTER_PORT", "29500"},
+                                     {"TORCHELASTIC_RESTART_COUNT", "2"}}));
+  CHECK(env.rank == 3);
+  CHECK(env.world_size == 4);
+  CHECK(env.local_rank == 1);
+  CHECK(env.local_world_size == 2);
+  CHECK(env.master_addr == "10.0.0.1");
+  CHECK(env.master_port == 29500);
+  CHECK(env.generation == 2);
+  CHECK(env.source == "RANK");
+}
+
+TEST_CASE("worker env: Open MPI and Slurm variables when RANK is absent") {
+  auto mpi = read_worker_env(env_of({{"OMPI_COMM_WORLD_RANK", "5"}, {"OMPI_COMM_WORLD_SIZE", "8"},
+                                     {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                                     {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"},
+                                     {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1234"}}));
+  CHECK(mpi.rank == 5);
+  CHECK(mpi.world_size == 8);
+  CHECK(mpi.local_rank == 1);
+  CHECK(mpi.local_world_size == 4);
+  CHECK(mpi.source == "OMPI");
+  auto slurm = read_worker_env(env_of({{"SLURM_PROCID", "2"}, {"SLURM_NTASKS", "3"},
+                                       {"SLURM_LOCALID", "0"}, {"SLURM_NTASKS_PER_NODE", "2(x3)"},
+                                       {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1234"}}));
+  CHECK(slurm.rank == 2);
+  CHECK(slurm.world_size == 3);
+  CHECK(slurm.local_world_size == 1);  // "2(x3)" is not a plain count
+  CHECK(slurm.source == "SLURM");
+}
+
+TEST_CASE("worker env: clear errors for conflicting or missing variables") {
+  auto conflict = message_of<InvalidArgument>([&] {
+    read_worker_env(env_of({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"SLURM_PROCID", "0"},
+                            {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}}));
+  });
+  CHECK(conflict.find("RANK=1 disagrees with SLURM_PROCID=0") != std::string::npos);
+  // Under ringgrad-run inside an srun allocation the launcher's RANK is the one that counts.
+  CHECK(read_worker_env(env_of({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"SLURM_PROCID", "0"},
+                                {"TORCHELASTIC_RUN_ID", "x"}, {"MASTER_ADDR", "h"},
+                                {"MASTER_PORT", "1"}}))
+            .rank == 1);
+  CHECK(message_of<InvalidArgument>([&] { read_worker_env(env_of({})); }).find("no rank") !=
+        std::string::npos);
+  CHECK(message_of<InvalidArgument>([&] {
+          read_worker_env(env_of({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_PORT", "1"}}));
+        }).find("MASTER_ADDR") != std::string::npos);
+  CHECK(message_of<InvalidArgument>([&] {
+          read_worker_env(env_of({{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"},
+                                  {"MASTER_PORT", "1"}}));
+        }).find("outside world size") != std::string::npos);
+  CHECK(message_of<InvalidArgument>([&] {
+          read_worker_env(env_of({{"RANK", "x"}, {"WORLD_SIZE", "2"}}));
+        }).find("RANK='x'") != std::string::npos);
+}
+
+TEST_CASE("worker store: rank 0 hosts, everyone meets; a missing rank is named") {
+  int port;
+  {
+    TcpStoreServer probe(TcpStoreServerOptions{});
+    port = probe.port();
+  }
+  auto env_for = [&](int rank, int world) {
+    WorkerEnv e;
+    e.rank = rank;
+    e.world_size = world;
+    e.master_addr = "127.0.0.1";
+    e.master_port = port;
+    return e;
+  };
+  {
+    std::vector<WorkerStore> stores(3);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 3; ++r)
+      threads.emplace_back([&, r] { stores[r] = create_worker_store(env_for(r, 3), Milliseconds(10'000)); });
+    for (auto& t : threads) t.join();
+    stores[2].store->set("from2", "x");
+    CHECK(stores[0].store->get("from2") == "x");
+    CHECK(stores[0].server != nullptr);
+    CHECK(stores[1].server == nullptr);
+  }
+  auto msg = message_of<TimeoutError>([&] { create_worker_store(env_for(0, 2), Milliseconds(300)); });
+  CHECK(msg.find("1/2 ranks arrived") != std::string::npos);
+  CHECK(msg.find("missing ranks: 1") != std::string::npos);
+}
