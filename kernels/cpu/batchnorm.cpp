@@ -1,2 +1,310 @@
-// placeholder: filled in by the kernels work in progress.
+// Batch normalisation on the CPU, PyTorch semantics. x is viewed as (N, C, HW); every
+// per-channel quantity is held in double while it is computed (a few C-sized vectors), and the
+// four loops below (channel sums, apply, backward reduce, backward apply) are the only passes
+// over the data: the whole forward and backward are compositions of them, so they match the
+// split functions SyncBatchNorm uses exactly. Element math: kernels/batchnorm_math.h.
+#include <vector>
+
+#include "kernels/batchnorm_math.h"
+#include "kernels/cpu/cpu_dispatch.h"
 #include "kernels/ops.h"
+
+namespace ringgrad::kernels {
+
+namespace {
+
+using ChannelVector = std::vector<double>;  // (C)
+
+struct Layout {
+  int64_t n, c, hw;  // x: (n, c, hw)
+  double count() const { return static_cast<double>(n * hw); }  // elements per channel
+};
+
+Layout layout_of(const Tensor& x, const char* op) {
+  RG_CHECK(x.defined(), op, ": x is undefined");
+  RG_CHECK_GE(x.dim(), 2, op, ": x must be (N, C, ...), got shape ", x.shape().str());
+  cpu::check_cpu(x, op);
+  int64_t hw = 1;
+  for (int d = 2; d < x.dim(); ++d) hw *= x.size(d);
+  return {x.size(0), x.size(1), hw};
+}
+
+// A data tensor (y, dy, dx) laid out exactly like x.
+void check_like_x(const Tensor& t, const Tensor& x, const char* op, const char* name) {
+  cpu::check_shape(t, x.shape(), op, name);
+  cpu::check_same(t, x, op);
+}
+
+// Per-channel tensors may be float32 or float64 independently of x (SyncBatchNorm keeps its
+// sums in float64); they are read into and written from double vectors.
+ChannelVector read_channels(const Tensor& t, const Layout& l, const char* op, const char* name) {
+  cpu::check_shape(t, Shape{l.c}, op, name);
+  cpu::check_cpu(t, op);
+  ChannelVector v(l.c);
+  cpu::dispatch_float(t.dtype(), op, [&](auto tag) {
+    const auto* p = t.data<decltype(tag)>();
+    for (int64_t c = 0; c < l.c; ++c) v[c] = p[c];
+  });
+  return v;
+}
+
+ChannelVector read_channels_or(const Tensor& t, const Layout& l, double fallback, const char* op,
+                               const char* name) {
+  return t.defined() ? read_channels(t, l, op, name) : ChannelVector(l.c, fallback);
+}
+
+void write_channels(Tensor& t, const ChannelVector& v, const char* op, const char* name) {
+  if (!t.defined()) return;
+  cpu::check_shape(t, Shape{static_cast<int64_t>(v.size())}, op, name);
+  cpu::check_cpu(t, op);
+  cpu::dispatch_float(t.dtype(), op, [&](auto tag) {
+    using S = decltype(tag);
+    S* p = t.data<S>();
+    for (size_t c = 0; c < v.size(); ++c) p[c] = static_cast<S>(v[c]);
+  });
+}
+
+// ---- the four passes over the data ----------------------------------------------------------
+// Reductions run one channel per thread (each channel's N planes, HW contiguous); elementwise
+// passes run over the N*C planes.
+
+// sum[c] = sum x, sum_sq[c] = sum x^2 over (n, hw).
+template <class T>
+void channel_sums_loop(const T* x, Layout l, double* sum, double* sum_sq) {
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < l.c; ++c) {
+    double s = 0, s2 = 0;
+    for (int64_t n = 0; n < l.n; ++n) {
+      const T* plane = x + (n * l.c + c) * l.hw;
+#pragma omp simd reduction(+ : s, s2)
+      for (int64_t i = 0; i < l.hw; ++i) {
+        const double v = plane[i];
+        s += v;
+        s2 += v * v;
+      }
+    }
+    sum[c] = s;
+    sum_sq[c] = s2;
+  }
+}
+
+// y = (x - mean) * scale + beta.
+template <class T>
+void apply_loop(T* y, const T* x, Layout l, const double* mean, const double* scale,
+                const double* beta) {
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t n = 0; n < l.n; ++n) {
+    for (int64_t c = 0; c < l.c; ++c) {
+      const int64_t base = (n * l.c + c) * l.hw;
+      const T m = static_cast<T>(mean[c]), k = static_cast<T>(scale[c]);
+      const T b = static_cast<T>(beta[c]);
+#pragma omp simd
+      for (int64_t i = 0; i < l.hw; ++i) y[base + i] = bn_normalize(x[base + i], m, k, b);
+    }
+  }
+}
+
+// sum_dy[c] = sum dy, sum_dy_xmu[c] = sum dy * (x - mean) over (n, hw).
+template <class T>
+void backward_reduce_loop(const T* dy, const T* x, Layout l, const double* mean, double* sum_dy,
+                          double* sum_dy_xmu) {
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < l.c; ++c) {
+    const double m = mean[c];
+    double s = 0, sx = 0;
+    for (int64_t n = 0; n < l.n; ++n) {
+      const int64_t base = (n * l.c + c) * l.hw;
+#pragma omp simd reduction(+ : s, sx)
+      for (int64_t i = 0; i < l.hw; ++i) {
+        const double g = dy[base + i];
+        s += g;
+        sx += g * (static_cast<double>(x[base + i]) - m);
+      }
+    }
+    sum_dy[c] = s;
+    sum_dy_xmu[c] = sx;
+  }
+}
+
+// dx = scale * (dy - mean_dy - (x - mean) * xmu_coeff).
+template <class T>
+void backward_apply_loop(T* dx, const T* dy, const T* x, Layout l, const double* mean,
+                         const double* scale, const double* mean_dy, const double* xmu_coeff) {
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t n = 0; n < l.n; ++n) {
+    for (int64_t c = 0; c < l.c; ++c) {
+      const int64_t base = (n * l.c + c) * l.hw;
+      const T m = static_cast<T>(mean[c]), k = static_cast<T>(scale[c]);
+      const T mdy = static_cast<T>(mean_dy[c]), kx = static_cast<T>(xmu_coeff[c]);
+#pragma omp simd
+      for (int64_t i = 0; i < l.hw; ++i)
+        dx[base + i] = bn_input_grad(dy[base + i], x[base + i], m, k, mdy, kx);
+    }
+  }
+}
+
+// ---- compositions on double vectors, shared by the split and the whole entry points ----------
+
+void channel_sums(ChannelVector& sum, ChannelVector& sum_sq, const Tensor& x, Layout l,
+                  const char* op) {
+  sum.assign(l.c, 0);
+  sum_sq.assign(l.c, 0);
+  cpu::dispatch_float(x.dtype(), op, [&](auto tag) {
+    channel_sums_loop(x.data<decltype(tag)>(), l, sum.data(), sum_sq.data());
+  });
+}
+
+void apply(Tensor& y, const Tensor& x, Layout l, const ChannelVector& mean,
+           const ChannelVector& invstd, const ChannelVector& gamma, const ChannelVector& beta,
+           const char* op) {
+  check_like_x(y, x, op, "y");
+  ChannelVector scale(l.c);
+  for (int64_t c = 0; c < l.c; ++c) scale[c] = invstd[c] * gamma[c];
+  cpu::dispatch_float(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    apply_loop(y.data<T>(), x.data<T>(), l, mean.data(), scale.data(), beta.data());
+  });
+}
+
+// sum_dy_xhat = invstd * sum dy * (x - mean).
+void backward_reduce(ChannelVector& sum_dy, ChannelVector& sum_dy_xhat, const Tensor& dy,
+                     const Tensor& x, Layout l, const ChannelVector& mean,
+                     const ChannelVector& invstd, const char* op) {
+  check_like_x(dy, x, op, "dy");
+  sum_dy.assign(l.c, 0);
+  sum_dy_xhat.assign(l.c, 0);
+  cpu::dispatch_float(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    backward_reduce_loop(dy.data<T>(), x.data<T>(), l, mean.data(), sum_dy.data(),
+                         sum_dy_xhat.data());
+  });
+  for (int64_t c = 0; c < l.c; ++c) sum_dy_xhat[c] *= invstd[c];
+}
+
+void backward_apply(Tensor& dx, const Tensor& dy, const Tensor& x, Layout l,
+                    const ChannelVector& mean, const ChannelVector& invstd,
+                    const ChannelVector& gamma, const ChannelVector& sum_dy,
+                    const ChannelVector& sum_dy_xhat, double count, const char* op) {
+  check_like_x(dx, x, op, "dx");
+  check_like_x(dy, x, op, "dy");
+  RG_CHECK_GT(count, 0, op, ": count (elements per channel over all ranks) must be positive");
+  ChannelVector scale(l.c), mean_dy(l.c), xmu_coeff(l.c);
+  for (int64_t c = 0; c < l.c; ++c) {
+    scale[c] = gamma[c] * invstd[c];
+    mean_dy[c] = sum_dy[c] / count;
+    xmu_coeff[c] = invstd[c] * sum_dy_xhat[c] / count;
+  }
+  cpu::dispatch_float(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    backward_apply_loop(dx.data<T>(), dy.data<T>(), x.data<T>(), l, mean.data(), scale.data(),
+                        mean_dy.data(), xmu_coeff.data());
+  });
+}
+
+}  // namespace
+
+// ---- entry points (kernels/ops.h) -----------------------------------------------------------
+
+void batchnorm_channel_sums(Tensor& sum, Tensor& sum_sq, const Tensor& x) {
+  constexpr const char* op = "batchnorm_channel_sums";
+  const Layout l = layout_of(x, op);
+  cpu::check_shape(sum, Shape{l.c}, op, "sum");
+  cpu::check_shape(sum_sq, Shape{l.c}, op, "sum_sq");
+  ChannelVector s, s2;
+  channel_sums(s, s2, x, l, op);
+  write_channels(sum, s, op, "sum");
+  write_channels(sum_sq, s2, op, "sum_sq");
+}
+
+void batchnorm_apply(Tensor& y, const Tensor& x, const Tensor& mean, const Tensor& invstd,
+                     const Tensor& gamma, const Tensor& beta) {
+  constexpr const char* op = "batchnorm_apply";
+  const Layout l = layout_of(x, op);
+  apply(y, x, l, read_channels(mean, l, op, "mean"), read_channels(invstd, l, op, "invstd"),
+        read_channels_or(gamma, l, 1.0, op, "gamma"), read_channels_or(beta, l, 0.0, op, "beta"),
+        op);
+}
+
+void batchnorm_forward_train(Tensor& y, Tensor& save_mean, Tensor& save_invstd,
+                             Tensor& running_mean, Tensor& running_var, const Tensor& x,
+                             const Tensor& gamma, const Tensor& beta, double momentum,
+                             double eps) {
+  constexpr const char* op = "batchnorm_forward_train";
+  const Layout l = layout_of(x, op);
+  const double count = l.count();
+  RG_CHECK_GT(count, 1, op, ": training needs more than one value per channel, got x of shape ",
+              x.shape().str());
+  ChannelVector run_mean, run_var;
+  if (running_mean.defined()) run_mean = read_channels(running_mean, l, op, "running_mean");
+  if (running_var.defined()) run_var = read_channels(running_var, l, op, "running_var");
+  const ChannelVector g = read_channels_or(gamma, l, 1.0, op, "gamma");
+  const ChannelVector b = read_channels_or(beta, l, 0.0, op, "beta");
+
+  ChannelVector sum, sum_sq, mean(l.c), invstd(l.c);
+  channel_sums(sum, sum_sq, x, l, op);
+  for (int64_t c = 0; c < l.c; ++c) {
+    const double var = bn_biased_var(sum[c], sum_sq[c], count);
+    mean[c] = sum[c] / count;
+    invstd[c] = bn_invstd(var, eps);
+    if (running_mean.defined()) run_mean[c] = bn_running_update(run_mean[c], mean[c], momentum);
+    if (running_var.defined())
+      run_var[c] = bn_running_update(run_var[c], var * count / (count - 1), momentum);
+  }
+  apply(y, x, l, mean, invstd, g, b, op);
+  write_channels(save_mean, mean, op, "save_mean");
+  write_channels(save_invstd, invstd, op, "save_invstd");
+  write_channels(running_mean, run_mean, op, "running_mean");
+  write_channels(running_var, run_var, op, "running_var");
+}
+
+void batchnorm_forward_eval(Tensor& y, const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                            const Tensor& running_mean, const Tensor& running_var, double eps) {
+  constexpr const char* op = "batchnorm_forward_eval";
+  const Layout l = layout_of(x, op);
+  ChannelVector invstd = read_channels(running_var, l, op, "running_var");
+  for (double& v : invstd) v = bn_invstd(v, eps);
+  apply(y, x, l, read_channels(running_mean, l, op, "running_mean"), invstd,
+        read_channels_or(gamma, l, 1.0, op, "gamma"), read_channels_or(beta, l, 0.0, op, "beta"),
+        op);
+}
+
+void batchnorm_backward_reduce(Tensor& sum_dy, Tensor& sum_dy_xhat, const Tensor& dy,
+                               const Tensor& x, const Tensor& mean, const Tensor& invstd) {
+  constexpr const char* op = "batchnorm_backward_reduce";
+  const Layout l = layout_of(x, op);
+  ChannelVector s, sx;
+  backward_reduce(s, sx, dy, x, l, read_channels(mean, l, op, "mean"),
+                  read_channels(invstd, l, op, "invstd"), op);
+  write_channels(sum_dy, s, op, "sum_dy");
+  write_channels(sum_dy_xhat, sx, op, "sum_dy_xhat");
+}
+
+void batchnorm_backward_apply(Tensor& dx, const Tensor& dy, const Tensor& x, const Tensor& mean,
+                              const Tensor& invstd, const Tensor& gamma, const Tensor& sum_dy,
+                              const Tensor& sum_dy_xhat, double count) {
+  constexpr const char* op = "batchnorm_backward_apply";
+  const Layout l = layout_of(x, op);
+  backward_apply(dx, dy, x, l, read_channels(mean, l, op, "mean"),
+                 read_channels(invstd, l, op, "invstd"),
+                 read_channels_or(gamma, l, 1.0, op, "gamma"),
+                 read_channels(sum_dy, l, op, "sum_dy"),
+                 read_channels(sum_dy_xhat, l, op, "sum_dy_xhat"), count, op);
+}
+
+void batchnorm_backward(Tensor& dx, Tensor& dgamma, Tensor& dbeta, const Tensor& dy,
+                        const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
+                        const Tensor& save_invstd) {
+  constexpr const char* op = "batchnorm_backward";
+  const Layout l = layout_of(x, op);
+  const ChannelVector mean = read_channels(save_mean, l, op, "save_mean");
+  const ChannelVector invstd = read_channels(save_invstd, l, op, "save_invstd");
+  ChannelVector sum_dy, sum_dy_xhat;
+  backward_reduce(sum_dy, sum_dy_xhat, dy, x, l, mean, invstd, op);
+  if (dx.defined())
+    backward_apply(dx, dy, x, l, mean, invstd, read_channels_or(gamma, l, 1.0, op, "gamma"),
+                   sum_dy, sum_dy_xhat, l.count(), op);
+  write_channels(dgamma, sum_dy_xhat, op, "dgamma");
+  write_channels(dbeta, sum_dy, op, "dbeta");
+}
+
+}  // namespace ringgrad::kernels

@@ -1,5 +1,6 @@
 // relu forward/backward, add, fused add+relu and scale (CPU), and the entry points that send
 // CUDA tensors to kernels/cuda. Memory-bound loops: one OpenMP-parallel pass each.
+#include "kernels/cpu/cpu_dispatch.h"
 #include "kernels/elementwise_math.h"
 #include "kernels/ops.h"
 #include "ringgrad/config.h"
@@ -9,25 +10,9 @@
 
 namespace ringgrad::kernels {
 
-namespace {
-
-void check_same(const Tensor& a, const Tensor& b, const char* op) {
-  RG_CHECK(a.defined() && b.defined(), op, ": undefined tensor");
-  RG_CHECK_EQ(a.numel(), b.numel(), op, ": element counts differ (", a.shape().str(), " vs ",
-           b.shape().str(), ")");
-  RG_CHECK(a.dtype() == b.dtype(), op, ": dtypes differ");
-  RG_CHECK(a.device() == b.device(), op, ": devices differ (", a.device().str(), " vs ",
-        b.device().str(), ")");
-}
-
-template <class F>
-void dispatch_float(DType t, const char* op, F&& f) {
-  if (t == DType::f32) return f(float{});
-  if (t == DType::f64) return f(double{});
-  RG_THROW(InvalidArgument, op, ": CPU kernel supports float32 and float64, got ", dtype_name(t));
-}
-
-}  // namespace
+using cpu::check_cpu;
+using cpu::check_same;
+using cpu::dispatch_float;
 
 void relu_forward(Tensor& y, const Tensor& x) {
   check_same(y, x, "relu_forward");
@@ -58,6 +43,51 @@ void relu_backward(Tensor& dx, const Tensor& dy, const Tensor& y) {
     const int64_t n = y.numel();
 #pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < n; ++i) dxp[i] = relu_grad(dyp[i], yp[i]);
+  });
+}
+
+void add(Tensor& y, const Tensor& a, const Tensor& b) {
+  check_same(y, a, "add");
+  check_same(a, b, "add");
+  check_cpu(y, "add");
+  dispatch_float(a.dtype(), "add", [&](auto tag) {
+    using T = decltype(tag);
+    const T* ap = a.data<T>();
+    const T* bp = b.data<T>();
+    T* yp = y.data<T>();
+    const int64_t n = a.numel();
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; ++i) yp[i] = ap[i] + bp[i];
+  });
+}
+
+void add_(Tensor& a, const Tensor& b) { add(a, a, b); }
+
+void add_relu_forward(Tensor& y, const Tensor& a, const Tensor& b) {
+  check_same(y, a, "add_relu_forward");
+  check_same(a, b, "add_relu_forward");
+  check_cpu(y, "add_relu_forward");
+  dispatch_float(a.dtype(), "add_relu_forward", [&](auto tag) {
+    using T = decltype(tag);
+    const T* ap = a.data<T>();
+    const T* bp = b.data<T>();
+    T* yp = y.data<T>();
+    const int64_t n = a.numel();
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; ++i) yp[i] = relu(ap[i] + bp[i]);
+  });
+}
+
+void scale_(Tensor& a, double alpha) {
+  RG_CHECK(a.defined(), "scale_: undefined tensor");
+  check_cpu(a, "scale_");
+  dispatch_float(a.dtype(), "scale_", [&](auto tag) {
+    using T = decltype(tag);
+    const T factor = static_cast<T>(alpha);
+    T* ap = a.data<T>();
+    const int64_t n = a.numel();
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; ++i) ap[i] *= factor;
   });
 }
 

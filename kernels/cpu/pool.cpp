@@ -1,2 +1,181 @@
-// placeholder: filled in by the kernels work in progress.
+// Max pooling (with argmax indices for backward) and global average pooling on the CPU.
+// x: (N, C, H, W); every (n, c) plane is independent, so each loop runs one plane per thread.
+#include <algorithm>
+#include <limits>
+
+#include "kernels/cpu/cpu_dispatch.h"
 #include "kernels/ops.h"
+#include "kernels/pool_math.h"
+
+namespace ringgrad::kernels {
+
+namespace {
+
+void check_nchw(const Tensor& t, const char* op, const char* name) {
+  RG_CHECK(t.defined(), op, ": ", name, " is undefined");
+  RG_CHECK_EQ(t.dim(), 4, op, ": ", name, " must be (N, C, H, W), got shape ", t.shape().str());
+  cpu::check_cpu(t, op);
+}
+
+// Output extent of one spatial dimension: floor((in + 2 pad - kernel) / stride) + 1.
+int64_t pooled_extent(int64_t in, int kernel, int stride, int pad, const char* dim) {
+  RG_CHECK(kernel >= 1 && stride >= 1 && pad >= 0, "pool2d: kernel_", dim, " ", kernel,
+           ", stride_", dim, " ", stride, " and pad_", dim, " ", pad,
+           " must satisfy kernel >= 1, stride >= 1, pad >= 0");
+  RG_CHECK_LE(2 * pad, kernel, "pool2d: pad_", dim, " must be at most half of kernel_", dim,
+              " (as PyTorch), so no window is all padding");
+  const int64_t span = in + 2 * pad - kernel;
+  RG_CHECK_GE(span, 0, "pool2d: kernel_", dim, " ", kernel, " is larger than the padded input (",
+              in, " + 2*", pad, ")");
+  return span / stride + 1;
+}
+
+// One plane: each output takes the maximum of its window clipped to the input, starting from
+// -inf at the window's first in-bounds position (padding never wins, as PyTorch).
+template <class T>
+void maxpool_plane(T* y, int32_t* index, const T* x, int64_t H, int64_t W, int64_t P, int64_t Q,
+                   const Pool2dParams& p) {
+  for (int64_t oh = 0; oh < P; ++oh) {
+    const int64_t h0 = std::max<int64_t>(oh * p.stride_h - p.pad_h, 0);
+    const int64_t h1 = std::min<int64_t>(oh * p.stride_h - p.pad_h + p.kernel_h, H);
+    for (int64_t ow = 0; ow < Q; ++ow) {
+      const int64_t w0 = std::max<int64_t>(ow * p.stride_w - p.pad_w, 0);
+      const int64_t w1 = std::min<int64_t>(ow * p.stride_w - p.pad_w + p.kernel_w, W);
+      T best = -std::numeric_limits<T>::infinity();
+      int64_t best_at = h0 * W + w0;
+      for (int64_t h = h0; h < h1; ++h) {
+        for (int64_t w = w0; w < w1; ++w) {
+          const T v = x[h * W + w];
+          if (max_pool_takes(v, best)) {
+            best = v;
+            best_at = h * W + w;
+          }
+        }
+      }
+      y[oh * Q + ow] = best;
+      index[oh * Q + ow] = static_cast<int32_t>(best_at);
+    }
+  }
+}
+
+}  // namespace
+
+Shape pool2d_output_shape(const Shape& x, const Pool2dParams& p) {
+  RG_CHECK_EQ(x.size(), 4, "pool2d: input must be (N, C, H, W), got shape ", x.str());
+  return {x[0], x[1], pooled_extent(x[2], p.kernel_h, p.stride_h, p.pad_h, "h"),
+          pooled_extent(x[3], p.kernel_w, p.stride_w, p.pad_w, "w")};
+}
+
+// x: (N, C, H, W) -> y, indices: (N, C, P, Q)
+void maxpool2d_forward(Tensor& y, Tensor& indices, const Tensor& x, const Pool2dParams& p) {
+  constexpr const char* op = "maxpool2d_forward";
+  check_nchw(x, op, "x");
+  const Shape out = pool2d_output_shape(x.shape(), p);
+  cpu::check_shape(y, out, op, "y");
+  cpu::check_shape(indices, out, op, "indices");
+  RG_CHECK(y.dtype() == x.dtype(), op, ": y and x dtypes differ");
+  RG_CHECK(indices.dtype() == DType::i32, op, ": indices must be int32, got ",
+           dtype_name(indices.dtype()));
+  cpu::check_cpu(y, op);
+  cpu::check_cpu(indices, op);
+  const int64_t H = x.size(2), W = x.size(3), P = out[2], Q = out[3];
+  RG_CHECK_LE(H * W, std::numeric_limits<int32_t>::max(), op,
+              ": input plane too large for int32 indices");
+  const int64_t planes = x.size(0) * x.size(1);
+  cpu::dispatch_float(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    const T* xp = x.data<T>();
+    T* yp = y.data<T>();
+    int32_t* ip = indices.data<int32_t>();
+#pragma omp parallel for schedule(static)
+    for (int64_t plane = 0; plane < planes; ++plane)
+      maxpool_plane(yp + plane * P * Q, ip + plane * P * Q, xp + plane * H * W, H, W, P, Q, p);
+  });
+}
+
+// dx[argmax] += dy for every output; dx: (N, C, H, W), dy and indices: (N, C, P, Q).
+void maxpool2d_backward(Tensor& dx, const Tensor& dy, const Tensor& indices) {
+  constexpr const char* op = "maxpool2d_backward";
+  check_nchw(dx, op, "dx");
+  check_nchw(dy, op, "dy");
+  cpu::check_shape(indices, dy.shape(), op, "indices");
+  RG_CHECK(indices.dtype() == DType::i32, op, ": indices must be int32, got ",
+           dtype_name(indices.dtype()));
+  RG_CHECK(dx.dtype() == dy.dtype(), op, ": dx and dy dtypes differ");
+  RG_CHECK(dx.size(0) == dy.size(0) && dx.size(1) == dy.size(1), op, ": dx ", dx.shape().str(),
+           " and dy ", dy.shape().str(), " differ in N or C");
+  cpu::check_cpu(indices, op);
+  const int64_t HW = dx.size(2) * dx.size(3), PQ = dy.size(2) * dy.size(3);
+  const int64_t planes = dx.size(0) * dx.size(1);
+  bool index_out_of_range = false;
+  cpu::dispatch_float(dx.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    T* dxp = dx.data<T>();
+    const T* dyp = dy.data<T>();
+    const int32_t* ip = indices.data<int32_t>();
+#pragma omp parallel for schedule(static) reduction(|| : index_out_of_range)
+    for (int64_t plane = 0; plane < planes; ++plane) {
+      T* dx_plane = dxp + plane * HW;
+      const T* dy_plane = dyp + plane * PQ;
+      const int32_t* index = ip + plane * PQ;
+      for (int64_t i = 0; i < HW; ++i) dx_plane[i] = T(0);
+      for (int64_t o = 0; o < PQ; ++o) {
+        if (index[o] < 0 || index[o] >= HW) {
+          index_out_of_range = true;
+          continue;
+        }
+        dx_plane[index[o]] += dy_plane[o];
+      }
+    }
+  });
+  RG_CHECK(!index_out_of_range, op, ": an index lies outside the ", dx.size(2), "x", dx.size(3),
+           " input plane; pass the indices maxpool2d_forward produced for this input");
+}
+
+// y[n, c] = mean of x[n, c, :, :]; x: (N, C, H, W) -> y: (N, C, 1, 1)
+void global_avgpool_forward(Tensor& y, const Tensor& x) {
+  constexpr const char* op = "global_avgpool_forward";
+  check_nchw(x, op, "x");
+  cpu::check_shape(y, Shape{x.size(0), x.size(1), 1, 1}, op, "y");
+  RG_CHECK(y.dtype() == x.dtype(), op, ": y and x dtypes differ");
+  cpu::check_cpu(y, op);
+  const int64_t HW = x.size(2) * x.size(3), planes = x.size(0) * x.size(1);
+  RG_CHECK_GT(HW, 0, op, ": empty input plane in ", x.shape().str());
+  cpu::dispatch_float(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    const T* xp = x.data<T>();
+    T* yp = y.data<T>();
+#pragma omp parallel for schedule(static)
+    for (int64_t plane = 0; plane < planes; ++plane) {
+      const T* src = xp + plane * HW;
+      double sum = 0;
+#pragma omp simd reduction(+ : sum)
+      for (int64_t i = 0; i < HW; ++i) sum += src[i];
+      yp[plane] = static_cast<T>(sum / static_cast<double>(HW));
+    }
+  });
+}
+
+// dx[n, c, h, w] = dy[n, c] / (H W); dy: (N, C, 1, 1) -> dx: (N, C, H, W)
+void global_avgpool_backward(Tensor& dx, const Tensor& dy) {
+  constexpr const char* op = "global_avgpool_backward";
+  check_nchw(dx, op, "dx");
+  cpu::check_shape(dy, Shape{dx.size(0), dx.size(1), 1, 1}, op, "dy");
+  RG_CHECK(dx.dtype() == dy.dtype(), op, ": dx and dy dtypes differ");
+  cpu::check_cpu(dy, op);
+  const int64_t HW = dx.size(2) * dx.size(3), planes = dx.size(0) * dx.size(1);
+  cpu::dispatch_float(dx.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    T* dxp = dx.data<T>();
+    const T* dyp = dy.data<T>();
+#pragma omp parallel for schedule(static)
+    for (int64_t plane = 0; plane < planes; ++plane) {
+      const T g = static_cast<T>(dyp[plane] / static_cast<T>(HW));
+      T* dst = dxp + plane * HW;
+#pragma omp simd
+      for (int64_t i = 0; i < HW; ++i) dst[i] = g;
+    }
+  });
+}
+
+}  // namespace ringgrad::kernels

@@ -1,0 +1,42 @@
+// Private helpers shared by the CPU kernels in kernels/cpu/*.cpp: argument checks with messages
+// that name the op, and the f32/f64 dispatch that turns a runtime DType into a template type.
+// Not part of the kernels API; nothing outside kernels/cpu includes it.
+#pragma once
+#include "core/error.h"
+#include "core/tensor.h"
+
+namespace ringgrad::kernels::cpu {
+
+// a and b agree in element count, dtype and device (elementwise ops treat them as flat arrays).
+inline void check_same(const Tensor& a, const Tensor& b, const char* op) {
+  RG_CHECK(a.defined() && b.defined(), op, ": undefined tensor");
+  RG_CHECK_EQ(a.numel(), b.numel(), op, ": element counts differ (", a.shape().str(), " vs ",
+              b.shape().str(), ")");
+  RG_CHECK(a.dtype() == b.dtype(), op, ": dtypes differ (", dtype_name(a.dtype()), " vs ",
+           dtype_name(b.dtype()), ")");
+  RG_CHECK(a.device() == b.device(), op, ": devices differ (", a.device().str(), " vs ",
+           b.device().str(), ")");
+}
+
+// Ops whose CUDA kernel does not exist yet refuse device tensors instead of reading them as host
+// memory.
+inline void check_cpu(const Tensor& t, const char* op) {
+  RG_CHECK(!t.defined() || t.is_cpu(), op, ": got a tensor on ", t.device().str(),
+           " but the CUDA kernel for this op is not built yet; move the tensors to the CPU");
+}
+
+inline void check_shape(const Tensor& t, const Shape& expected, const char* op, const char* name) {
+  RG_CHECK(t.defined(), op, ": ", name, " is undefined");
+  RG_CHECK(t.shape() == expected, op, ": ", name, " has shape ", t.shape().str(), ", expected ",
+           expected.str());
+}
+
+// Calls f(T{}) with T = float or double according to t.
+template <class F>
+void dispatch_float(DType t, const char* op, F&& f) {
+  if (t == DType::f32) return f(float{});
+  if (t == DType::f64) return f(double{});
+  RG_THROW(InvalidArgument, op, ": CPU kernel supports float32 and float64, got ", dtype_name(t));
+}
+
+}  // namespace ringgrad::kernels::cpu
