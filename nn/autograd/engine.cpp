@@ -18,9 +18,15 @@ namespace {
 
 thread_local bool t_grad_enabled = true;
 
+// The first gradient of a backward is taken over without a copy when nothing else holds it
+// and the leaf's gradient storage is not pinned (a DDP bucket view is, and gets copied into).
 void accumulate_leaf(VariableImpl& leaf, const Tensor& g) {
-  if (!leaf.grad.defined()) {
-    leaf.grad = g.clone();  // g may be shared with another input of the same node
+  const bool fresh = !leaf.grad.defined() || leaf.grad_is_zero;
+  const bool unshared = g.storage().use_count() == 1 && g.offset_bytes() == 0;
+  if (fresh && !leaf.grad_pinned && unshared) {
+    leaf.grad = g;
+  } else if (!leaf.grad.defined()) {
+    leaf.grad = g.clone();
   } else if (leaf.grad_is_zero) {
     leaf.grad.copy_from(g);
   } else {
@@ -71,6 +77,7 @@ void Variable::set_grad(Tensor grad) {
            " differs from the value's ", impl_->value.shape().str());
   impl_->grad = std::move(grad);
   impl_->grad_is_zero = false;
+  impl_->grad_pinned = true;
 }
 
 void Variable::zero_grad() {

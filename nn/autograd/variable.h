@@ -32,6 +32,7 @@ struct VariableImpl {
   Tensor value;
   Tensor grad;                         // leaves: the accumulated gradient
   bool grad_is_zero = false;           // zero_grad() is lazy: the next gradient overwrites
+  bool grad_pinned = false;            // set_grad() storage: accumulate into it, never replace
   bool requires_grad = false;
   std::shared_ptr<Node> grad_fn;       // null for leaves
   std::vector<GradReadyHook> grad_ready_hooks;  // leaves: fired once per backward, when final

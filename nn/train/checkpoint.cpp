@@ -1,0 +1,75 @@
+// Checkpoint save and load.
+#include "nn/train/checkpoint.h"
+
+#include "nn/serialize/safetensors.h"
+
+namespace ringgrad::nn {
+
+namespace {
+
+const char kMomentumPrefix[] = "optimizer.momentum_buffer.";
+
+int64_t metadata_int(const TensorFile& file, const std::string& key) {
+  auto it = file.metadata.find(key);
+  if (it == file.metadata.end())
+    RG_THROW(IoError, "checkpoint ", file.path, " has no '", key,
+             "' in its metadata: it was not written by ringgrad-train");
+  try {
+    return std::stoll(it->second);
+  } catch (const std::exception&) {
+    RG_THROW(IoError, "checkpoint ", file.path, ": metadata '", key, "' = '", it->second,
+             "' is not an integer");
+  }
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& path, Module& model, Sgd& optimizer,
+                     const TrainingPosition& position, const CheckpointInfo& info) {
+  NamedTensors entries = model.state_dict();
+  auto params = model.named_parameters();
+  auto& buffers = optimizer.momentum_buffers();
+  for (size_t i = 0; i < params.size() && i < buffers.size(); ++i)
+    if (buffers[i].defined()) entries.emplace_back(kMomentumPrefix + params[i].first, buffers[i]);
+  std::map<std::string, std::string> meta = {
+      {"format", "ringgrad-checkpoint-1"},
+      {"model", info.model},
+      {"seed", std::to_string(info.seed)},
+      {"total_steps", std::to_string(info.total_steps)},
+      {"epoch", std::to_string(position.epoch)},
+      {"batch_in_epoch", std::to_string(position.batch_in_epoch)},
+      {"step", std::to_string(position.global_step)},
+  };
+  save_safetensors(path, entries, meta);
+}
+
+TrainingPosition load_checkpoint(const std::string& path, Module& model, Sgd& optimizer,
+                                 const CheckpointInfo& expected) {
+  TensorFile file = load_safetensors(path);
+  auto model_it = file.metadata.find("model");
+  if (model_it == file.metadata.end() || model_it->second != expected.model)
+    RG_THROW(InvalidArgument, "checkpoint ", path, " holds model '",
+             model_it == file.metadata.end() ? "?" : model_it->second, "', not '",
+             expected.model, "': pass the same --model as the run that wrote it");
+  NamedTensors weights;
+  for (auto& [name, t] : file.tensors)
+    if (name.rfind(kMomentumPrefix, 0) != 0) weights.emplace_back(name, t);
+  try {
+    model.load_state_dict(weights);
+  } catch (const Error& e) {
+    RG_THROW(IoError, "checkpoint ", path, " does not fit the model: ", e.what());
+  }
+  auto params = model.named_parameters();
+  auto& buffers = optimizer.momentum_buffers();
+  for (size_t i = 0; i < params.size(); ++i) {
+    const std::string key = kMomentumPrefix + params[i].first;
+    if (file.contains(key)) buffers[i] = file.at(key).clone();
+  }
+  TrainingPosition pos;
+  pos.epoch = metadata_int(file, "epoch");
+  pos.batch_in_epoch = metadata_int(file, "batch_in_epoch");
+  pos.global_step = metadata_int(file, "step");
+  return pos;
+}
+
+}  // namespace ringgrad::nn

@@ -1,0 +1,36 @@
+// Training checkpoints as safetensors: the model's state dict under its PyTorch names (so
+// PyTorch can load the weights after dropping the "optimizer." entries), the SGD momentum
+// buffers as "optimizer.momentum_buffer.<param>", and the position to resume from in
+// __metadata__ (model, epoch, batch within the epoch, global step, seed, total steps).
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "nn/modules/module.h"
+#include "nn/optim/sgd.h"
+
+namespace ringgrad::nn {
+
+struct TrainingPosition {
+  int64_t epoch = 0;           // epoch to continue in
+  int64_t batch_in_epoch = 0;  // batches of that epoch already trained
+  int64_t global_step = 0;     // optimiser steps taken so far
+};
+
+struct CheckpointInfo {
+  std::string model;  // model name, checked on resume
+  uint64_t seed = 0;
+  int64_t total_steps = 0;  // the LR schedule's length
+};
+
+// Atomic write (see save_safetensors). Blocking.
+void save_checkpoint(const std::string& path, Module& model, Sgd& optimizer,
+                     const TrainingPosition& position, const CheckpointInfo& info);
+
+// Loads weights, buffers and momentum buffers into the live model and optimiser and returns
+// where to continue. Throws naming the file when it is corrupt, holds another model, or
+// lacks an entry.
+TrainingPosition load_checkpoint(const std::string& path, Module& model, Sgd& optimizer,
+                                 const CheckpointInfo& expected);
+
+}  // namespace ringgrad::nn

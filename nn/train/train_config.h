@@ -1,0 +1,38 @@
+// Everything one training run is configured by; ringgrad-train fills it from its flags.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace ringgrad::nn {
+
+struct TrainConfig {
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  bool synthetic = false;          // random data of MNIST shape, for throughput runs
+  std::string model = "resnet20";
+  int epochs = 1;
+  int batch_size = 64;
+  int eval_batch_size = 500;
+  double lr = 0.1;                 // peak learning rate
+  double momentum = 0.9;           // (onecycle cycles momentum itself, as PyTorch)
+  double weight_decay = 5e-4;
+  bool nesterov = false;
+  std::string lr_schedule = "onecycle";
+  int64_t warmup_steps = 0;
+  uint64_t seed = 0;
+  int threads = 0;                 // 0: all cores
+  int64_t max_steps = 0;           // 0: no limit; stop (and save) after this many steps
+  std::string save_path;           // checkpoint written at the end (and on --max-steps)
+  std::string resume_path;         // checkpoint to continue from
+  std::string log_json_path;       // one JSON object per logged step and per epoch
+  int log_every = 50;              // steps between plain progress lines / JSON step records
+  bool eval = true;                // test loss and accuracy after each epoch
+};
+
+struct TrainResult {
+  int64_t steps = 0;
+  double final_train_loss = 0;
+  double test_loss = 0, test_accuracy = 0;  // of the last evaluation
+  double images_per_second = 0;             // training throughput over the whole run
+};
+
+}  // namespace ringgrad::nn
