@@ -1,4 +1,5 @@
-// Tests for the elementwise kernels (relu, add, add_relu, scale).
+// Tests for the elementwise kernels (kernels/cpu/elementwise.cpp): relu, add, add_, add_relu
+// and scale_ on hand cases, gradients against finite differences and argument errors.
 #include "core/rng.h"
 #include "kernels/ops.h"
 #include "tests/kernels/gradcheck.h"
@@ -30,4 +31,52 @@ TEST_CASE("relu: forward on a hand case, backward against finite differences") {
 TEST_CASE("relu: mismatched shapes are an error") {
   Tensor x = Tensor::empty({4}), y = Tensor::empty({5});
   CHECK_THROWS_AS(kernels::relu_forward(y, x), Error);
+}
+
+TEST_CASE("add, add_ and scale_ on hand cases in both float types") {
+  for (DType t : {DType::f32, DType::f64}) {
+    Tensor a = Tensor::from_vector<double>({1.5, -2, 0.25, 4}, {2, 2}).to(t);
+    Tensor b = Tensor::from_vector<double>({0.5, 2, -1, -8}, {2, 2}).to(t);
+    Tensor y = Tensor::empty({2, 2}, t);
+    kernels::add(y, a, b);
+    CHECK(y.to(DType::f64).to_vector<double>() == std::vector<double>{2, 0, -0.75, -4});
+    kernels::add_(a, b);
+    CHECK(a.to(DType::f64).to_vector<double>() == std::vector<double>{2, 0, -0.75, -4});
+    kernels::scale_(a, -0.5);
+    CHECK(a.to(DType::f64).to_vector<double>() == std::vector<double>{-1, 0, 0.375, 2});
+  }
+}
+
+TEST_CASE("add_relu: forward by hand, gradient of relu(a + b) through relu_backward") {
+  // relu(a + b) for a + b = {-1, 0, 1.5, 3}.
+  Tensor a = Tensor::from_vector<float>({-2, 1, 0.5f, 3}, {4});
+  Tensor b = Tensor::from_vector<float>({1, -1, 1, 0}, {4});
+  Tensor y = Tensor::empty({4});
+  kernels::add_relu_forward(y, a, b);
+  CHECK(y.to_vector<float>() == std::vector<float>{0, 0, 1.5f, 3});
+
+  Generator g(8);
+  Tensor ad = random_tensor({4, 9}, g), bd = random_tensor({4, 9}, g), dy = random_tensor({4, 9}, g);
+  Tensor yd = Tensor::empty({4, 9}, DType::f64), dsum = Tensor::empty({4, 9}, DType::f64);
+  kernels::add_relu_forward(yd, ad, bd);
+  kernels::relu_backward(dsum, dy, yd);
+  auto f = [&] {
+    Tensor out = Tensor::empty({4, 9}, DType::f64);
+    kernels::add_relu_forward(out, ad, bd);
+    return out;
+  };
+  check_close(dsum, numeric_gradient(f, ad, dy), 1e-6, "d/da");
+  check_close(dsum, numeric_gradient(f, bd, dy), 1e-6, "d/db");
+}
+
+TEST_CASE("elementwise ops reject mismatched and non-floating tensors") {
+  Tensor a = Tensor::empty({4}), b = Tensor::empty({5}), y = Tensor::empty({4});
+  CHECK_THROWS_AS(kernels::add(y, a, b), Error);
+  CHECK_THROWS_AS(kernels::add_(a, b), Error);
+  CHECK_THROWS_AS(kernels::add_relu_forward(y, a, b), Error);
+  Tensor a64 = Tensor::empty({4}, DType::f64);
+  CHECK_THROWS_WITH_AS(kernels::add(y, a, a64), doctest::Contains("dtypes differ"), Error);
+  Tensor ints = Tensor::zeros({4}, DType::i64);
+  CHECK_THROWS_WITH_AS(kernels::scale_(ints, 2.0), doctest::Contains("float32 and float64"),
+                       InvalidArgument);
 }
