@@ -208,8 +208,6 @@ void backward_apply(Tensor& dx, const Tensor& dy, const Tensor& x, Layout l,
 void batchnorm_channel_sums(Tensor& sum, Tensor& sum_sq, const Tensor& x) {
   constexpr const char* op = "batchnorm_channel_sums";
   const Layout l = layout_of(x, op);
-  cpu::check_shape(sum, Shape{l.c}, op, "sum");
-  cpu::check_shape(sum_sq, Shape{l.c}, op, "sum_sq");
   ChannelVector s, s2;
   channel_sums(s, s2, x, l, op);
   write_channels(sum, s, op, "sum");

@@ -170,7 +170,7 @@ void global_avgpool_backward(Tensor& dx, const Tensor& dy) {
     const T* dyp = dy.data<T>();
 #pragma omp parallel for schedule(static)
     for (int64_t plane = 0; plane < planes; ++plane) {
-      const T g = static_cast<T>(dyp[plane] / static_cast<T>(HW));
+      const T g = dyp[plane] / static_cast<T>(HW);
       T* dst = dxp + plane * HW;
 #pragma omp simd
       for (int64_t i = 0; i < HW; ++i) dst[i] = g;
