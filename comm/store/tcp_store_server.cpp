@@ -202,11 +202,12 @@ TcpStoreServer::Impl::Impl(TcpStoreServerOptions opts) : options(std::move(opts)
     acceptor.bind(ep);
     acceptor.listen();
   } catch (const std::system_error& e) {
-    const bool in_use = e.code() == asio::error::address_in_use;
+    if (e.code() == asio::error::address_in_use)
+      RG_THROW(AddressInUseError, "cannot listen on ", options.host, ":", options.port,
+               " for the store: address already in use (another process holds this port; "
+               "choose another port, or 0 for a free one)");
     RG_THROW(IoError, "cannot listen on ", options.host, ":", options.port, " for the store: ",
-             e.code().message(),
-             in_use ? " (another process holds this port; choose another port, or 0 for a free one)"
-                    : "");
+             e.code().message());
   }
   port = acceptor.local_endpoint().port();
   address = str_cat(options.host, ":", port);

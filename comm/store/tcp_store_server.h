@@ -1,6 +1,7 @@
 // TcpStoreServer: the store's server, one Asio io_context on its own thread serving every
-// connection. Binds and listens in the constructor (throws IoError naming host:port, e.g. when
-// the port is in use); the destructor stops the thread and closes every connection.
+// connection. Binds and listens in the constructor (throws IoError naming host:port,
+// AddressInUseError when the port is taken); the destructor stops the thread and closes
+// every connection.
 // A malformed, oversized or truncated frame, a bad token or a stale generation closes only
 // that connection, with a logged reason; everyone else keeps being served.
 #pragma once
@@ -11,6 +12,11 @@
 #include "comm/store/store_wire.h"
 
 namespace ringgrad::comm {
+
+class AddressInUseError : public IoError {
+ public:
+  using IoError::IoError;
+};
 
 struct TcpStoreServerOptions {
   std::string host = "127.0.0.1";  // "0.0.0.0" listens on every interface

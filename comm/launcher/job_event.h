@@ -1,0 +1,42 @@
+// JobEvent: the first thing that ended a generation of the job (a worker failed, a launcher
+// was told to stop, a node was lost), shared between nodes through the store as JSON so every
+// launcher can print the same summary, and the summary text itself.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "comm/launcher/worker_process.h"
+
+namespace ringgrad::comm {
+
+struct WorkerFailure {
+  int global_rank = -1;
+  int local_rank = -1;
+  int pid = 0;
+  ExitStatus status;
+  std::string time;  // local wall-clock time the launcher saw it end
+  std::vector<std::string> stderr_tail;
+};
+
+struct JobEvent {
+  enum class Kind { worker_failed, stopped, node_lost };
+  Kind kind = Kind::worker_failed;
+  int node_rank = -1;
+  std::string hostname;
+  WorkerFailure failure;  // worker_failed
+  int signal = 0;         // stopped: the signal the launcher received
+  std::string detail;     // node_lost: what was seen
+
+  // Only a worker failure is worth a restart; a stop request or a lost node ends the job.
+  bool restartable() const { return kind == Kind::worker_failed; }
+  std::string to_json() const;
+  static JobEvent from_json(const std::string& text);
+};
+
+std::string now_as_text();  // "2026-12-02 18:20:01"
+
+// The block ringgrad-run prints when a job fails: the first failure's global rank, local
+// rank, node, exit code or signal name, time and last stderr lines.
+std::string format_summary(const JobEvent& event, int64_t generation, int restarts_used);
+
+}  // namespace ringgrad::comm

@@ -1,0 +1,225 @@
+// Parsing and validation of ringgrad-run's configuration.
+#include "comm/launcher/launch_config.h"
+
+#include <dirent.h>
+#include <sched.h>
+
+#include <cstdlib>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace ringgrad::comm {
+
+namespace {
+
+int parse_int(const std::string& text, const char* flag, const std::string& whole) {
+  char* end = nullptr;
+  long v = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || v < INT32_MIN || v > INT32_MAX)
+    RG_THROW(InvalidArgument, flag, " '", whole, "': '", text, "' is not an integer");
+  return static_cast<int>(v);
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> parts;
+  std::stringstream in(s);
+  for (std::string part; std::getline(in, part, sep);) parts.push_back(part);
+  return parts;
+}
+
+int count_gpus() {
+  // The NVIDIA driver lists one directory per GPU; no CUDA runtime is needed to count them.
+  int n = 0;
+  if (DIR* d = opendir("/proc/driver/nvidia/gpus")) {
+    while (dirent* e = readdir(d))
+      if (e->d_name[0] != '.') ++n;
+    closedir(d);
+  }
+  return n;
+}
+
+int count_cpus() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+  return 1;
+}
+
+std::chrono::milliseconds parse_seconds(const std::string& value, const char* key) {
+  char* end = nullptr;
+  double s = std::strtod(value.c_str(), &end);
+  if (value.empty() || *end != '\0' || s < 0)
+    RG_THROW(InvalidArgument, "--rdzv-conf ", key, "=", value, ": expected seconds >= 0");
+  return std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
+}
+
+}  // namespace
+
+int StreamSelection::for_rank(int local_rank) const {
+  auto it = per_rank.find(local_rank);
+  return it == per_rank.end() ? all : it->second;
+}
+
+std::pair<int, int> parse_nnodes(const std::string& value) {
+  auto colon = value.find(':');
+  int lo = parse_int(value.substr(0, colon), "--nnodes", value);
+  int hi = colon == std::string::npos ? lo : parse_int(value.substr(colon + 1), "--nnodes", value);
+  if (lo < 1 || hi < lo)
+    RG_THROW(InvalidArgument, "--nnodes '", value, "': need N or MIN:MAX with 1 <= MIN <= MAX");
+  return {lo, hi};
+}
+
+int parse_nproc_per_node(const std::string& value) {
+  if (value == "cpu") return count_cpus();
+  if (value == "gpu" || value == "auto") {
+    const int gpus = count_gpus();
+    if (value == "gpu" && gpus == 0)
+      RG_THROW(InvalidArgument, "--nproc-per-node gpu: no NVIDIA GPU found on this host");
+    return gpus > 0 ? gpus : count_cpus();
+  }
+  int n = parse_int(value, "--nproc-per-node", value);
+  if (n < 1)
+    RG_THROW(InvalidArgument, "--nproc-per-node '", value,
+             "': need a positive count, or auto, cpu, gpu");
+  return n;
+}
+
+std::pair<std::string, int> parse_endpoint(const std::string& value, int default_port) {
+  std::string host = value, port;
+  if (!value.empty() && value[0] == '[') {  // [v6 address]:port
+    auto close = value.find(']');
+    if (close == std::string::npos)
+      RG_THROW(InvalidArgument, "--rdzv-endpoint '", value, "': missing ']'");
+    host = value.substr(1, close - 1);
+    if (close + 1 < value.size()) {
+      if (value[close + 1] != ':')
+        RG_THROW(InvalidArgument, "--rdzv-endpoint '", value, "': expected ':' after ']'");
+      port = value.substr(close + 2);
+      if (port.empty()) RG_THROW(InvalidArgument, "--rdzv-endpoint '", value, "': empty port");
+    }
+  } else if (auto colon = value.rfind(':'); colon != std::string::npos) {
+    host = value.substr(0, colon);
+    port = value.substr(colon + 1);
+    if (port.empty())
+      RG_THROW(InvalidArgument, "--rdzv-endpoint '", value,
+               "': empty port after ':' (use host:port, or host alone for port ", default_port,
+               ")");
+  }
+  if (host.empty()) RG_THROW(InvalidArgument, "--rdzv-endpoint '", value, "': empty host");
+  int p = port.empty() ? default_port : parse_int(port, "--rdzv-endpoint", value);
+  if (p < 0 || p > 65535)
+    RG_THROW(InvalidArgument, "--rdzv-endpoint '", value, "': port ", p, " is not in 0..65535");
+  return {host, p};
+}
+
+std::map<std::string, std::string> parse_key_values(const std::string& value, const char* flag) {
+  std::map<std::string, std::string> out;
+  for (const auto& item : split(value, ',')) {
+    if (item.empty()) continue;
+    auto eq = item.find('=');
+    if (eq == std::string::npos || eq == 0)
+      RG_THROW(InvalidArgument, flag, " '", value, "': '", item, "' is not key=value");
+    out[item.substr(0, eq)] = item.substr(eq + 1);
+  }
+  return out;
+}
+
+StreamSelection parse_stream_selection(const std::string& value, const char* flag) {
+  StreamSelection sel;
+  auto bits = [&](const std::string& text) {
+    int b = parse_int(text, flag, value);
+    if (b < 0 || b > 3)
+      RG_THROW(InvalidArgument, flag, " '", value, "': ", b,
+               " is not 0 (none), 1 (stdout), 2 (stderr) or 3 (both)");
+    return b;
+  };
+  if (value.find(':') == std::string::npos) {
+    sel.all = bits(value);
+    return sel;
+  }
+  for (const auto& item : split(value, ',')) {
+    auto colon = item.find(':');
+    if (colon == std::string::npos)
+      RG_THROW(InvalidArgument, flag, " '", value, "': '", item, "' is not local_rank:bits");
+    sel.per_rank[parse_int(item.substr(0, colon), flag, value)] = bits(item.substr(colon + 1));
+  }
+  return sel;
+}
+
+std::set<int> parse_rank_list(const std::string& value, const char* flag) {
+  std::set<int> ranks;
+  for (const auto& item : split(value, ','))
+    if (!item.empty()) ranks.insert(parse_int(item, flag, value));
+  return ranks;
+}
+
+void apply_rdzv_conf(LaunchConfig& config, const std::map<std::string, std::string>& conf) {
+  for (const auto& [key, value] : conf) {
+    if (key == "timeout" || key == "join_timeout")
+      config.rdzv_timeout = parse_seconds(value, key.c_str());
+    else if (key == "last_call_timeout")
+      config.last_call_timeout = parse_seconds(value, key.c_str());
+    else if (key == "connect_timeout" || key == "read_timeout")
+      config.connect_timeout = parse_seconds(value, key.c_str());
+    else if (key == "token")
+      config.token = value;
+    else if (key == "bind_addr")
+      config.bind_addr = value;
+    else
+      RG_THROW(InvalidArgument, "--rdzv-conf: unknown key '", key,
+               "' (known: timeout, last_call_timeout, connect_timeout, token, bind_addr)");
+  }
+}
+
+void validate(LaunchConfig& config) {
+  if (config.command.empty())
+    RG_THROW(InvalidArgument, "no program to run: usage is ringgrad-run [options] PROGRAM [ARGS...]");
+  if (config.command[0].size() > 1 && config.command[0][0] == '-')
+    RG_THROW(InvalidArgument, "unknown option '", config.command[0], "'");
+  if (config.nproc_per_node < 1)
+    RG_THROW(InvalidArgument, "--nproc-per-node ", config.nproc_per_node, ": need at least 1");
+  if (config.rdzv_backend != "static" && config.rdzv_backend != "c10d")
+    RG_THROW(InvalidArgument, "--rdzv-backend '", config.rdzv_backend,
+             "' is not supported (use c10d or static)");
+  if (config.standalone) {
+    if (config.max_nodes != 1)
+      RG_THROW(InvalidArgument, "--standalone runs one node, but --nnodes asks for ",
+               config.min_nodes, ":", config.max_nodes);
+    config.rdzv_backend = "c10d";
+    config.rdzv_host = "127.0.0.1";
+    config.rdzv_port = 0;
+    config.node_rank = 0;
+  }
+  if (config.node_rank >= config.max_nodes)
+    RG_THROW(InvalidArgument, "--node-rank ", config.node_rank, " must be below --nnodes ",
+             config.max_nodes, " (node ranks are 0..", config.max_nodes - 1, ")");
+  if (config.node_rank < -1) RG_THROW(InvalidArgument, "--node-rank ", config.node_rank, " is negative");
+  if (config.rdzv_backend == "static") {
+    if (config.min_nodes != config.max_nodes)
+      RG_THROW(InvalidArgument, "--nnodes ", config.min_nodes, ":", config.max_nodes,
+               ": a MIN:MAX range needs --rdzv-backend c10d");
+    if (config.node_rank < 0) {
+      if (config.max_nodes > 1)
+        RG_THROW(InvalidArgument, "--rdzv-backend static with --nnodes ", config.max_nodes,
+                 " needs --node-rank (or use --rdzv-backend c10d to assign node ranks)");
+      config.node_rank = 0;
+    }
+    if (config.master_port == 0 && config.max_nodes > 1)
+      RG_THROW(InvalidArgument, "--master-port 0 picks a port on one host only; give a fixed "
+               "port when --nnodes > 1");
+    if (config.master_port < 0 || config.master_port > 65535)
+      RG_THROW(InvalidArgument, "--master-port ", config.master_port, " is not in 0..65535");
+  } else if (config.rdzv_host.empty()) {
+    RG_THROW(InvalidArgument, "--rdzv-backend c10d needs --rdzv-endpoint host[:port]");
+  }
+  if (config.max_restarts < 0)
+    RG_THROW(InvalidArgument, "--max-restarts ", config.max_restarts, " is negative");
+  if (config.monitor_interval.count() <= 0)
+    RG_THROW(InvalidArgument, "--monitor-interval must be positive");
+  const bool wants_files = config.redirects.all || config.tee.all ||
+                           !config.redirects.per_rank.empty() || !config.tee.per_rank.empty();
+  if (wants_files && config.log_dir.empty())
+    RG_THROW(InvalidArgument, "--redirects/--tee write per-rank log files: give --log-dir DIR");
+}
+
+}  // namespace ringgrad::comm

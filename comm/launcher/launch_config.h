@@ -1,0 +1,66 @@
+// LaunchConfig: everything ringgrad-run was asked to do, with torchrun's flag semantics, and
+// the parsers for its compact flag values (--nnodes 1:4, --rdzv-endpoint host:port,
+// --rdzv-conf k=v,..., --redirects 3 or 0:1,1:2). Every parser and validate() throws
+// InvalidArgument with one line naming the flag and what would be valid.
+#pragma once
+#include <chrono>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace ringgrad::comm {
+
+// Which of a worker's streams a --redirects/--tee setting applies to: 1 stdout, 2 stderr, 3 both.
+struct StreamSelection {
+  int all = 0;                  // applies to every local rank not in per_rank
+  std::map<int, int> per_rank;  // local rank -> bits
+  int for_rank(int local_rank) const;
+};
+
+struct LaunchConfig {
+  int min_nodes = 1;
+  int max_nodes = 1;
+  int nproc_per_node = 1;
+  int node_rank = -1;  // -1: assigned by the rendezvous (0 for the static backend)
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  std::string rdzv_id = "none";
+  std::string rdzv_backend = "static";  // "static" or "c10d"
+  std::string rdzv_host;                // c10d endpoint
+  int rdzv_port = 29400;
+  // --rdzv-conf: timeout, last_call_timeout, connect_timeout (seconds), token, bind_addr.
+  std::chrono::milliseconds rdzv_timeout{900'000};
+  std::chrono::milliseconds last_call_timeout{30'000};
+  std::chrono::milliseconds connect_timeout{60'000};
+  std::string token;
+  std::string bind_addr;  // empty: loopback for one node, all interfaces otherwise
+  bool standalone = false;
+  int max_restarts = 0;
+  std::chrono::milliseconds monitor_interval{100};
+  std::chrono::milliseconds stop_grace{5'000};  // SIGTERM -> SIGKILL
+  std::string log_dir;
+  StreamSelection redirects;
+  StreamSelection tee;
+  std::set<int> local_ranks_filter;  // empty: every local rank on the console
+  std::vector<std::string> command;  // program and its arguments
+};
+
+// "2" -> {2, 2}; "1:4" -> {1, 4}.
+std::pair<int, int> parse_nnodes(const std::string& value);
+// "4", "auto" (GPUs if any, else CPUs), "cpu", "gpu".
+int parse_nproc_per_node(const std::string& value);
+// "host:port" (port may be omitted: default_port); IPv6 as "[::1]:port".
+std::pair<std::string, int> parse_endpoint(const std::string& value, int default_port);
+// "k=v,k2=v2"
+std::map<std::string, std::string> parse_key_values(const std::string& value, const char* flag);
+// "3" or "0:1,1:2" (local rank : bits)
+StreamSelection parse_stream_selection(const std::string& value, const char* flag);
+std::set<int> parse_rank_list(const std::string& value, const char* flag);
+
+// Applies --rdzv-conf values and checks every cross-flag rule (node rank below nnodes,
+// --standalone, the backend name, an endpoint for c10d, ...).
+void apply_rdzv_conf(LaunchConfig& config, const std::map<std::string, std::string>& conf);
+void validate(LaunchConfig& config);
+
+}  // namespace ringgrad::comm

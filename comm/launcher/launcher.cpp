@@ -1,0 +1,268 @@
+// The launcher agent loop: store -> rendezvous -> workers -> monitor -> teardown/restart.
+#include "comm/launcher/launcher.h"
+
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <map>
+#include <optional>
+
+#include "comm/launcher/job_status.h"
+#include "comm/launcher/network_probe.h"
+#include "comm/launcher/signal_watcher.h"
+#include "comm/launcher/worker_group.h"
+#include "comm/rendezvous/rendezvous.h"
+#include "comm/store/tcp_store.h"
+#include "comm/store/tcp_store_server.h"
+#include "core/env.h"
+#include "core/logging.h"
+
+extern char** environ;
+
+namespace ringgrad::comm {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr milliseconds kHeartbeatPeriod{1'000};
+constexpr milliseconds kHeartbeatTimeout{30'000};
+constexpr milliseconds kLeaveTimeout{10'000};
+
+// The launchers' store: hosted here (static node rank 0, or the c10d endpoint is this host
+// and no other launcher here hosts it yet) or joined as a client.
+struct LauncherStore {
+  std::unique_ptr<TcpStoreServer> server;
+  std::shared_ptr<TcpStore> client;
+  std::string endpoint;
+};
+
+LauncherStore open_launcher_store(const LaunchConfig& c, const std::string& token) {
+  const bool is_static = c.rdzv_backend == "static";
+  const std::string host = is_static ? c.master_addr : c.rdzv_host;
+  const int port = is_static ? c.master_port : c.rdzv_port;
+  const bool loopback = is_loopback_host(host);
+  LauncherStore s;
+  if (is_static ? c.node_rank == 0 : is_local_host(host)) {
+    TcpStoreServerOptions so;
+    so.host = !c.bind_addr.empty() ? c.bind_addr : loopback ? "127.0.0.1" : "0.0.0.0";
+    so.port = port;
+    so.token = token;
+    try {
+      s.server = std::make_unique<TcpStoreServer>(so);
+    } catch (const AddressInUseError&) {
+      if (is_static) throw;  // c10d: another launcher on this host hosts it; join it instead
+    }
+  }
+  TcpStoreOptions co;
+  co.host = s.server && loopback ? "127.0.0.1" : host;
+  co.port = s.server ? s.server->port() : port;
+  co.token = token;
+  co.connect_timeout = c.connect_timeout;
+  co.timeout = c.rdzv_timeout;
+  s.endpoint = str_cat(host, ":", co.port);
+  s.client = std::make_shared<TcpStore>(co);
+  if (s.server) log_info("rendezvous store listening on ", s.server->address());
+  return s;
+}
+
+std::string local_hostname() {
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  return name;
+}
+
+std::map<std::string, std::string> current_environment() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; *e; ++e) {
+    std::string entry = *e;
+    auto eq = entry.find('=');
+    if (eq != std::string::npos) env[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+  return env;
+}
+
+struct Placement {  // where this generation's workers sit
+  RendezvousResult round;
+  std::string master_addr;
+  int master_port = 0;
+};
+
+std::vector<WorkerSpec> worker_specs(const LaunchConfig& c, const Placement& p,
+                                     const std::map<std::string, std::string>& base_env) {
+  std::vector<WorkerSpec> specs;
+  for (int local = 0; local < c.nproc_per_node; ++local) {
+    WorkerSpec spec;
+    spec.local_rank = local;
+    spec.global_rank = p.round.rank_offset + local;
+    auto env = base_env;
+    const auto set = [&](const char* k, const auto& v) { env[k] = str_cat(v); };
+    set("RANK", spec.global_rank);
+    set("LOCAL_RANK", local);
+    set("WORLD_SIZE", p.round.world_size);
+    set("LOCAL_WORLD_SIZE", c.nproc_per_node);
+    set("GROUP_RANK", p.round.node_rank);
+    set("GROUP_WORLD_SIZE", p.round.num_nodes);
+    set("ROLE_NAME", "default");
+    set("ROLE_RANK", spec.global_rank);
+    set("ROLE_WORLD_SIZE", p.round.world_size);
+    set("MASTER_ADDR", p.master_addr);
+    set("MASTER_PORT", p.master_port);
+    set("TORCHELASTIC_RESTART_COUNT", p.round.generation);
+    set("TORCHELASTIC_MAX_RESTARTS", c.max_restarts);
+    set("TORCHELASTIC_RUN_ID", c.rdzv_id);
+    // Worker rank 0 hosts its own store on MASTER_PORT; PyTorch must not expect ours there.
+    set("TORCHELASTIC_USE_AGENT_STORE", "False");
+    if (!env.count("OMP_NUM_THREADS")) set("OMP_NUM_THREADS", 1);
+    for (const auto& [k, v] : env) spec.env.push_back(k + "=" + v);
+    spec.output.prefix = str_cat("[", p.round.node_rank, ":", spec.global_rank, "]: ");
+    spec.output.redirect_bits = c.redirects.for_rank(local);
+    spec.output.tee_bits = c.tee.for_rank(local);
+    spec.output.console = c.local_ranks_filter.empty() || c.local_ranks_filter.count(local);
+    spec.output.log_dir =
+        str_cat(c.log_dir, "/", c.rdzv_id, "/attempt_", p.round.generation, "/", local);
+    specs.push_back(std::move(spec));
+  }
+  return specs;
+}
+
+struct Outcome {
+  bool succeeded = false;
+  JobEvent event;  // when !succeeded
+};
+
+// Runs one generation's workers until they all succeed on every node or something ends it.
+Outcome supervise(const LaunchConfig& c, const Placement& p, JobStatus& status,
+                  SignalWatcher& signals, const std::string& hostname,
+                  const std::map<std::string, std::string>& base_env) {
+  JobEvent mine;
+  mine.node_rank = p.round.node_rank;
+  mine.hostname = hostname;
+  WorkerGroup group(c.command, worker_specs(c, p, base_env));
+  auto finish = [&](JobEvent e, int stop_signal) {
+    group.stop(stop_signal, c.stop_grace);
+    return Outcome{false, std::move(e)};
+  };
+  bool marked_succeeded = false;
+  auto next_store_check = Clock::now();
+  auto next_beat = Clock::now();
+  try {
+    for (;;) {
+      const auto state = group.poll(c.monitor_interval, signals.wake_fd());
+      signals.drain();
+      if (const int sig = signals.stop_signal()) {
+        mine.kind = JobEvent::Kind::stopped;
+        mine.signal = sig;
+        log_warn("received ", signal_name(sig), ": stopping the workers and the job");
+        group.stop(sig, c.stop_grace);  // forwarded as received, then SIGKILL after the grace
+        status.report(mine);            // the other nodes stop too
+        return Outcome{false, mine};
+      }
+      if (state == WorkerGroup::State::failed) {
+        mine.kind = JobEvent::Kind::worker_failed;
+        mine.failure = *group.first_failure();
+        return finish(status.report(mine), SIGTERM);
+      }
+      if (Clock::now() < next_store_check && state != WorkerGroup::State::succeeded) continue;
+      next_store_check = Clock::now() + c.monitor_interval;
+      if (auto event = status.event()) return finish(*event, SIGTERM);
+      if (state == WorkerGroup::State::succeeded) {
+        if (!marked_succeeded) status.mark_succeeded();
+        marked_succeeded = true;
+        if (status.all_succeeded()) return Outcome{true, {}};
+      }
+      if (Clock::now() >= next_beat) {
+        next_beat = Clock::now() + kHeartbeatPeriod;
+        if (auto silent = status.beat_and_find_silent(kHeartbeatTimeout)) {
+          JobEvent lost;
+          lost.kind = JobEvent::Kind::node_lost;
+          lost.node_rank = *silent;
+          lost.hostname = p.round.nodes[*silent].hostname;
+          lost.detail = str_cat("its launcher sent no heartbeat for ",
+                                format_duration(kHeartbeatTimeout));
+          return finish(status.report(lost), SIGTERM);
+        }
+      }
+    }
+  } catch (const IoError& e) {  // the store host is gone: nobody can coordinate any more
+    JobEvent lost;
+    lost.kind = JobEvent::Kind::node_lost;
+    lost.node_rank = 0;
+    lost.hostname = p.round.nodes.empty() ? "?" : p.round.nodes[0].hostname;
+    lost.detail = e.what();
+    return finish(lost, SIGTERM);
+  }
+}
+
+}  // namespace
+
+int run_launcher(const LaunchConfig& c) {
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);  // orphaned grandchildren come to us to be reaped
+  SignalWatcher signals;
+  const std::string token = c.token.empty() ? env_str("RINGGRAD_STORE_TOKEN", "") : c.token;
+  const std::string hostname = local_hostname();
+  LauncherStore store = open_launcher_store(c, token);
+
+  RendezvousConfig rc;
+  rc.run_id = c.rdzv_id;
+  rc.min_nodes = c.min_nodes;
+  rc.max_nodes = c.max_nodes;
+  rc.node_rank = c.node_rank;
+  rc.local_world_size = c.nproc_per_node;
+  rc.hostname = hostname;
+  rc.timeout = c.rdzv_timeout;
+  rc.last_call_timeout = c.last_call_timeout;
+  rc.endpoint = store.endpoint;
+  Rendezvous rdzv(store.client, rc);
+
+  const auto base_env = current_environment();
+  if (!base_env.count("OMP_NUM_THREADS") && c.nproc_per_node > 1)
+    log_warn("OMP_NUM_THREADS is not set: setting it to 1 for every worker so ", c.nproc_per_node,
+             " workers do not oversubscribe the CPUs; set it yourself to tune");
+
+  for (int64_t generation = 0;; ++generation) {
+    Placement p;
+    p.round = rdzv.join(generation);
+    std::optional<PortReservation> reserved;  // held until this generation's workers are done
+    if (p.round.node_rank == 0) {
+      reserved.emplace();
+      p.master_addr = store.client->local_ip();
+      p.master_port = reserved->port();
+      rdzv.publish_master(generation, p.master_addr, p.master_port);
+    } else {
+      std::tie(p.master_addr, p.master_port) = rdzv.wait_master(generation);
+    }
+    log_info("node rank ", p.round.node_rank, "/", p.round.num_nodes, " (generation ", generation,
+             "): starting ranks ", p.round.rank_offset, "..",
+             p.round.rank_offset + c.nproc_per_node - 1, " of ", p.round.world_size,
+             ", MASTER_ADDR=", p.master_addr, " MASTER_PORT=", p.master_port);
+    JobStatus status(store.client, c.rdzv_id, generation, p.round.num_nodes, p.round.node_rank);
+    Outcome outcome = supervise(c, p, status, signals, hostname, base_env);
+    const bool hosts_store = store.server != nullptr;
+    auto leave = [&] {
+      try {
+        status.leave_and_wait(kLeaveTimeout, hosts_store);
+      } catch (const IoError&) {  // the store is already gone: nothing left to tell anyone
+      }
+    };
+    if (outcome.succeeded) {
+      leave();
+      log_info("all ", p.round.world_size, " workers succeeded");
+      return 0;
+    }
+    const JobEvent& e = outcome.event;
+    if (e.restartable() && generation < c.max_restarts) {
+      log_warn("rank ", e.failure.global_rank, " on node ", e.node_rank, " failed with ",
+               e.failure.status.describe(), "; restarting all workers (restart ", generation + 1,
+               " of ", c.max_restarts, ")");
+      continue;
+    }
+    std::fputs(format_summary(e, generation, static_cast<int>(generation)).c_str(), stderr);
+    leave();
+    return e.kind == JobEvent::Kind::stopped ? 128 + e.signal : 1;
+  }
+}
+
+}  // namespace ringgrad::comm

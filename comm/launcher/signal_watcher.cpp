@@ -1,0 +1,56 @@
+// SignalWatcher implementation: the handler only stores the signal number and writes a byte.
+#include "comm/launcher/signal_watcher.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace ringgrad::comm {
+
+namespace {
+int g_pipe[2] = {-1, -1};
+volatile sig_atomic_t g_stop_signal = 0;
+constexpr int kSignals[4] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD};
+
+void on_signal(int signal) {
+  const int saved = errno;
+  if (signal != SIGCHLD) g_stop_signal = signal;
+  const char byte = static_cast<char>(signal);
+  (void)!::write(g_pipe[1], &byte, 1);
+  errno = saved;
+}
+}  // namespace
+
+SignalWatcher::SignalWatcher() {
+  RG_CHECK(g_pipe[0] < 0, "only one SignalWatcher may exist at a time");
+  RG_CHECK(::pipe2(g_pipe, O_CLOEXEC | O_NONBLOCK) == 0, "pipe2: ", std::strerror(errno));
+  g_stop_signal = 0;
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  for (int i = 0; i < 4; ++i) ::sigaction(kSignals[i], &sa, &old_[i]);
+}
+
+SignalWatcher::~SignalWatcher() {
+  for (int i = 0; i < 4; ++i) ::sigaction(kSignals[i], &old_[i], nullptr);
+  ::close(g_pipe[0]);
+  ::close(g_pipe[1]);
+  g_pipe[0] = g_pipe[1] = -1;
+}
+
+int SignalWatcher::wake_fd() const { return g_pipe[0]; }
+
+void SignalWatcher::drain() {
+  char buf[64];
+  while (::read(g_pipe[0], buf, sizeof buf) > 0) {
+  }
+}
+
+int SignalWatcher::stop_signal() const { return g_stop_signal; }
+
+}  // namespace ringgrad::comm

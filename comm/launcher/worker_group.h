@@ -1,0 +1,54 @@
+// WorkerGroup: the workers of one node for one generation. Spawns them, pumps their output,
+// notices the first that fails, and stops them all: the given signal to every process group,
+// then SIGKILL for whatever is left after the grace period. Single-threaded: the launcher
+// calls poll() in its monitor loop.
+#pragma once
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "comm/launcher/job_event.h"
+#include "comm/launcher/worker_output.h"
+#include "comm/launcher/worker_process.h"
+
+namespace ringgrad::comm {
+
+struct WorkerSpec {
+  int global_rank = 0;
+  int local_rank = 0;
+  std::vector<std::string> env;  // complete, "KEY=VALUE"
+  WorkerOutputConfig output;
+};
+
+class WorkerGroup {
+ public:
+  enum class State { running, succeeded, failed };
+
+  // A worker that cannot be started counts as failed with exit code 127 and the reason as
+  // its stderr.
+  WorkerGroup(const std::vector<std::string>& command, std::vector<WorkerSpec> specs);
+  ~WorkerGroup();  // stops what is still running (SIGKILL)
+
+  // Waits up to `max_wait` for output, a worker exit, or `wake_fd` becoming readable.
+  State poll(std::chrono::milliseconds max_wait, int wake_fd);
+  const std::optional<WorkerFailure>& first_failure() const { return first_failure_; }
+  // Sends `signal` to every worker's group, waits up to `grace`, then SIGKILLs and reaps all.
+  void stop(int signal, std::chrono::milliseconds grace);
+
+ private:
+  struct Worker {
+    WorkerSpec spec;
+    std::unique_ptr<WorkerProcess> process;  // null if it could not start
+    std::unique_ptr<WorkerOutput> output;
+    bool reported = false;  // its exit has been looked at
+  };
+  void pump(Worker& w, int fd, int stream);
+  void reap(Worker& w);
+
+  std::vector<Worker> workers_;
+  std::optional<WorkerFailure> first_failure_;
+  bool stopping_ = false;
+};
+
+}  // namespace ringgrad::comm

@@ -1,0 +1,139 @@
+// WorkerProcess: fork + exec with the child set up before exec (process group, parent-death
+// signal, pipes). A close-on-exec pipe reports an exec failure's errno back to the parent.
+#include "comm/launcher/worker_process.h"
+
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace ringgrad::comm {
+
+std::string signal_name(int signal) {
+  if (const char* abbrev = sigabbrev_np(signal)) return std::string("SIG") + abbrev;
+  return "signal " + std::to_string(signal);
+}
+
+std::string ExitStatus::describe() const {
+  return signal ? "signal " + signal_name(signal) : "exit code " + std::to_string(code);
+}
+
+namespace {
+
+struct Pipe {
+  int read = -1, write = -1;
+  Pipe() {
+    int fds[2];
+    RG_CHECK(::pipe2(fds, O_CLOEXEC) == 0, "pipe2 failed: ", std::strerror(errno));
+    read = fds[0];
+    write = fds[1];
+  }
+};
+
+// In the child, between fork and exec: only async-signal-safe calls, then _exit on failure.
+[[noreturn]] void exec_child(pid_t launcher, const Pipe& out, const Pipe& err, const Pipe& status,
+                             char* const* argv, char* const* envp) {
+  ::setpgid(0, 0);
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != launcher) ::_exit(127);  // the launcher died before prctl took effect
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  ::dup2(out.write, STDOUT_FILENO);
+  ::dup2(err.write, STDERR_FILENO);
+  ::execvpe(argv[0], argv, envp);
+  const int e = errno;
+  (void)!::write(status.write, &e, sizeof e);
+  ::_exit(127);
+}
+
+}  // namespace
+
+WorkerProcess::WorkerProcess(const std::vector<std::string>& command,
+                             const std::vector<std::string>& env) {
+  RG_CHECK(!command.empty(), "WorkerProcess: empty command");
+  std::vector<char*> argv, envp;
+  for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  Pipe out, err, status;
+  const pid_t launcher = ::getpid();
+  pid_ = ::fork();
+  RG_CHECK(pid_ >= 0, "fork failed: ", std::strerror(errno));
+  if (pid_ == 0) exec_child(launcher, out, err, status, argv.data(), envp.data());
+  ::setpgid(pid_, pid_);  // also here, so the group exists before we ever signal it
+  ::close(out.write);
+  ::close(err.write);
+  ::close(status.write);
+  int exec_errno = 0;
+  ssize_t n;
+  do n = ::read(status.read, &exec_errno, sizeof exec_errno);
+  while (n < 0 && errno == EINTR);
+  ::close(status.read);
+  stdout_fd_ = out.read;
+  stderr_fd_ = err.read;
+  if (n == sizeof exec_errno) {
+    ::waitpid(pid_, nullptr, 0);
+    exit_ = ExitStatus{127, 0};
+    close_stdout();
+    close_stderr();
+    RG_THROW(Error, "cannot run '", command[0], "': ", std::strerror(exec_errno));
+  }
+  ::fcntl(stdout_fd_, F_SETFL, O_NONBLOCK);
+  ::fcntl(stderr_fd_, F_SETFL, O_NONBLOCK);
+}
+
+WorkerProcess::~WorkerProcess() {
+  if (!exit_) {
+    signal_group(SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  } else if (group_alive()) {
+    signal_group(SIGKILL);
+  }
+  reap_strays();
+  close_stdout();
+  close_stderr();
+}
+
+void WorkerProcess::close_stdout() {
+  if (stdout_fd_ >= 0) ::close(stdout_fd_);
+  stdout_fd_ = -1;
+}
+void WorkerProcess::close_stderr() {
+  if (stderr_fd_ >= 0) ::close(stderr_fd_);
+  stderr_fd_ = -1;
+}
+
+std::optional<ExitStatus> WorkerProcess::poll_exit() {
+  if (exit_) return exit_;
+  int status = 0;
+  const pid_t r = ::waitpid(pid_, &status, WNOHANG);
+  if (r == pid_) {
+    if (WIFSIGNALED(status))
+      exit_ = ExitStatus{128 + WTERMSIG(status), WTERMSIG(status)};
+    else
+      exit_ = ExitStatus{WEXITSTATUS(status), 0};
+  }
+  return exit_;
+}
+
+void WorkerProcess::signal_group(int signal) const {
+  if (pid_ > 0) ::kill(-pid_, signal);
+}
+
+void WorkerProcess::reap_strays() {
+  if (exit_)
+    while (::waitpid(-pid_, nullptr, WNOHANG) > 0) {
+    }
+}
+
+bool WorkerProcess::group_alive() const { return pid_ > 0 && ::kill(-pid_, 0) == 0; }
+
+}  // namespace ringgrad::comm

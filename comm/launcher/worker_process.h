@@ -1,0 +1,56 @@
+// WorkerProcess: one launched worker, owned RAII. The child leads its own process group (so
+// the whole tree it spawns can be signalled at once) and has PR_SET_PDEATHSIG = SIGKILL (so it
+// dies with the launcher, even a kill -9'd one). stdout and stderr arrive on non-blocking pipes.
+// The destructor SIGKILLs the group and reaps the child if it is still there.
+#pragma once
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ringgrad::comm {
+
+// How a process ended: an exit code, or the signal that killed it.
+struct ExitStatus {
+  int code = 0;
+  int signal = 0;  // non-zero: killed by this signal
+  bool ok() const { return signal == 0 && code == 0; }
+  std::string describe() const;  // "exit code 3" / "signal SIGKILL"
+};
+
+std::string signal_name(int signal);  // "SIGSEGV"; "signal 77" when unknown
+
+class WorkerProcess {
+ public:
+  // `env` is the complete environment ("KEY=VALUE"). Throws Error naming the program when it
+  // cannot be started (not found, not executable).
+  WorkerProcess(const std::vector<std::string>& command, const std::vector<std::string>& env);
+  ~WorkerProcess();
+  WorkerProcess(const WorkerProcess&) = delete;
+  WorkerProcess& operator=(const WorkerProcess&) = delete;
+
+  pid_t pid() const { return pid_; }
+  int stdout_fd() const { return stdout_fd_; }
+  int stderr_fd() const { return stderr_fd_; }
+  void close_stdout();
+  void close_stderr();
+
+  // Reaps the child if it has ended; the status stays available afterwards.
+  std::optional<ExitStatus> poll_exit();
+  // Sends `signal` to the worker's whole process group (its children included).
+  void signal_group(int signal) const;
+  // True while any process of the group is left (a grandchild may outlive the worker).
+  bool group_alive() const;
+  // Reaps exited grandchildren of this group that were re-parented to the launcher (it is a
+  // child subreaper); only once the worker itself has been reaped, so its status is kept.
+  void reap_strays();
+
+ private:
+  pid_t pid_ = -1;
+  int stdout_fd_ = -1;
+  int stderr_fd_ = -1;
+  std::optional<ExitStatus> exit_;
+};
+
+}  // namespace ringgrad::comm
