@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <vector>
 
 #include "core/rng.h"
 #include "nn/data/idx.h"
