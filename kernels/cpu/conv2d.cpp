@@ -1,2 +1,243 @@
-// placeholder: filled in by the kernels work in progress.
+// 2-D convolution on the CPU (f32, f64) as im2col + GEMM, forward and backward.
+// Work split: each OpenMP thread owns whole images, taken in chunks that become one GEMM each,
+// so forward outputs and dx never overlap between threads and need no locks; dw is summed from
+// one partial per thread. BLAS runs single-threaded inside the region (Note [BLAS threads]).
+#include <omp.h>
+
+#include <algorithm>
+
+#include "kernels/cpu/cpu_dispatch.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/im2col.h"
 #include "kernels/ops.h"
+
+namespace ringgrad::kernels {
+
+namespace {
+
+using cpu::ConvGeometry;
+using cpu::gemm;
+using cpu::Op;
+
+// floor((in + 2 pad - kernel) / stride) + 1, with the arguments checked.
+int64_t conv_extent(int64_t in, int64_t kernel, int stride, int pad, const char* dim) {
+  RG_CHECK(stride >= 1 && pad >= 0, "conv2d: stride_", dim, " ", stride, " and pad_", dim, " ",
+           pad, " must satisfy stride >= 1, pad >= 0");
+  const int64_t span = in + 2 * static_cast<int64_t>(pad) - kernel;
+  RG_CHECK_GE(span, 0, "conv2d: the kernel's ", dim, " extent ", kernel,
+              " is larger than the padded input (", in, " + 2*", pad, ")");
+  return span / stride + 1;
+}
+
+ConvGeometry geometry(const Shape& x, const Shape& w, const Conv2dParams& p) {
+  const Shape y = conv2d_output_shape(x, w, p);
+  return {x[1], x[2], x[3], w[0], w[2], w[3], y[2], y[3], p.stride_h, p.stride_w, p.pad_h, p.pad_w};
+}
+
+// How the batch is cut: chunks of `images` images (the last may be smaller), spread over
+// `threads` threads in contiguous runs (OpenMP static schedule), every thread getting a chunk.
+struct ChunkPlan {
+  int64_t images;
+  int64_t chunks;
+  int threads;
+};
+
+// One GEMM per image is enough for large images, but a 7x7 image gives only 49 columns and a
+// 1x1 image one (a matrix-vector product), where GEMM runs far below peak. So chunks batch
+// images up to kTargetColumns columns, capped so that the column buffer of each thread stays
+// cache-sized and so that every thread still gets at least one chunk.
+ChunkPlan plan_chunks(int64_t N, const ConvGeometry& g, size_t element_size) {
+  constexpr int64_t kTargetColumns = 256;
+  constexpr int64_t kColumnBufferBytes = 1 << 20;
+  const int64_t threads = std::min<int64_t>(omp_get_max_threads(), N);
+  const int64_t images_per_thread = (N + threads - 1) / threads;
+  const int64_t wanted = (kTargetColumns + g.output_plane() - 1) / g.output_plane();
+  const int64_t fitting =
+      kColumnBufferBytes / (static_cast<int64_t>(element_size) * g.patch_size() * g.output_plane());
+  const int64_t images = std::max<int64_t>(1, std::min({wanted, fitting, images_per_thread}));
+  const int64_t chunks = (N + images - 1) / images;
+  return {images, chunks, static_cast<int>(std::min(threads, chunks))};
+}
+
+// One chunk's GEMM result is (K, images*P*Q); y is (images, K, P*Q). With one image they are the
+// same memory and only the bias is added; otherwise each (image, channel) plane is moved.
+template <class T>
+void store_output(T* y, const T* result, const T* bias, int64_t images, const ConvGeometry& g) {
+  const int64_t plane = g.output_plane(), columns = images * plane;
+  for (int64_t b = 0; b < images; ++b) {
+    for (int64_t k = 0; k < g.K; ++k) {
+      T* out = y + (b * g.K + k) * plane;
+      const T* in = result + k * columns + b * plane;
+      const T add = bias ? bias[k] : T(0);
+      if (in == out && !bias) continue;
+      for (int64_t i = 0; i < plane; ++i) out[i] = in[i] + add;
+    }
+  }
+}
+
+// The inverse move for the output gradient: dy (images, K, P*Q) -> batched (K, images*P*Q).
+template <class T>
+void batch_output_grad(T* batched, const T* dy, int64_t images, const ConvGeometry& g) {
+  const int64_t plane = g.output_plane(), columns = images * plane;
+  for (int64_t b = 0; b < images; ++b)
+    for (int64_t k = 0; k < g.K; ++k)
+      std::copy_n(dy + (b * g.K + k) * plane, plane, batched + k * columns + b * plane);
+}
+
+// y (N, K, P, Q) = w (K, CRS) * col(x) per chunk, + bias.
+template <class T>
+void forward(T* y, const T* x, const T* w, const T* bias, int64_t N, const ConvGeometry& g) {
+  const ChunkPlan plan = plan_chunks(N, g, sizeof(T));
+  const bool x_is_col = g.is_pointwise() && plan.images == 1;
+  const bool gemm_into_y = plan.images == 1;
+  const int64_t columns = plan.images * g.output_plane();
+  const int64_t col_size = x_is_col ? 0 : g.patch_size() * columns;
+  const int64_t result_size = gemm_into_y ? 0 : g.K * columns;
+  const int64_t per_thread = col_size + result_size;
+  Tensor workspace = Tensor::empty({plan.threads * per_thread}, DTypeOf<T>::value);
+#pragma omp parallel num_threads(plan.threads)
+  {
+    T* col = workspace.data<T>() + omp_get_thread_num() * per_thread;
+    T* result = col + col_size;
+#pragma omp for schedule(static)
+    for (int64_t chunk = 0; chunk < plan.chunks; ++chunk) {
+      const int64_t first = chunk * plan.images, images = std::min(plan.images, N - first);
+      const int64_t cols = images * g.output_plane();
+      const T* xc = x + first * g.image_size();
+      T* yc = y + first * g.output_image_size();
+      if (!x_is_col) cpu::im2col(col, xc, images, g);
+      T* out = gemm_into_y ? yc : result;
+      gemm(Op::none, Op::none, g.K, cols, g.patch_size(), T(1), w, g.patch_size(),
+           x_is_col ? xc : col, cols, T(0), out, cols);
+      store_output(yc, out, bias, images, g);
+    }
+  }
+}
+
+// dbias[k] = sum over n, p, q of dy[n][k][p][q], accumulated in double.
+template <class T>
+void bias_grad(T* dbias, const T* dy, int64_t N, const ConvGeometry& g) {
+  const int64_t plane = g.output_plane();
+#pragma omp parallel for schedule(static)
+  for (int64_t k = 0; k < g.K; ++k) {
+    double sum = 0;
+    for (int64_t n = 0; n < N; ++n) {
+      const T* d = dy + (n * g.K + k) * plane;
+      for (int64_t i = 0; i < plane; ++i) sum += d[i];
+    }
+    dbias[k] = static_cast<T>(sum);
+  }
+}
+
+// Per chunk, with dY the chunk's output gradient as (K, columns):
+//   dw  (K, CRS)       += dY col(x)^T       (thread 0 into dw, others into partials summed last)
+//   dcol (CRS, columns) = w^T dY,  dx = col2im(dcol)
+template <class T>
+void backward(T* dx, T* dw, const T* dy, const T* x, const T* w, int64_t N,
+              const ConvGeometry& g) {
+  const ChunkPlan plan = plan_chunks(N, g, sizeof(T));
+  const bool x_is_col = g.is_pointwise() && plan.images == 1;  // and dx is dcol
+  const bool dy_is_batched = plan.images == 1;
+  const int64_t columns = plan.images * g.output_plane();
+  const int64_t col_size = x_is_col ? 0 : g.patch_size() * columns;
+  const int64_t dy_size = dy_is_batched ? 0 : g.K * columns;
+  const int64_t per_thread = col_size + dy_size;
+  const int64_t dw_size = dw ? g.K * g.patch_size() : 0;
+  Tensor workspace = Tensor::empty({plan.threads * per_thread + (plan.threads - 1) * dw_size},
+                                   DTypeOf<T>::value);
+  T* partials = workspace.data<T>() + plan.threads * per_thread;  // dw of threads 1, 2, ...
+#pragma omp parallel num_threads(plan.threads)
+  {
+    const int thread = omp_get_thread_num();
+    T* col = workspace.data<T>() + thread * per_thread;
+    T* dy_batched = col + col_size;
+    T* dw_sum = thread == 0 ? dw : partials + (thread - 1) * dw_size;
+    T beta = 0;  // the first chunk of each thread overwrites its dw_sum
+#pragma omp for schedule(static)
+    for (int64_t chunk = 0; chunk < plan.chunks; ++chunk) {
+      const int64_t first = chunk * plan.images, images = std::min(plan.images, N - first);
+      const int64_t cols = images * g.output_plane();
+      const T* dyc = dy + first * g.output_image_size();
+      if (!dy_is_batched) {
+        batch_output_grad(dy_batched, dyc, images, g);
+        dyc = dy_batched;
+      }
+      const T* xc = x + first * g.image_size();
+      if (dw) {
+        if (!x_is_col) cpu::im2col(col, xc, images, g);
+        gemm(Op::none, Op::transpose, g.K, g.patch_size(), cols, T(1), dyc, cols,
+             x_is_col ? xc : col, cols, beta, dw_sum, g.patch_size());
+        beta = 1;
+      }
+      if (dx) {
+        T* dxc = dx + first * g.image_size();
+        T* dcol = x_is_col ? dxc : col;
+        gemm(Op::transpose, Op::none, g.patch_size(), cols, g.K, T(1), w, g.patch_size(), dyc,
+             cols, T(0), dcol, cols);
+        if (!x_is_col) cpu::col2im(dxc, dcol, images, g);
+      }
+    }
+    // Every thread had at least one chunk (plan.threads <= plan.chunks), so every partial is set.
+    if (dw) {
+      const int team = omp_get_num_threads();
+#pragma omp for schedule(static)
+      for (int64_t i = 0; i < dw_size; ++i)
+        for (int t = 1; t < team; ++t) dw[i] += partials[(t - 1) * dw_size + i];
+    }
+  }
+}
+
+}  // namespace
+
+Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2dParams& p) {
+  RG_CHECK_EQ(x.size(), 4, "conv2d: x must be (N, C, H, W), got shape ", x.str());
+  RG_CHECK_EQ(w.size(), 4, "conv2d: w must be (K, C, R, S), got shape ", w.str());
+  RG_CHECK_EQ(x[1], w[1], "conv2d: x has ", x[1], " channels but w expects ", w[1], " (x ",
+              x.str(), ", w ", w.str(), ")");
+  return {x[0], w[0], conv_extent(x[2], w[2], p.stride_h, p.pad_h, "h"),
+          conv_extent(x[3], w[3], p.stride_w, p.pad_w, "w")};
+}
+
+void conv2d_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias,
+                    const Conv2dParams& p) {
+  constexpr const char* op = "conv2d_forward";
+  RG_CHECK(x.defined() && w.defined(), op, ": x and w must be defined");
+  cpu::check_cpu(x, op);
+  const ConvGeometry g = geometry(x.shape(), w.shape(), p);
+  cpu::check_operand(w, w.shape(), x.dtype(), op, "w");
+  cpu::check_operand(y, conv2d_output_shape(x.shape(), w.shape(), p), x.dtype(), op, "y");
+  if (bias.defined()) cpu::check_operand(bias, {g.K}, x.dtype(), op, "bias");
+  cpu::dispatch_float(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    if (x.size(0) == 0) return;
+    forward(y.data<T>(), x.data<T>(), w.data<T>(), bias.defined() ? bias.data<T>() : nullptr,
+            x.size(0), g);
+  });
+}
+
+void conv2d_backward(Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& dy, const Tensor& x,
+                     const Tensor& w, const Conv2dParams& p) {
+  constexpr const char* op = "conv2d_backward";
+  RG_CHECK(x.defined() && w.defined(), op, ": x and w must be defined");
+  cpu::check_cpu(x, op);
+  const ConvGeometry g = geometry(x.shape(), w.shape(), p);
+  cpu::check_operand(w, w.shape(), x.dtype(), op, "w");
+  cpu::check_operand(dy, conv2d_output_shape(x.shape(), w.shape(), p), x.dtype(), op, "dy");
+  if (dx.defined()) cpu::check_operand(dx, x.shape(), x.dtype(), op, "dx");
+  if (dw.defined()) cpu::check_operand(dw, w.shape(), x.dtype(), op, "dw");
+  if (dbias.defined()) cpu::check_operand(dbias, {g.K}, x.dtype(), op, "dbias");
+  const int64_t N = x.size(0);
+  cpu::dispatch_float(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    if (dbias.defined()) bias_grad(dbias.data<T>(), dy.data<T>(), N, g);
+    if (N == 0) {
+      if (dw.defined()) dw.zero_();  // an empty batch contributes nothing
+      return;
+    }
+    if (!dx.defined() && !dw.defined()) return;
+    backward(dx.defined() ? dx.data<T>() : nullptr, dw.defined() ? dw.data<T>() : nullptr,
+             dy.data<T>(), x.data<T>(), w.data<T>(), N, g);
+  });
+}
+
+}  // namespace ringgrad::kernels

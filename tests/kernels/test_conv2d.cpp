@@ -1,2 +1,311 @@
-// placeholder test file: filled in by the kernels work in progress.
-#include <doctest/doctest.h>
+// Tests for the CPU convolution (kernels/cpu/conv2d.cpp, im2col.cpp): output shapes, forward
+// and backward worked by hand, a sweep of configurations against a direct-loop f64 reference
+// (strides, padding, 1x1/3x2/7x7 kernels, batched small images, 1-3 threads), finite-difference
+// gradients, f32 vs f64 agreement, empty batches and argument errors.
+#include <vector>
+
+#include "core/cuda_memory.h"
+#include "core/rng.h"
+#include "kernels/ops.h"
+#include "tests/kernels/gradcheck.h"
+
+using namespace ringgrad;
+using namespace ringgrad::testing;
+
+namespace {
+
+kernels::Conv2dParams conv_params(int stride_h, int stride_w, int pad_h, int pad_w) {
+  kernels::Conv2dParams p;
+  p.stride_h = stride_h;
+  p.stride_w = stride_w;
+  p.pad_h = pad_h;
+  p.pad_w = pad_w;
+  return p;
+}
+
+struct ConvGrads {
+  Tensor dx, dw, dbias;
+};
+
+Tensor conv(const Tensor& x, const Tensor& w, const Tensor& bias,
+            const kernels::Conv2dParams& p) {
+  Tensor y = Tensor::empty(kernels::conv2d_output_shape(x.shape(), w.shape(), p), x.dtype());
+  kernels::conv2d_forward(y, x, w, bias, p);
+  return y;
+}
+
+ConvGrads conv_grads(const Tensor& dy, const Tensor& x, const Tensor& w,
+                     const kernels::Conv2dParams& p) {
+  ConvGrads g{Tensor::empty(x.shape(), x.dtype()), Tensor::empty(w.shape(), x.dtype()),
+              Tensor::empty({w.size(0)}, x.dtype())};
+  kernels::conv2d_backward(g.dx, g.dw, g.dbias, dy, x, w, p);
+  return g;
+}
+
+// Calls f(n, k, c, p, q, r, s, ih, iw) for every term of the direct sum
+//   y[n][k][p][q] = sum_{c, r, s} w[k][c][r][s] x[n][c][ih][iw],  ih = p*sh - ph + r, ...
+// whose input index lies inside the image.
+template <class F>
+void for_each_term(const Shape& x, const Shape& w, const kernels::Conv2dParams& prm, F&& f) {
+  const Shape y = kernels::conv2d_output_shape(x, w, prm);
+  for (int64_t n = 0; n < x[0]; ++n)
+    for (int64_t k = 0; k < w[0]; ++k)
+      for (int64_t p = 0; p < y[2]; ++p)
+        for (int64_t q = 0; q < y[3]; ++q)
+          for (int64_t c = 0; c < x[1]; ++c)
+            for (int64_t r = 0; r < w[2]; ++r)
+              for (int64_t s = 0; s < w[3]; ++s) {
+                const int64_t ih = p * prm.stride_h - prm.pad_h + r;
+                const int64_t iw = q * prm.stride_w - prm.pad_w + s;
+                if (ih >= 0 && ih < x[2] && iw >= 0 && iw < x[3]) f(n, k, c, p, q, r, s, ih, iw);
+              }
+}
+
+// Reference forward and backward in f64, straight from the definition.
+Tensor reference_conv(const Tensor& x, const Tensor& w, const Tensor& bias,
+                      const kernels::Conv2dParams& prm) {
+  const Shape ys = kernels::conv2d_output_shape(x.shape(), w.shape(), prm);
+  Tensor y = Tensor::zeros(ys, DType::f64);
+  const double* xp = x.data<double>();
+  const double* wp = w.data<double>();
+  double* yp = y.data<double>();
+  const Shape xs = x.shape(), ws = w.shape();
+  for_each_term(xs, ws, prm, [&](auto n, auto k, auto c, auto p, auto q, auto r, auto s,
+                                 auto ih, auto iw) {
+    yp[((n * ys[1] + k) * ys[2] + p) * ys[3] + q] +=
+        wp[((k * ws[1] + c) * ws[2] + r) * ws[3] + s] * xp[((n * xs[1] + c) * xs[2] + ih) * xs[3] + iw];
+  });
+  if (bias.defined())
+    for (int64_t i = 0; i < y.numel(); ++i) yp[i] += bias.data<double>()[(i / (ys[2] * ys[3])) % ys[1]];
+  return y;
+}
+
+ConvGrads reference_grads(const Tensor& dy, const Tensor& x, const Tensor& w,
+                          const kernels::Conv2dParams& prm) {
+  ConvGrads g{Tensor::zeros(x.shape(), DType::f64), Tensor::zeros(w.shape(), DType::f64),
+              Tensor::zeros({w.size(0)}, DType::f64)};
+  const Shape xs = x.shape(), ws = w.shape(), ys = dy.shape();
+  const double *xp = x.data<double>(), *wp = w.data<double>(), *dyp = dy.data<double>();
+  double *dxp = g.dx.data<double>(), *dwp = g.dw.data<double>();
+  for_each_term(xs, ws, prm, [&](auto n, auto k, auto c, auto p, auto q, auto r, auto s,
+                                 auto ih, auto iw) {
+    const double d = dyp[((n * ys[1] + k) * ys[2] + p) * ys[3] + q];
+    const int64_t xi = ((n * xs[1] + c) * xs[2] + ih) * xs[3] + iw;
+    const int64_t wi = ((k * ws[1] + c) * ws[2] + r) * ws[3] + s;
+    dxp[xi] += wp[wi] * d;
+    dwp[wi] += xp[xi] * d;
+  });
+  for (int64_t i = 0; i < dy.numel(); ++i)
+    g.dbias.data<double>()[(i / (ys[2] * ys[3])) % ys[1]] += dyp[i];
+  return g;
+}
+
+struct ConvCase {
+  Shape x, w;
+  int stride_h, stride_w, pad_h, pad_w;
+  bool bias;
+};
+
+// Restores the CPU kernels' thread count when a test that changes it ends.
+struct ThreadCountGuard {
+  int saved = kernels::num_threads();
+  ~ThreadCountGuard() { kernels::set_num_threads(saved); }
+};
+
+}  // namespace
+
+TEST_CASE("conv2d output shape is floor((H + 2 pad - R) / stride) + 1 per dimension") {
+  CHECK(kernels::conv2d_output_shape({64, 16, 28, 28}, {32, 16, 3, 3}, conv_params(2, 2, 1, 1)) ==
+        Shape{64, 32, 14, 14});
+  CHECK(kernels::conv2d_output_shape({64, 1, 28, 28}, {64, 1, 7, 7}, conv_params(2, 2, 3, 3)) ==
+        Shape{64, 64, 14, 14});
+  CHECK(kernels::conv2d_output_shape({2, 3, 7, 5}, {4, 3, 3, 2}, conv_params(3, 1, 0, 2)) ==
+        Shape{2, 4, 2, 8});
+  CHECK(kernels::conv2d_output_shape({1, 512, 1, 1}, {512, 512, 3, 3}, conv_params(1, 1, 1, 1)) ==
+        Shape{1, 512, 1, 1});
+}
+
+TEST_CASE("conv2d rejects bad shapes, dtypes and parameters with messages") {
+  Tensor x = Tensor::zeros({2, 3, 5, 5}), w = Tensor::zeros({4, 3, 3, 3});
+  const kernels::Conv2dParams p = conv_params(1, 1, 1, 1);
+  CHECK_THROWS_WITH_AS(kernels::conv2d_output_shape({2, 2, 5, 5}, {4, 3, 3, 3}, p),
+                       doctest::Contains("channels"), Error);
+  CHECK_THROWS_WITH_AS(kernels::conv2d_output_shape({2, 3, 2, 2}, {4, 3, 5, 5}, p),
+                       doctest::Contains("larger than the padded input"), Error);
+  CHECK_THROWS_AS(kernels::conv2d_output_shape({2, 3, 5, 5}, {4, 3, 3, 3}, conv_params(0, 1, 0, 0)),
+                  Error);
+  CHECK_THROWS_AS(kernels::conv2d_output_shape({2, 3, 5, 5}, {4, 3, 3, 3}, conv_params(1, 1, -1, 0)),
+                  Error);
+  CHECK_THROWS_AS(kernels::conv2d_output_shape({3, 5, 5}, {4, 3, 3, 3}, p), Error);
+
+  Tensor wrong_y = Tensor::empty({2, 4, 3, 3});
+  CHECK_THROWS_WITH_AS(kernels::conv2d_forward(wrong_y, x, w, Tensor(), p),
+                       doctest::Contains("y has shape"), Error);
+  Tensor y = Tensor::empty({2, 4, 5, 5});
+  Tensor w64 = Tensor::zeros({4, 3, 3, 3}, DType::f64);
+  CHECK_THROWS_WITH_AS(kernels::conv2d_forward(y, x, w64, Tensor(), p),
+                       doctest::Contains("same dtype"), Error);
+  Tensor bad_bias = Tensor::zeros({3});
+  CHECK_THROWS_WITH_AS(kernels::conv2d_forward(y, x, w, bad_bias, p),
+                       doctest::Contains("bias has shape"), Error);
+  Tensor xi = Tensor::zeros({2, 3, 5, 5}, DType::i32), yi = Tensor::empty({2, 4, 5, 5}, DType::i32);
+  Tensor wi = Tensor::zeros({4, 3, 3, 3}, DType::i32);
+  CHECK_THROWS_WITH_AS(kernels::conv2d_forward(yi, xi, wi, Tensor(), p),
+                       doctest::Contains("float32 and float64"), Error);
+
+  Tensor dy = Tensor::zeros({2, 4, 5, 5}), dx = Tensor::empty({2, 3, 5, 4}), none;
+  CHECK_THROWS_WITH_AS(kernels::conv2d_backward(dx, none, none, dy, x, w, p),
+                       doctest::Contains("dx has shape"), Error);
+  Tensor wrong_dy = Tensor::zeros({2, 4, 4, 4});
+  CHECK_THROWS_WITH_AS(kernels::conv2d_backward(none, none, none, wrong_dy, x, w, p),
+                       doctest::Contains("dy has shape"), Error);
+}
+
+TEST_CASE("conv2d refuses CUDA tensors until the CUDA kernel exists") {
+  if (cuda_device_count() == 0) {
+    MESSAGE("skipped: no usable CUDA device (", cuda_unavailable_reason(), ")");
+    return;
+  }
+  Tensor x = Tensor::zeros({1, 1, 3, 3}, DType::f32, Device::cuda());
+  Tensor w = Tensor::zeros({1, 1, 2, 2}, DType::f32, Device::cuda());
+  Tensor y = Tensor::empty({1, 1, 2, 2}, DType::f32, Device::cuda());
+  CHECK_THROWS_WITH_AS(kernels::conv2d_forward(y, x, w, Tensor(), conv_params(1, 1, 0, 0)),
+                       doctest::Contains("CUDA kernel for this op is not built yet"), Error);
+}
+
+TEST_CASE("conv2d worked by hand: 3x3 input, 2x2 kernel, bias; forward and backward") {
+  // x = 1 2 3    w = 1 2     y[p][q] = sum_rs w[r][s] x[p+r][q+s] + 0.5:
+  //     4 5 6        3 4     y00 = 1+4+12+20, y01 = 2+6+15+24, y10 = 4+10+21+32, y11 = 5+12+24+36
+  //     7 8 9
+  Tensor x = Tensor::from_vector<float>({1, 2, 3, 4, 5, 6, 7, 8, 9}, {1, 1, 3, 3});
+  Tensor w = Tensor::from_vector<float>({1, 2, 3, 4}, {1, 1, 2, 2});
+  Tensor b = Tensor::from_vector<float>({0.5f}, {1});
+  const kernels::Conv2dParams p = conv_params(1, 1, 0, 0);
+  CHECK(conv(x, w, b, p).to_vector<float>() == std::vector<float>{37.5f, 47.5f, 67.5f, 77.5f});
+
+  // dy = ones: dw[r][s] sums the 2x2 block of x at offset (r, s); dx[i][j] sums the weights
+  // whose window covers (i, j); dbias counts the outputs.
+  ConvGrads g = conv_grads(Tensor::full({1, 1, 2, 2}, 1.0), x, w, p);
+  CHECK(g.dw.to_vector<float>() == std::vector<float>{12, 16, 24, 28});
+  CHECK(g.dx.to_vector<float>() == std::vector<float>{1, 3, 2, 4, 10, 6, 3, 7, 4});
+  CHECK(g.dbias.to_vector<float>() == std::vector<float>{4});
+}
+
+TEST_CASE("conv2d worked by hand: stride 2 with padding, and a 1x1 conv mixing channels") {
+  // 2x2 kernel of ones, pad 1, stride 2 on the same x: each window sums the in-image part of
+  // rows {-1,0} or {1,2} and columns {-1,0} or {1,2}: {1}, {2,3}, {4,7}, {5,6,8,9}.
+  Tensor x = Tensor::from_vector<double>({1, 2, 3, 4, 5, 6, 7, 8, 9}, {1, 1, 3, 3});
+  Tensor ones = Tensor::full({1, 1, 2, 2}, 1.0, DType::f64);
+  CHECK(conv(x, ones, Tensor(), conv_params(2, 2, 1, 1)).to_vector<double>() ==
+        std::vector<double>{1, 5, 11, 28});
+
+  // 1x1: y[k] = sum_c w[k][c] x[c] pixelwise; channels (1, 2) and (10, 20), w = [[1, -1], [2, 3]].
+  Tensor x2 = Tensor::from_vector<double>({1, 2, 10, 20}, {1, 2, 1, 2});
+  Tensor w2 = Tensor::from_vector<double>({1, -1, 2, 3}, {2, 2, 1, 1});
+  CHECK(conv(x2, w2, Tensor(), conv_params(1, 1, 0, 0)).to_vector<double>() ==
+        std::vector<double>{-9, -18, 32, 64});
+}
+
+TEST_CASE("conv2d forward and backward match the direct f64 reference over many shapes") {
+  const std::vector<ConvCase> cases = {
+      {{2, 3, 7, 7}, {4, 3, 3, 3}, 1, 1, 1, 1, true},     // same-size 3x3
+      {{3, 2, 8, 6}, {5, 2, 3, 3}, 2, 2, 1, 1, false},    // stride 2, rectangular input
+      {{2, 2, 9, 10}, {3, 2, 3, 3}, 3, 3, 0, 0, true},    // stride 3, no padding
+      {{2, 3, 6, 7}, {2, 3, 3, 2}, 1, 2, 3, 1, true},     // 3x2 kernel, pad 3 > kernel
+      {{2, 1, 14, 14}, {4, 1, 7, 7}, 2, 2, 3, 3, false},  // resnet18 stem, smaller
+      {{3, 4, 5, 5}, {6, 4, 1, 1}, 2, 2, 0, 0, false},    // 1x1 stride 2 (downsample)
+      {{5, 4, 3, 3}, {3, 4, 1, 1}, 1, 1, 0, 0, true},     // 1x1 stride 1, images batched
+      {{2, 3, 17, 16}, {4, 3, 1, 1}, 1, 1, 0, 0, false},  // 1x1 stride 1, one image per GEMM
+      {{9, 8, 2, 2}, {6, 8, 3, 3}, 2, 2, 1, 1, true},     // tiny images: many per GEMM
+      {{7, 6, 1, 1}, {5, 6, 3, 3}, 1, 1, 1, 1, false},    // 1x1 image, resnet18 layer4
+      {{2, 2, 4, 5}, {3, 2, 2, 3}, 1, 3, 2, 0, true},     // mixed strides and pads per axis
+      {{1, 2, 20, 20}, {3, 2, 5, 5}, 1, 1, 2, 2, true},   // single image, large plane
+  };
+  Generator gen(7);
+  ThreadCountGuard guard;
+  for (const int threads : {1, 2, 3}) {
+    kernels::set_num_threads(threads);
+    for (const ConvCase& c : cases) {
+      CAPTURE(threads);
+      CAPTURE(c.x);
+      CAPTURE(c.w);
+      CAPTURE(c.stride_h);
+      CAPTURE(c.pad_h);
+      const kernels::Conv2dParams p = conv_params(c.stride_h, c.stride_w, c.pad_h, c.pad_w);
+      Tensor x = random_tensor(c.x, gen), w = random_tensor(c.w, gen);
+      Tensor b = c.bias ? random_tensor({c.w[0]}, gen) : Tensor();
+      Tensor y = conv(x, w, b, p);
+      check_close(y, reference_conv(x, w, b, p), 1e-12, "y");
+      Tensor dy = random_tensor(y.shape(), gen);
+      ConvGrads got = conv_grads(dy, x, w, p), want = reference_grads(dy, x, w, p);
+      check_close(got.dx, want.dx, 1e-12, "dx");
+      check_close(got.dw, want.dw, 1e-12, "dw");
+      check_close(got.dbias, want.dbias, 1e-12, "dbias");
+    }
+  }
+}
+
+TEST_CASE("conv2d backward matches central finite differences") {
+  const std::vector<ConvCase> cases = {
+      {{2, 2, 5, 4}, {3, 2, 3, 3}, 1, 1, 1, 1, true},
+      {{2, 3, 5, 5}, {2, 3, 3, 2}, 2, 2, 1, 0, true},
+      {{3, 2, 5, 5}, {2, 2, 1, 1}, 2, 2, 0, 0, false},
+      {{1, 1, 7, 7}, {2, 1, 7, 7}, 2, 2, 3, 3, true},
+  };
+  Generator gen(11);
+  for (const ConvCase& c : cases) {
+    CAPTURE(c.x);
+    CAPTURE(c.w);
+    const kernels::Conv2dParams p = conv_params(c.stride_h, c.stride_w, c.pad_h, c.pad_w);
+    Tensor x = random_tensor(c.x, gen), w = random_tensor(c.w, gen);
+    Tensor b = c.bias ? random_tensor({c.w[0]}, gen) : Tensor();
+    Tensor dy = random_tensor(kernels::conv2d_output_shape(c.x, c.w, p), gen);
+    ConvGrads got = conv_grads(dy, x, w, p);
+    auto f = [&] { return conv(x, w, b, p); };
+    check_close(got.dx, numeric_gradient(f, x, dy), 1e-6, "dx");
+    check_close(got.dw, numeric_gradient(f, w, dy), 1e-6, "dw");
+    if (c.bias) check_close(got.dbias, numeric_gradient(f, b, dy), 1e-6, "dbias");
+  }
+}
+
+TEST_CASE("conv2d backward computes only the requested gradients") {
+  Generator gen(3);
+  const kernels::Conv2dParams p = conv_params(2, 2, 1, 1);
+  Tensor x = random_tensor({3, 2, 6, 6}, gen), w = random_tensor({4, 2, 3, 3}, gen);
+  Tensor dy = random_tensor({3, 4, 3, 3}, gen);
+  ConvGrads want = reference_grads(dy, x, w, p);
+  Tensor dw = Tensor::empty(w.shape(), DType::f64), dx = Tensor::empty(x.shape(), DType::f64);
+  Tensor none;
+  kernels::conv2d_backward(none, dw, none, dy, x, w, p);  // the stem: no dx, no bias
+  check_close(dw, want.dw, 1e-12, "dw alone");
+  kernels::conv2d_backward(dx, none, none, dy, x, w, p);
+  check_close(dx, want.dx, 1e-12, "dx alone");
+}
+
+TEST_CASE("conv2d in float32 agrees with float64") {
+  Generator gen(5);
+  const kernels::Conv2dParams p = conv_params(1, 1, 1, 1);
+  Tensor x = random_tensor({4, 16, 14, 14}, gen), w = random_tensor({16, 16, 3, 3}, gen, DType::f64, 0.1);
+  Tensor b = random_tensor({16}, gen);
+  Tensor y = conv(x, w, b, p);
+  Tensor dy = random_tensor(y.shape(), gen);
+  ConvGrads g = conv_grads(dy, x, w, p);
+  Tensor x32 = x.to(DType::f32), w32 = w.to(DType::f32), dy32 = dy.to(DType::f32);
+  check_close(conv(x32, w32, b.to(DType::f32), p), y, 1e-5, "y f32");
+  ConvGrads g32 = conv_grads(dy32, x32, w32, p);
+  check_close(g32.dx, g.dx, 1e-5, "dx f32");
+  // dw and dbias sum 4*14*14 products each, so their f32 rounding error is larger in absolute terms.
+  check_close(g32.dw, g.dw, 1e-4, "dw f32");
+  check_close(g32.dbias, g.dbias, 1e-4, "dbias f32");
+}
+
+TEST_CASE("conv2d on an empty batch gives empty outputs and zero weight gradients") {
+  const kernels::Conv2dParams p = conv_params(1, 1, 1, 1);
+  Tensor x = Tensor::zeros({0, 2, 4, 4}), w = Tensor::full({3, 2, 3, 3}, 1.0);
+  Tensor y = conv(x, w, Tensor(), p);
+  CHECK(y.shape() == Shape{0, 3, 4, 4});
+  ConvGrads g{Tensor::empty(x.shape()), Tensor::full(w.shape(), 7.0), Tensor::full({3}, 7.0)};
+  kernels::conv2d_backward(g.dx, g.dw, g.dbias, Tensor::zeros(y.shape()), x, w, p);
+  CHECK(g.dw.to_vector<float>() == std::vector<float>(w.numel(), 0.0f));
+  CHECK(g.dbias.to_vector<float>() == std::vector<float>{0, 0, 0});
+}

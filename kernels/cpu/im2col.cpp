@@ -1,0 +1,99 @@
+// im2col and col2im (see im2col.h) for float and double. Both walk the column matrix in
+// memory order and split every output row into runs: runs that read the image (contiguous when
+// stride_w == 1) and runs that fall in the padding.
+#include "kernels/cpu/im2col.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace ringgrad::kernels::cpu {
+
+namespace {
+
+// Output indices o in [begin, end) read input index o*stride - pad + offset inside [0, extent).
+struct ValidRange {
+  int64_t begin, end;
+};
+
+ValidRange valid_range(int64_t offset, int64_t pad, int64_t stride, int64_t extent,
+                       int64_t outputs) {
+  const int64_t first = pad > offset ? (pad - offset + stride - 1) / stride : 0;
+  const int64_t last_input = extent - 1 + pad - offset;  // o*stride <= last_input
+  const int64_t end = last_input < 0 ? 0 : std::min(outputs, last_input / stride + 1);
+  return {std::min(first, end), end};
+}
+
+// Calls image_run(col_offset, x_offset, count) for each run of `count` column entries that read
+// x[x_offset + i*stride_w], and padding_run(col_offset, count) for each run of padding entries.
+// Offsets are into the column matrix and into the chunk of `images` images.
+template <class ImageRun, class PaddingRun>
+void walk_columns(const ConvGeometry& g, int64_t images, ImageRun&& image_run,
+                  PaddingRun&& padding_run) {
+  const int64_t columns = images * g.output_plane();
+  for (int64_t c = 0; c < g.C; ++c) {
+    for (int64_t r = 0; r < g.R; ++r) {
+      const ValidRange ps = valid_range(r, g.pad_h, g.stride_h, g.H, g.P);
+      for (int64_t s = 0; s < g.S; ++s) {
+        const ValidRange qs = valid_range(s, g.pad_w, g.stride_w, g.W, g.Q);
+        const int64_t row = ((c * g.R + r) * g.S + s) * columns;
+        for (int64_t b = 0; b < images; ++b) {
+          const int64_t out = row + b * g.output_plane();
+          const int64_t plane = (b * g.C + c) * g.input_plane();
+          padding_run(out, ps.begin * g.Q);
+          for (int64_t p = ps.begin; p < ps.end; ++p) {
+            const int64_t o = out + p * g.Q;
+            const int64_t ih = p * g.stride_h - g.pad_h + r;
+            const int64_t iw = qs.begin * g.stride_w - g.pad_w + s;
+            padding_run(o, qs.begin);
+            if (qs.end > qs.begin)
+              image_run(o + qs.begin, plane + ih * g.W + iw, qs.end - qs.begin);
+            padding_run(o + qs.end, g.Q - qs.end);
+          }
+          padding_run(out + ps.end * g.Q, (g.P - ps.end) * g.Q);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+template <class T>
+void im2col(T* col, const T* x, int64_t images, const ConvGeometry& g) {
+  const int64_t stride = g.stride_w;
+  walk_columns(
+      g, images,
+      [&](int64_t dst, int64_t src, int64_t count) {
+        if (stride == 1) {
+          std::memcpy(col + dst, x + src, count * sizeof(T));
+        } else {
+          for (int64_t i = 0; i < count; ++i) col[dst + i] = x[src + i * stride];
+        }
+      },
+      [&](int64_t dst, int64_t count) { std::fill_n(col + dst, count, T(0)); });
+}
+
+template <class T>
+void col2im(T* dx, const T* dcol, int64_t images, const ConvGeometry& g) {
+  std::fill_n(dx, images * g.image_size(), T(0));
+  const int64_t stride = g.stride_w;
+  walk_columns(
+      g, images,
+      [&](int64_t src, int64_t dst, int64_t count) {
+        T* out = dx + dst;
+        const T* in = dcol + src;
+        if (stride == 1) {
+          for (int64_t i = 0; i < count; ++i) out[i] += in[i];
+        } else {
+          for (int64_t i = 0; i < count; ++i) out[i * stride] += in[i];
+        }
+      },
+      [](int64_t, int64_t) {});
+}
+
+template void im2col<float>(float*, const float*, int64_t, const ConvGeometry&);
+template void im2col<double>(double*, const double*, int64_t, const ConvGeometry&);
+template void col2im<float>(float*, const float*, int64_t, const ConvGeometry&);
+template void col2im<double>(double*, const double*, int64_t, const ConvGeometry&);
+
+}  // namespace ringgrad::kernels::cpu

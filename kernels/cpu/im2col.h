@@ -1,0 +1,38 @@
+// im2col / col2im: the reshuffles that turn a convolution over a chunk of images into one GEMM.
+// Private to kernels/cpu (used by conv2d.cpp); single-threaded, because conv2d gives each
+// OpenMP thread its own chunk of images.
+#pragma once
+#include <cstdint>
+
+namespace ringgrad::kernels::cpu {
+
+// Sizes of one convolution: x (N, C, H, W), w (K, C, R, S), y (N, K, P, Q).
+struct ConvGeometry {
+  int64_t C, H, W;
+  int64_t K, R, S;
+  int64_t P, Q;
+  int64_t stride_h, stride_w, pad_h, pad_w;
+
+  int64_t input_plane() const { return H * W; }
+  int64_t output_plane() const { return P * Q; }
+  int64_t image_size() const { return C * H * W; }
+  int64_t output_image_size() const { return K * P * Q; }
+  int64_t patch_size() const { return C * R * S; }  // rows of the column matrix
+  // A 1x1 stride-1 unpadded conv reads x itself as its column matrix (per image).
+  bool is_pointwise() const {
+    return R == 1 && S == 1 && stride_h == 1 && stride_w == 1 && pad_h == 0 && pad_w == 0;
+  }
+};
+
+// Column matrix of `images` consecutive images, (C*R*S) x (images*P*Q), row-major:
+//   col[(c*R + r)*S + s][b*P*Q + p*Q + q] = x[b][c][p*stride_h - pad_h + r][q*stride_w - pad_w + s]
+// and 0 where that index falls in the padding. y[b] = w (K x CRS) * col[:, b*PQ : (b+1)*PQ].
+template <class T>
+void im2col(T* col, const T* x, int64_t images, const ConvGeometry& g);
+
+// The adjoint of im2col: dx (images, C, H, W) is overwritten with the sum, over every column
+// entry, of dcol at the input pixel that entry was copied from.
+template <class T>
+void col2im(T* dx, const T* dcol, int64_t images, const ConvGeometry& g);
+
+}  // namespace ringgrad::kernels::cpu
