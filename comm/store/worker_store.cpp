@@ -121,4 +121,15 @@ WorkerStore create_worker_store(const WorkerEnv& env, Milliseconds timeout) {
   return ws;
 }
 
+void WorkerStore::finish(Milliseconds timeout) {
+  if (env.rank != 0) {
+    store->set("worker_store/finished/" + std::to_string(env.rank), "1");
+    return;
+  }
+  std::vector<std::string> keys;
+  for (int r = 1; r < env.world_size; ++r)
+    keys.push_back("worker_store/finished/" + std::to_string(r));
+  store->wait(keys, timeout);
+}
+
 }  // namespace ringgrad::comm

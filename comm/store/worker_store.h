@@ -34,6 +34,11 @@ struct WorkerStore {
   WorkerEnv env;
   std::unique_ptr<TcpStoreServer> server;  // rank 0 only
   std::shared_ptr<TcpStore> store;
+
+  // Call once when done with the store. Rank 0 hosts it, so rank 0 waits (up to `timeout`)
+  // until every other rank has said it is finished; otherwise rank 0 exiting could cut off
+  // a reply another rank is still waiting for.
+  void finish(Milliseconds timeout);
 };
 
 // Rank 0 listens on every interface at MASTER_PORT; all ranks connect to MASTER_ADDR and meet

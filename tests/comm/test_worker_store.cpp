@@ -105,6 +105,8 @@ TEST_CASE("worker store: rank 0 hosts, everyone meets; a missing rank is named")
     CHECK(stores[0].store->get("from2") == "x");
     CHECK(stores[0].server != nullptr);
     CHECK(stores[1].server == nullptr);
+    for (int r = 1; r < 3; ++r) stores[r].finish(Milliseconds(1000));
+    stores[0].finish(Milliseconds(1000));  // returns: everyone said they are finished
   }
   auto msg = message_of<TimeoutError>([&] { create_worker_store(env_for(0, 2), Milliseconds(300)); });
   CHECK(msg.find("1/2 ranks arrived") != std::string::npos);

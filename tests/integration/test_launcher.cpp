@@ -1,0 +1,225 @@
+// ringgrad-run on one node: the worker environment, failure teardown and its summary, signal
+// names, restarts, signals to the launcher, orphans, port conflicts, bad flags and output
+// routing. Each run has a deadline; the harness kills whatever outlives it.
+#include <doctest/doctest.h>
+#include <signal.h>
+
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "comm/store/tcp_store_server.h"
+#include "tests/integration/launch_harness.h"
+
+using namespace ringgrad;
+using namespace ringgrad::testing;
+using std::chrono::seconds;
+
+namespace {
+std::vector<std::string> probe_job(const std::string& nproc, const TempDir& dir,
+                                   std::vector<std::string> probe_args,
+                                   std::vector<std::string> launcher_args = {}) {
+  std::vector<std::string> args = {"--standalone", "--nproc-per-node", nproc, "--stop-grace", "2"};
+  args.insert(args.end(), launcher_args.begin(), launcher_args.end());
+  args.push_back(probe_path());
+  args.insert(args.end(), {"--out", dir.path(), "--barrier", "1"});
+  args.insert(args.end(), probe_args.begin(), probe_args.end());
+  return launcher(args);
+}
+}  // namespace
+
+TEST_CASE("ringgrad-run: 4 workers get the full, consistent torchrun environment") {
+  TempDir dir;
+  auto r = run(probe_job("4", dir, {}), seconds(60));
+  REQUIRE_MESSAGE(r.status.ok(), r.err);
+  std::set<std::string> ranks, ports;
+  for (int rank = 0; rank < 4; ++rank) {
+    auto env = read_env_file(dir.path() + "/env." + std::to_string(rank) + ".0");
+    CHECK(env["RANK"] == std::to_string(rank));
+    CHECK(env["LOCAL_RANK"] == std::to_string(rank));
+    CHECK(env["WORLD_SIZE"] == "4");
+    CHECK(env["LOCAL_WORLD_SIZE"] == "4");
+    CHECK(env["GROUP_RANK"] == "0");
+    CHECK(env["GROUP_WORLD_SIZE"] == "1");
+    CHECK(env["MASTER_ADDR"] == "127.0.0.1");
+    CHECK(env["TORCHELASTIC_RESTART_COUNT"] == "0");
+    CHECK(env["TORCHELASTIC_MAX_RESTARTS"] == "0");
+    CHECK(env["TORCHELASTIC_RUN_ID"] == "none");
+    ranks.insert(env["RANK"]);
+    ports.insert(env["MASTER_PORT"]);
+  }
+  CHECK(ranks.size() == 4);
+  CHECK(ports.size() == 1);  // one master for everyone, and the barrier met there
+  CHECK(r.out.find("probe rank 3 of 4 ready") != std::string::npos);
+}
+
+TEST_CASE("ringgrad-run: a worker exiting 3 stops the others; the summary names it") {
+  TempDir dir;
+  auto r = run(probe_job("3", dir, {"--fail-rank", "2", "--exit-code", "3", "--sleep", "120"}),
+               seconds(30));
+  REQUIRE_FALSE(r.timed_out);  // a hang would be the bug
+  CHECK(r.status.code == 1);
+  CHECK(r.err.find("first failure: rank 2 (local rank 2, node 0") != std::string::npos);
+  CHECK(r.err.find("exit code 3") != std::string::npos);
+  CHECK(r.err.find("| probe rank 2 failing on purpose") != std::string::npos);
+  CHECK(all_gone(read_pids(dir.path(), "pid."), seconds(10)));
+}
+
+TEST_CASE("ringgrad-run: death by signal is reported by signal name") {
+  SUBCASE("SIGSEGV raised by the worker") {
+    TempDir dir;
+    auto r = run(probe_job("2", dir, {"--fail-rank", "1", "--signal", "11", "--sleep", "120"}),
+                 seconds(30));
+    REQUIRE_FALSE(r.timed_out);
+    CHECK(r.status.code == 1);
+    CHECK(r.err.find("rank 1") != std::string::npos);
+    CHECK(r.err.find("signal SIGSEGV") != std::string::npos);
+    CHECK(all_gone(read_pids(dir.path(), "pid."), seconds(10)));
+  }
+  SUBCASE("kill -9 from outside") {
+    TempDir dir;
+    Child job(probe_job("2", dir, {"--sleep", "120"}));
+    const std::string pid_file = dir.path() + "/pid.1.0";
+    for (int i = 0; i < 600 && count_files(dir.path(), "pid.") < 2; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // let the barrier finish
+    pid_t victim = 0;
+    std::ifstream(pid_file) >> victim;
+    REQUIRE(victim > 0);
+    ::kill(victim, SIGKILL);
+    auto r = job.wait(seconds(30));
+    REQUIRE_FALSE(r.timed_out);
+    CHECK(r.status.code == 1);
+    CHECK(r.err.find("first failure: rank 1") != std::string::npos);
+    CHECK(r.err.find("signal SIGKILL") != std::string::npos);
+    CHECK(all_gone(read_pids(dir.path(), "pid."), seconds(10)));
+  }
+}
+
+TEST_CASE("ringgrad-run: --max-restarts 2 restarts a job whose worker fails once") {
+  TempDir dir;
+  auto r = run(probe_job("3", dir, {"--fail-rank", "1", "--fail-generation", "0"},
+                         {"--max-restarts", "2"}),
+               seconds(60));
+  REQUIRE_MESSAGE(r.status.ok(), r.err);
+  CHECK(count_files(dir.path(), "env.") == 6);  // generations 0 and 1, three ranks each
+  for (int rank = 0; rank < 3; ++rank) {
+    auto env = read_env_file(dir.path() + "/env." + std::to_string(rank) + ".1");
+    CHECK(env["TORCHELASTIC_RESTART_COUNT"] == "1");
+    CHECK(env["TORCHELASTIC_MAX_RESTARTS"] == "2");
+  }
+  CHECK(r.err.find("restart 1 of 2") != std::string::npos);
+}
+
+TEST_CASE("ringgrad-run: SIGTERM to the launcher ends everything, stubborn grandchildren too") {
+  TempDir dir;
+  Child job(probe_job("2", dir, {"--stubborn-child", "1", "--ignore-term", "1", "--sleep", "120"}));
+  for (int i = 0; i < 600 && count_files(dir.path(), "child.") < 2; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  REQUIRE(count_files(dir.path(), "child.") == 2);
+  job.signal(SIGTERM);
+  auto r = job.wait(seconds(30));
+  REQUIRE_FALSE(r.timed_out);
+  CHECK(r.status.code == 128 + SIGTERM);
+  CHECK(r.err.find("received SIGTERM") != std::string::npos);
+  auto pids = read_pids(dir.path(), "pid.");
+  auto children = read_pids(dir.path(), "child.");
+  pids.insert(pids.end(), children.begin(), children.end());
+  CHECK(all_gone(pids, seconds(5)));
+}
+
+TEST_CASE("ringgrad-run: kill -9 of the launcher takes its workers with it") {
+  TempDir dir;
+  Child job(probe_job("2", dir, {"--sleep", "120"}));
+  for (int i = 0; i < 600 && count_files(dir.path(), "pid.") < 2; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  REQUIRE(count_files(dir.path(), "pid.") == 2);
+  job.signal(SIGKILL);
+  job.wait(seconds(10));
+  CHECK(all_gone(read_pids(dir.path(), "pid."), seconds(5)));  // PR_SET_PDEATHSIG
+}
+
+TEST_CASE("ringgrad-run: a master port in use is one clear line; port 0 runs side by side") {
+  comm::TcpStoreServer squatter(comm::TcpStoreServerOptions{});
+  const std::string port = std::to_string(squatter.port());
+  auto r = run(launcher({"--master-port", port, "--nproc-per-node", "1", "true"}), seconds(10));
+  REQUIRE_FALSE(r.timed_out);
+  CHECK(r.status.code == 1);
+  auto errors = lines_with(r.err, "ringgrad-run: error:");
+  REQUIRE(errors.size() == 1);
+  CHECK(errors[0].find("127.0.0.1:" + port) != std::string::npos);
+  CHECK(errors[0].find("in use") != std::string::npos);
+
+  TempDir a, b;
+  auto args = [&](const TempDir& d) {
+    return launcher({"--master-port", "0", "--nproc-per-node", "2", probe_path(), "--out",
+                     d.path(), "--barrier", "1"});
+  };
+  Child first(args(a)), second(args(b));
+  auto ra = first.wait(seconds(60));
+  auto rb = second.wait(seconds(60));
+  CHECK_MESSAGE(ra.status.ok(), ra.err);
+  CHECK_MESSAGE(rb.status.ok(), rb.err);
+}
+
+TEST_CASE("ringgrad-run: bad input exits 2 with one line naming the flag") {
+  const std::vector<std::vector<std::string>> cases = {
+      {"--nproc-per-node", "0", "true"},
+      {"--nnodes", "3:2", "true"},
+      {"--node-rank", "5", "--nnodes", "2", "true"},
+      {"--rdzv-endpoint", "host:", "true"},
+      {"--rdzv-backend", "etcd", "--rdzv-endpoint", "h:1", "true"},
+      {"--rdzv-conf", "timeout", "true"},
+      {"--tee", "7", "--log-dir", "/tmp", "true"},
+      {"--no-such-flag", "true"},
+  };
+  for (const auto& args : cases) {
+    CAPTURE(args[0]);
+    auto r = run(launcher(args), seconds(10));
+    CHECK(r.status.code == 2);
+    CHECK(lines_with(r.err, "ringgrad-run: error:").size() == 1);
+    CHECK(r.err.find(args[0].substr(0, args[0].find('-', 2))) != std::string::npos);
+  }
+  // torchrun's underscore spelling is accepted too.
+  auto ok = run(launcher({"--standalone", "--nproc_per_node", "2", "true"}), seconds(30));
+  CHECK_MESSAGE(ok.status.ok(), ok.err);
+}
+
+TEST_CASE("ringgrad-run: --tee prefixes node:rank, --local-ranks-filter hides ranks, logs kept") {
+  TempDir dir, logs;
+  auto r = run(probe_job("2", dir, {}, {"--tee", "3", "--log-dir", logs.path(),
+                                        "--local-ranks-filter", "0", "--rdzv-id", "teejob"}),
+               seconds(60));
+  REQUIRE_MESSAGE(r.status.ok(), r.err);
+  CHECK(r.out.find("[0:0]: probe rank 0 of 2 ready") != std::string::npos);
+  CHECK(r.err.find("[0:0]: probe rank 0 stderr line") != std::string::npos);
+  CHECK(r.out.find("probe rank 1") == std::string::npos);  // filtered from the console ...
+  std::ifstream log(logs.path() + "/teejob/attempt_0/1/stdout.log");
+  std::string line;
+  std::getline(log, line);
+  CHECK(line == "probe rank 1 of 2 ready");  // ... but still in its log file
+}
+
+TEST_CASE("worker env: Slurm variables start a job without RANK; a conflicting RANK fails") {
+  const int port = free_port();
+  auto slurm = [&](int rank) {
+    return std::map<std::string, std::string>{
+        {"SLURM_PROCID", std::to_string(rank)}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "0"},
+        {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(port)}};
+  };
+  TempDir dir;
+  Child r0({probe_path(), "--barrier", "1", "--out", dir.path()}, slurm(0));
+  Child r1({probe_path(), "--barrier", "1", "--out", dir.path()}, slurm(1));
+  auto a = r0.wait(seconds(30));
+  auto b = r1.wait(seconds(30));
+  CHECK_MESSAGE(a.status.ok(), a.err);
+  CHECK_MESSAGE(b.status.ok(), b.err);
+  CHECK(b.out.find("probe rank 1 of 2 ready") != std::string::npos);
+
+  auto env = slurm(1);
+  env["RANK"] = "0";
+  env["WORLD_SIZE"] = "2";
+  auto bad = run({probe_path()}, seconds(10), env);
+  CHECK(bad.status.code == 10);
+  CHECK(bad.err.find("RANK=0 disagrees with SLURM_PROCID=1") != std::string::npos);
+}
