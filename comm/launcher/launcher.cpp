@@ -200,7 +200,6 @@ Outcome supervise(const LaunchConfig& c, const Placement& p, JobStatus& status,
 
 int run_launcher(const LaunchConfig& c) {
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);  // orphaned grandchildren come to us to be reaped
-  SignalWatcher signals;
   const std::string token = c.token.empty() ? env_str("RINGGRAD_STORE_TOKEN", "") : c.token;
   const std::string hostname = local_hostname();
   LauncherStore store = open_launcher_store(c, token);
@@ -239,6 +238,9 @@ int run_launcher(const LaunchConfig& c) {
              p.round.rank_offset + c.nproc_per_node - 1, " of ", p.round.world_size,
              ", MASTER_ADDR=", p.master_addr, " MASTER_PORT=", p.master_port);
     JobStatus status(store.client, c.rdzv_id, generation, p.round.num_nodes, p.round.node_rank);
+    // Watched only while workers run: before that a SIGINT/SIGTERM simply ends the launcher,
+    // even inside a rendezvous wait, as there is nothing to forward it to.
+    SignalWatcher signals;
     Outcome outcome = supervise(c, p, status, signals, hostname, base_env);
     const bool hosts_store = store.server != nullptr;
     auto leave = [&] {
