@@ -49,7 +49,8 @@ int main(int argc, char** argv) {
   app.add_option("--rdzv-backend,--rdzv_backend", c.rdzv_backend, "c10d or static");
   app.add_option("--rdzv-endpoint,--rdzv_endpoint", endpoint, "c10d backend: host[:port]");
   app.add_option("--rdzv-conf,--rdzv_conf", rdzv_conf,
-                 "k=v,...: timeout, last_call_timeout, connect_timeout (s), token, bind_addr");
+                 "k=v,...: timeout, last_call_timeout, connect_timeout, keep_alive_timeout (s), "
+                 "token, bind_addr");
   app.add_flag("--standalone", c.standalone, "one node, store on a free loopback port");
   app.add_option("--max-restarts,--max_restarts", c.max_restarts, "restarts of the whole job");
   app.add_option("--monitor-interval,--monitor_interval", monitor_interval, "seconds between checks");

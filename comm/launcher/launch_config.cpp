@@ -161,13 +161,16 @@ void apply_rdzv_conf(LaunchConfig& config, const std::map<std::string, std::stri
       config.last_call_timeout = parse_seconds(value, key.c_str());
     else if (key == "connect_timeout" || key == "read_timeout")
       config.connect_timeout = parse_seconds(value, key.c_str());
+    else if (key == "keep_alive_timeout")
+      config.keep_alive_timeout = parse_seconds(value, key.c_str());
     else if (key == "token")
       config.token = value;
     else if (key == "bind_addr")
       config.bind_addr = value;
     else
       RG_THROW(InvalidArgument, "--rdzv-conf: unknown key '", key,
-               "' (known: timeout, last_call_timeout, connect_timeout, token, bind_addr)");
+               "' (known: timeout, last_call_timeout, connect_timeout, keep_alive_timeout, token, "
+               "bind_addr)");
   }
 }
 

@@ -29,10 +29,12 @@ struct LaunchConfig {
   std::string rdzv_backend = "static";  // "static" or "c10d"
   std::string rdzv_host;                // c10d endpoint
   int rdzv_port = 29400;
-  // --rdzv-conf: timeout, last_call_timeout, connect_timeout (seconds), token, bind_addr.
+  // --rdzv-conf: timeout, last_call_timeout, connect_timeout, keep_alive_timeout (seconds),
+  // token, bind_addr.
   std::chrono::milliseconds rdzv_timeout{900'000};
   std::chrono::milliseconds last_call_timeout{30'000};
   std::chrono::milliseconds connect_timeout{60'000};
+  std::chrono::milliseconds keep_alive_timeout{30'000};  // a node silent this long is lost
   std::string token;
   std::string bind_addr;  // empty: loopback for one node, all interfaces otherwise
   bool standalone = false;

@@ -28,7 +28,6 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 constexpr milliseconds kHeartbeatPeriod{1'000};
-constexpr milliseconds kHeartbeatTimeout{30'000};
 constexpr milliseconds kLeaveTimeout{10'000};
 
 // The launchers' store: hosted here (static node rank 0, or the c10d endpoint is this host
@@ -174,14 +173,14 @@ Outcome supervise(const LaunchConfig& c, const Placement& p, JobStatus& status,
         if (status.all_succeeded()) return Outcome{true, {}};
       }
       if (Clock::now() >= next_beat) {
-        next_beat = Clock::now() + kHeartbeatPeriod;
-        if (auto silent = status.beat_and_find_silent(kHeartbeatTimeout)) {
+        next_beat = Clock::now() + std::min(kHeartbeatPeriod, c.keep_alive_timeout / 4);
+        if (auto silent = status.beat_and_find_silent(c.keep_alive_timeout)) {
           JobEvent lost;
           lost.kind = JobEvent::Kind::node_lost;
           lost.node_rank = *silent;
           lost.hostname = p.round.nodes[*silent].hostname;
           lost.detail = str_cat("its launcher sent no heartbeat for ",
-                                format_duration(kHeartbeatTimeout));
+                                format_duration(c.keep_alive_timeout));
           return finish(status.report(lost), SIGTERM);
         }
       }
@@ -242,7 +241,9 @@ int run_launcher(const LaunchConfig& c) {
     // even inside a rendezvous wait, as there is nothing to forward it to.
     SignalWatcher signals;
     Outcome outcome = supervise(c, p, status, signals, hostname, base_env);
-    const bool hosts_store = store.server != nullptr;
+    // After a lost node nobody would answer: the store's host need not wait for the others.
+    const bool hosts_store = store.server != nullptr &&
+                             (outcome.succeeded || outcome.event.kind != JobEvent::Kind::node_lost);
     auto leave = [&] {
       try {
         status.leave_and_wait(kLeaveTimeout, hosts_store);

@@ -51,6 +51,7 @@ TEST_CASE("ringgrad-run: 4 workers get the full, consistent torchrun environment
   CHECK(ranks.size() == 4);
   CHECK(ports.size() == 1);  // one master for everyone, and the barrier met there
   CHECK(r.out.find("probe rank 3 of 4 ready") != std::string::npos);
+  CHECK(r.err.find("rendezvous store listening on 127.0.0.1:") != std::string::npos);  // loopback
 }
 
 TEST_CASE("ringgrad-run: a worker exiting 3 stops the others; the summary names it") {

@@ -137,6 +137,29 @@ TEST_CASE("two nodes: SIGTERM to one launcher stops the job on the other node") 
   CHECK(all_gone(read_pids(dir.path(), "pid."), seconds(10)));
 }
 
+TEST_CASE("two nodes: a launcher killed with -9 is noticed by the other node") {
+  for (int victim : {1, 0}) {
+    CAPTURE(victim);
+    TempDir dir;
+    const int port = free_port();
+    const std::vector<std::string> conf = {"--rdzv-conf", "keep_alive_timeout=2"};
+    Child n0(node("static", port, 0, 1, dir, {"--sleep", "120"}, conf));
+    Child n1(node("static", port, 1, 1, dir, {"--sleep", "120"}, conf));
+    for (int i = 0; i < 600 && count_files(dir.path(), "pid.") < 2; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    Child& killed = victim == 0 ? n0 : n1;
+    Child& survivor = victim == 0 ? n1 : n0;
+    killed.signal(SIGKILL);
+    auto r = survivor.wait(seconds(30));
+    killed.wait(seconds(5));
+    REQUIRE_FALSE(r.timed_out);
+    CHECK(r.status.code == 1);
+    CHECK(r.err.find("lost node " + std::to_string(victim)) != std::string::npos);
+    CHECK(all_gone(read_pids(dir.path(), "pid."), seconds(10)));
+  }
+}
+
 TEST_CASE("rendezvous short of nodes: times out naming joined/missing nodes and the endpoint") {
   TempDir dir;
   const int port = free_port();

@@ -1,0 +1,198 @@
+// Socket plumbing: POSIX sockets, poll() for deadlines, getifaddrs() for interface choice.
+#include "comm/transport/tcp/socket.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "core/error.h"
+
+namespace ringgrad::comm::tcp {
+
+namespace {
+
+std::string errno_text(int err) { return std::strerror(err); }
+
+int remaining_ms(Clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  return left.count() < 0 ? 0 : static_cast<int>(std::min<long long>(left.count(), 1 << 30));
+}
+
+// Waits for `events` on fd; false when the deadline passed first.
+bool poll_until(int fd, short events, Clock::time_point deadline) {
+  for (;;) {
+    pollfd p{fd, events, 0};
+    int rc = ::poll(&p, 1, remaining_ms(deadline));
+    if (rc > 0) return true;
+    if (rc == 0) return false;
+    if (errno != EINTR) RG_THROW(IoError, "poll failed: ", errno_text(errno));
+  }
+}
+
+struct InterfaceAddress {
+  std::string name;
+  std::string address;
+  bool up = false;
+  bool loopback = false;
+};
+
+std::vector<InterfaceAddress> list_ipv4_interfaces() {
+  ifaddrs* head = nullptr;
+  if (::getifaddrs(&head) != 0) RG_THROW(IoError, "getifaddrs failed: ", errno_text(errno));
+  std::vector<InterfaceAddress> out;
+  for (ifaddrs* it = head; it; it = it->ifa_next) {
+    if (!it->ifa_addr || it->ifa_addr->sa_family != AF_INET) continue;
+    char text[INET_ADDRSTRLEN];
+    auto* sin = reinterpret_cast<sockaddr_in*>(it->ifa_addr);
+    ::inet_ntop(AF_INET, &sin->sin_addr, text, sizeof text);
+    out.push_back({it->ifa_name, text, (it->ifa_flags & IFF_UP) != 0,
+                   (it->ifa_flags & IFF_LOOPBACK) != 0});
+  }
+  ::freeifaddrs(head);
+  return out;
+}
+
+sockaddr_in to_sockaddr(const std::string& host, int port) {
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(port));
+  if (::inet_pton(AF_INET, host.c_str(), &sa.sin_addr) != 1)
+    RG_THROW(InvalidArgument, "'", host, "' is not an IPv4 address");
+  return sa;
+}
+
+}  // namespace
+
+Socket& Socket::operator=(Socket&& other) noexcept {
+  if (this != &other) {
+    close();
+    fd_ = other.fd_;
+    other.fd_ = -1;
+  }
+  return *this;
+}
+
+void Socket::close() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+void Socket::abort() {
+  if (fd_ < 0) return;
+  linger l{1, 0};
+  ::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+  close();
+}
+
+LocalInterface select_interface(const std::optional<std::string>& ifname_setting) {
+  auto all = list_ipv4_interfaces();
+  if (ifname_setting) {
+    std::stringstream names(*ifname_setting);
+    for (std::string name; std::getline(names, name, ',');)
+      for (const auto& a : all)
+        if (a.name == name && a.up) return {a.name, a.address};
+    std::string available;
+    for (const auto& a : all)
+      available += (available.empty() ? "" : ", ") + a.name + " (" + a.address +
+                   (a.up ? "" : ", down") + ")";
+    RG_THROW(InvalidArgument, "RINGGRAD_SOCKET_IFNAME='", *ifname_setting,
+             "' matches no up IPv4 interface; available: ", available.empty() ? "none" : available);
+  }
+  for (const auto& a : all)
+    if (a.up && !a.loopback && a.name.rfind("docker", 0) != 0) return {a.name, a.address};
+  for (const auto& a : all)
+    if (a.up && a.loopback) return {a.name, a.address};
+  return {"lo", "127.0.0.1"};
+}
+
+Socket listen_on(const std::string& address, int& port) {
+  Socket s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!s.valid()) RG_THROW(IoError, "socket() failed: ", errno_text(errno));
+  sockaddr_in sa = to_sockaddr(address, 0);
+  if (::bind(s.fd(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0)
+    RG_THROW(IoError, "bind to ", address, " failed: ", errno_text(errno));
+  if (::listen(s.fd(), 128) != 0) RG_THROW(IoError, "listen failed: ", errno_text(errno));
+  socklen_t len = sizeof sa;
+  ::getsockname(s.fd(), reinterpret_cast<sockaddr*>(&sa), &len);
+  port = ntohs(sa.sin_port);
+  return s;
+}
+
+Socket accept_until(const Socket& listener, Clock::time_point deadline, const std::string& what) {
+  if (!poll_until(listener.fd(), POLLIN, deadline))
+    RG_THROW(TimeoutError, what, ": no connection arrived before the timeout");
+  Socket s(::accept4(listener.fd(), nullptr, nullptr, SOCK_CLOEXEC));
+  if (!s.valid()) RG_THROW(IoError, what, ": accept failed: ", errno_text(errno));
+  return s;
+}
+
+Socket connect_until(const Endpoint& to, Clock::time_point deadline, const std::string& what) {
+  sockaddr_in sa = to_sockaddr(to.host, to.port);
+  for (;;) {
+    Socket s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (::connect(s.fd(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0) return s;
+    int err = errno;
+    if ((err != ECONNREFUSED && err != EINTR) || Clock::now() >= deadline)
+      RG_THROW(IoError, what, ": connect to ", to.str(), " failed: ", errno_text(err));
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+void tune_stream(const Socket& s, int buffer_bytes) {
+  int one = 1;
+  ::setsockopt(s.fd(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  ::setsockopt(s.fd(), SOL_SOCKET, SO_SNDBUF, &buffer_bytes, sizeof buffer_bytes);
+  ::setsockopt(s.fd(), SOL_SOCKET, SO_RCVBUF, &buffer_bytes, sizeof buffer_bytes);
+  int flags = ::fcntl(s.fd(), F_GETFL, 0);
+  ::fcntl(s.fd(), F_SETFL, flags | O_NONBLOCK);
+}
+
+void write_fully(const Socket& s, const void* data, size_t bytes, Clock::time_point deadline,
+                 const std::string& what) {
+  auto* p = static_cast<const char*>(data);
+  while (bytes > 0) {
+    ssize_t n = ::send(s.fd(), p, bytes, MSG_NOSIGNAL);
+    if (n > 0) {
+      p += n;
+      bytes -= static_cast<size_t>(n);
+    } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+      if (!poll_until(s.fd(), POLLOUT, deadline))
+        RG_THROW(TimeoutError, what, ": send timed out");
+    } else {
+      RG_THROW(IoError, what, ": send failed: ", errno_text(errno));
+    }
+  }
+}
+
+void read_fully(const Socket& s, void* data, size_t bytes, Clock::time_point deadline,
+                const std::string& what) {
+  auto* p = static_cast<char*>(data);
+  while (bytes > 0) {
+    ssize_t n = ::recv(s.fd(), p, bytes, 0);
+    if (n > 0) {
+      p += n;
+      bytes -= static_cast<size_t>(n);
+    } else if (n == 0) {
+      RG_THROW(IoError, what, ": the peer closed the connection");
+    } else if (errno == EAGAIN || errno == EINTR) {
+      if (!poll_until(s.fd(), POLLIN, deadline))
+        RG_THROW(TimeoutError, what, ": receive timed out");
+    } else {
+      RG_THROW(IoError, what, ": receive failed: ", errno_text(errno));
+    }
+  }
+}
+
+}  // namespace ringgrad::comm::tcp

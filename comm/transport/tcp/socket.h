@@ -1,0 +1,64 @@
+// TCP socket plumbing for the TCP transport: an RAII file descriptor, listen/connect with
+// deadlines, stream tuning (TCP_NODELAY, large buffers, non-blocking) and the choice of the
+// local interface address (RINGGRAD_SOCKET_IFNAME, like NCCL_SOCKET_IFNAME).
+#pragma once
+#include <optional>
+#include <string>
+
+#include "comm/transport/transport.h"
+
+namespace ringgrad::comm::tcp {
+
+class Socket {
+ public:
+  Socket() = default;
+  explicit Socket(int fd) : fd_(fd) {}
+  Socket(Socket&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+  Socket& operator=(Socket&& other) noexcept;
+  Socket(const Socket&) = delete;
+  Socket& operator=(const Socket&) = delete;
+  ~Socket() { close(); }
+
+  int fd() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  void close();
+  // Closes with a reset (SO_LINGER 0), so the peer sees ECONNRESET at once.
+  void abort();
+
+ private:
+  int fd_ = -1;
+};
+
+struct Endpoint {
+  std::string host;
+  int port = 0;
+  std::string str() const { return host + ":" + std::to_string(port); }
+};
+
+// The interface this rank talks on. With RINGGRAD_SOCKET_IFNAME (one name or a comma list,
+// first match wins) that interface's IPv4 address, else the first up non-loopback,
+// non-docker IPv4 interface, else loopback. An unknown name throws InvalidArgument listing
+// every interface and its address.
+struct LocalInterface {
+  std::string name;
+  std::string address;
+};
+LocalInterface select_interface(const std::optional<std::string>& ifname_setting);
+
+// Listening socket on `address`, kernel-chosen port; returns the port through `port`.
+Socket listen_on(const std::string& address, int& port);
+// Accepts one connection, waiting until `deadline`; throws TimeoutError naming `what`.
+Socket accept_until(const Socket& listener, Clock::time_point deadline, const std::string& what);
+// Connects, retrying refused connections until `deadline`.
+Socket connect_until(const Endpoint& to, Clock::time_point deadline, const std::string& what);
+
+// TCP_NODELAY, SO_SNDBUF/SO_RCVBUF of `buffer_bytes`, O_NONBLOCK.
+void tune_stream(const Socket& s, int buffer_bytes);
+
+// Blocking-with-deadline exchange on a (non-blocking) socket, for the connection handshake.
+void write_fully(const Socket& s, const void* data, size_t bytes, Clock::time_point deadline,
+                 const std::string& what);
+void read_fully(const Socket& s, void* data, size_t bytes, Clock::time_point deadline,
+                const std::string& what);
+
+}  // namespace ringgrad::comm::tcp

@@ -1,0 +1,299 @@
+// TcpTransport: mesh setup through the store, then a poll()-driven progress engine. Sends and
+// receives are queued per peer and moved with writev/readv, so a fingerprint and its payload
+// leave in one system call; when nothing moves we spin briefly (small messages on loopback
+// arrive within microseconds) and then sleep in poll() until the deadline.
+#include "comm/transport/tcp/tcp_transport.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/logging.h"
+
+namespace ringgrad::comm::tcp {
+
+namespace {
+
+constexpr uint32_t kHelloMagic = 0x52474831;  // "RGH1"
+constexpr int kMaxIov = 64;
+constexpr auto kSpin = std::chrono::microseconds(50);
+
+struct Hello {
+  uint32_t magic;
+  int32_t from_rank;
+  int32_t to_rank;
+  int32_t size;
+  int64_t generation;
+  uint64_t run_id_hash;
+};
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+Endpoint parse_endpoint(const std::string& text) {
+  auto colon = text.rfind(':');
+  RG_CHECK(colon != std::string::npos, "malformed address '", text, "' in the store");
+  return {text.substr(0, colon), std::stoi(text.substr(colon + 1))};
+}
+
+}  // namespace
+
+TcpTransport::TcpTransport(std::shared_ptr<Store> store, std::string key_prefix, int rank,
+                           int size, const TcpTransportOptions& options)
+    : Transport(rank, size), store_(std::move(store)), prefix_(std::move(key_prefix)),
+      peers_(static_cast<size_t>(size)) {
+  RG_CHECK(size >= 1 && rank >= 0 && rank < size, "rank ", rank, " outside world size ", size);
+  interface_ = select_interface(options.ifname);
+  int port = 0;
+  Socket listener = listen_on(interface_.address, port);
+  peers_[rank].endpoint = {interface_.address, port};
+  log_debug("ring transport: rank ", rank, " uses interface ", interface_.name, " ",
+            interface_.address, ", listening on port ", port);
+  store_->set(prefix_ + "addr/" + std::to_string(rank), peers_[rank].endpoint.str());
+  connect_mesh(options, listener);
+}
+
+TcpTransport::~TcpTransport() = default;
+
+void TcpTransport::connect_mesh(const TcpTransportOptions& options, const Socket& listener) {
+  const auto deadline = Clock::now() + options.setup_timeout;
+  std::vector<std::string> keys;
+  for (int r = 0; r < size(); ++r) keys.push_back(prefix_ + "addr/" + std::to_string(r));
+  try {
+    store_->wait(keys, options.setup_timeout);
+  } catch (const TimeoutError&) {
+    std::string missing;
+    for (int r = 0; r < size(); ++r)
+      if (!store_->check({keys[r]})) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    RG_THROW(TimeoutError, "ring process group setup: rank ", rank(), " waited ",
+             format_duration(options.setup_timeout), " for all ", size(),
+             " ranks to join; missing ranks: ", missing,
+             " (did they start, and do they use the same store and group name?)");
+  }
+  for (int r = 0; r < size(); ++r)
+    if (r != rank()) peers_[r].endpoint = parse_endpoint(store_->get(keys[r]));
+
+  const Hello mine{kHelloMagic, rank(), -1, size(), options.generation, fnv1a(options.run_id)};
+  // Higher ranks connect to lower ones; acks flow only after accepts, so no wait cycle exists.
+  for (int r = 0; r < rank(); ++r) {
+    const std::string what = "connecting rank " + std::to_string(rank()) + " to " + describe_peer(r);
+    peers_[r].socket = connect_until(peers_[r].endpoint, deadline, what);
+    Hello hello = mine;
+    hello.to_rank = r;
+    write_fully(peers_[r].socket, &hello, sizeof hello, deadline, what);
+  }
+  for (int accepted = 0; accepted < size() - 1 - rank();) {
+    Socket s = accept_until(listener, deadline,
+                            "rank " + std::to_string(rank()) + " waiting for higher ranks to connect");
+    Hello hello{};
+    read_fully(s, &hello, sizeof hello, deadline, "reading a connection handshake");
+    const int from = hello.from_rank;
+    std::string problem;
+    if (hello.magic != kHelloMagic) problem = "not a ringgrad transport handshake";
+    else if (hello.run_id_hash != mine.run_id_hash) problem = "another run id";
+    else if (hello.generation != mine.generation)
+      problem = "generation " + std::to_string(hello.generation) + ", expected " +
+                std::to_string(mine.generation) + " (a stale worker?)";
+    else if (hello.to_rank != rank() || hello.size != size() || from <= rank() || from >= size())
+      problem = "ranks do not fit (from " + std::to_string(from) + " to " +
+                std::to_string(hello.to_rank) + ", size " + std::to_string(hello.size) + ")";
+    else if (peers_[from].socket.valid()) problem = "rank " + std::to_string(from) + " connected twice";
+    if (!problem.empty()) {
+      log_warn("ring transport: rank ", rank(), " refused a connection: ", problem);
+      continue;
+    }
+    const char ack = 'k';
+    write_fully(s, &ack, 1, deadline, "acknowledging " + describe_peer(from));
+    peers_[from].socket = std::move(s);
+    ++accepted;
+  }
+  for (int r = 0; r < rank(); ++r) {
+    char ack = 0;
+    read_fully(peers_[r].socket, &ack, 1, deadline,
+               "rank " + std::to_string(rank()) + " waiting for the handshake reply of " +
+                   describe_peer(r) + " (refused: check run id and generation)");
+  }
+  for (int r = 0; r < size(); ++r)
+    if (r != rank()) tune_stream(peers_[r].socket, options.socket_buffer_bytes);
+}
+
+std::string TcpTransport::describe_peer(int peer) const {
+  return "rank " + std::to_string(peer) + " (" + peers_[peer].endpoint.str() + ")";
+}
+
+void TcpTransport::begin(const std::string& operation, Clock::time_point deadline) {
+  operation_ = operation;
+  deadline_ = deadline;
+  begun_ = Clock::now();
+}
+
+void TcpTransport::post_send(int peer, const void* data, size_t bytes) {
+  if (bytes == 0) return;
+  peers_[peer].sends.push_back({static_cast<char*>(const_cast<void*>(data)), bytes});
+}
+
+void TcpTransport::post_recv(int peer, void* data, size_t bytes) {
+  peers_[peer].recvs.push_back({static_cast<char*>(data), bytes});
+}
+
+// Moves as many queued bytes as the socket takes without blocking, in both directions.
+bool TcpTransport::progress_peer(int peer) {
+  Peer& p = peers_[peer];
+  bool moved = false;
+  while (p.send_head < p.sends.size()) {
+    iovec iov[kMaxIov];
+    int n = 0;
+    for (size_t i = p.send_head; i < p.sends.size() && n < kMaxIov; ++i, ++n)
+      iov[n] = {p.sends[i].data, p.sends[i].left};
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<size_t>(n);
+    ssize_t sent = ::sendmsg(p.socket.fd(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (sent < 0) {
+      if (errno == EAGAIN || errno == EINTR) break;
+      fail_peer(peer, std::strerror(errno));
+    }
+    moved = true;
+    for (auto left = static_cast<size_t>(sent); left > 0;) {
+      PendingIo& io = p.sends[p.send_head];
+      size_t take = std::min(left, io.left);
+      io.data += take;
+      io.left -= take;
+      left -= take;
+      if (io.left == 0) ++p.send_head;
+    }
+  }
+  if (p.send_head == p.sends.size()) p.sends.clear(), p.send_head = 0;
+  auto retire_empty = [&] {
+    while (p.recv_head < p.recvs.size() && p.recvs[p.recv_head].left == 0)
+      ++p.recv_head, ++p.recvs_done;
+  };
+  retire_empty();
+  while (p.recv_head < p.recvs.size()) {
+    iovec iov[kMaxIov];
+    int n = 0;
+    for (size_t i = p.recv_head; i < p.recvs.size() && n < kMaxIov; ++i, ++n)
+      iov[n] = {p.recvs[i].data, p.recvs[i].left};
+    ssize_t got = ::readv(p.socket.fd(), iov, n);
+    if (got == 0) fail_peer(peer, "end of stream");
+    if (got < 0) {
+      if (errno == EAGAIN || errno == EINTR) break;
+      fail_peer(peer, std::strerror(errno));
+    }
+    moved = true;
+    for (auto left = static_cast<size_t>(got); left > 0;) {
+      PendingIo& io = p.recvs[p.recv_head];
+      size_t take = std::min(left, io.left);
+      io.data += take;
+      io.left -= take;
+      left -= take;
+      if (io.left == 0) ++p.recv_head, ++p.recvs_done;
+    }
+    retire_empty();
+  }
+  if (p.recv_head == p.recvs.size()) p.recvs.clear(), p.recv_head = 0;
+  return moved;
+}
+
+bool TcpTransport::progress_all() {
+  bool moved = false;
+  for (int r = 0; r < size(); ++r)
+    if (r != rank() && (!peers_[r].sends.empty() || !peers_[r].recvs.empty()))
+      moved |= progress_peer(r);
+  return moved;
+}
+
+void TcpTransport::block_until_ready() {
+  pollfd fds[256];
+  int watched[256];
+  int n = 0;
+  for (int r = 0; r < size() && n < 256; ++r) {
+    const Peer& p = peers_[r];
+    if (r == rank() || (p.sends.empty() && p.recvs.empty())) continue;
+    short events = static_cast<short>((p.sends.empty() ? 0 : POLLOUT) | (p.recvs.empty() ? 0 : POLLIN));
+    fds[n] = {p.socket.fd(), events, 0};
+    watched[n++] = r;
+  }
+  if (n == 0) return;
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - Clock::now());
+  if (left.count() <= 0) {
+    std::string waiting;
+    for (int i = 0; i < n; ++i)
+      waiting += (i ? ", " : "") + std::string(peers_[watched[i]].recvs.empty() ? "sending to " : "receiving from ") +
+                 describe_peer(watched[i]);
+    RG_THROW(TimeoutError, operation_, " on rank ", rank(), " timed out after ",
+             format_duration(std::chrono::duration_cast<Milliseconds>(Clock::now() - begun_)),
+             " ", waiting, "; that rank is stuck, slow or issued different collectives");
+  }
+  int rc = ::poll(fds, static_cast<nfds_t>(n), static_cast<int>(std::min<long long>(left.count() + 1, 1000)));
+  if (rc < 0 && errno != EINTR) RG_THROW(IoError, operation_, ": poll failed: ", std::strerror(errno));
+}
+
+void TcpTransport::wait_recv(int peer) {
+  RG_CHECK(!peers_[peer].recvs.empty(), operation_, ": wait_recv(", peer, ") with no receive posted");
+  const uint64_t target = peers_[peer].recvs_done + 1;
+  auto spin_until = Clock::now() + kSpin;
+  while (peers_[peer].recvs_done < target) {
+    if (progress_all()) {
+      spin_until = Clock::now() + kSpin;
+    } else if (Clock::now() > spin_until) {
+      block_until_ready();
+    }
+  }
+}
+
+void TcpTransport::wait_all() {
+  auto pending = [&] {
+    for (int r = 0; r < size(); ++r)
+      if (r != rank() && (!peers_[r].sends.empty() || !peers_[r].recvs.empty())) return true;
+    return false;
+  };
+  auto spin_until = Clock::now() + kSpin;
+  while (pending()) {
+    if (progress_all()) {
+      spin_until = Clock::now() + kSpin;
+    } else if (Clock::now() > spin_until) {
+      block_until_ready();
+    }
+  }
+}
+
+std::string TcpTransport::first_failure_note() {
+  try {
+    if (store_->check({prefix_ + "abort"})) return store_->get(prefix_ + "abort", Milliseconds(1000));
+  } catch (const std::exception&) {
+    // The store may have died with the failed rank; the local message stands on its own.
+  }
+  return {};
+}
+
+void TcpTransport::fail_peer(int peer, const std::string& what) {
+  std::string note = first_failure_note();
+  RG_THROW(IoError, "peer ", describe_peer(peer), " closed the connection during ", operation_,
+           " (rank ", rank(), ", ", what, ", after ",
+           format_duration(std::chrono::duration_cast<Milliseconds>(Clock::now() - begun_)), ")",
+           note.empty() ? "" : "; first failure in the group: " + note);
+}
+
+void TcpTransport::abort(const std::string& reason) {
+  try {
+    store_->compare_set(prefix_ + "abort", "", "rank " + std::to_string(rank()) + ": " + reason);
+  } catch (const std::exception&) {
+    // Best effort: resetting the connections below is what unblocks the peers.
+  }
+  for (auto& p : peers_) {
+    p.socket.abort();
+    p.sends.clear(), p.recvs.clear();
+    p.send_head = p.recv_head = 0;
+  }
+}
+
+}  // namespace ringgrad::comm::tcp

@@ -1,0 +1,75 @@
+// TcpTransport: a full mesh of TCP connections between the ranks of one process group, set up
+// through the Store (each rank publishes "<prefix>addr/<rank>" = host:port; a higher rank
+// connects to every lower one and a handshake checks run id, generation and both ranks), then
+// driven by non-blocking writev/readv and poll() on the calling thread (the group's worker).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "comm/store/store.h"
+#include "comm/transport/tcp/socket.h"
+#include "comm/transport/transport.h"
+
+namespace ringgrad::comm::tcp {
+
+struct TcpTransportOptions {
+  std::string run_id;          // must match on every rank (the handshake refuses strangers)
+  int64_t generation = 0;      // a worker of another restart generation is refused
+  Milliseconds setup_timeout{300'000};
+  int socket_buffer_bytes = 4 << 20;
+  std::optional<std::string> ifname;  // RINGGRAD_SOCKET_IFNAME
+};
+
+class TcpTransport : public Transport {
+ public:
+  // Blocks until every rank is connected or throws TimeoutError naming the missing ranks.
+  TcpTransport(std::shared_ptr<Store> store, std::string key_prefix, int rank, int size,
+               const TcpTransportOptions& options);
+  ~TcpTransport() override;
+
+  void begin(const std::string& operation, Clock::time_point deadline) override;
+  void post_send(int peer, const void* data, size_t bytes) override;
+  void post_recv(int peer, void* data, size_t bytes) override;
+  void wait_recv(int peer) override;
+  void wait_all() override;
+  std::string describe_peer(int peer) const override;
+
+  // Records `reason` in the store as the group's first failure (if none is recorded yet) and
+  // resets every connection, so peers blocked on this rank fail at once instead of waiting.
+  void abort(const std::string& reason);
+
+  const LocalInterface& local_interface() const { return interface_; }
+
+ private:
+  struct PendingIo {
+    char* data;
+    size_t left;
+  };
+  struct Peer {
+    Socket socket;
+    Endpoint endpoint;
+    std::vector<PendingIo> sends, recvs;  // FIFO; *_head is the oldest unfinished entry
+    size_t send_head = 0, recv_head = 0;
+    uint64_t recvs_done = 0;              // receives completed so far, for wait_recv
+  };
+
+  void connect_mesh(const TcpTransportOptions& options, const Socket& listener);
+  bool progress_peer(int peer);           // one non-blocking pass; true if bytes moved
+  bool progress_all();
+  void block_until_ready();               // poll() the peers with pending I/O
+  [[noreturn]] void fail_peer(int peer, const std::string& what);
+  std::string first_failure_note();
+
+  std::shared_ptr<Store> store_;
+  std::string prefix_;
+  LocalInterface interface_;
+  std::vector<Peer> peers_;  // indexed by rank; peers_[rank()] unused
+  std::string operation_ = "setup";
+  Clock::time_point deadline_;
+  Clock::time_point begun_;
+};
+
+}  // namespace ringgrad::comm::tcp

@@ -1,0 +1,53 @@
+// comm::Transport: the byte-moving interface the algorithms in comm/ring/ talk to. It knows
+// peers and ordered byte streams, nothing about reductions. Implementations: tcp/TcpTransport.
+// Contract: single-threaded (the process group's worker thread); every wait honours the
+// deadline set by begin() and throws IoError / TimeoutError naming the operation and the peer.
+#pragma once
+#include <chrono>
+#include <cstddef>
+#include <string>
+
+namespace ringgrad::comm {
+
+using Clock = std::chrono::steady_clock;
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+  // Names the operation ("allreduce#5") for error messages and sets its deadline.
+  virtual void begin(const std::string& operation, Clock::time_point deadline) = 0;
+
+  // Queue bytes for `peer`. Per peer, sends complete in the order they were posted, and so do
+  // receives; the buffers must stay valid until a wait covers them. Never blocks.
+  virtual void post_send(int peer, const void* data, size_t bytes) = 0;
+  virtual void post_recv(int peer, void* data, size_t bytes) = 0;
+
+  // Progresses all queued I/O until the oldest pending receive from `peer` is complete.
+  virtual void wait_recv(int peer) = 0;
+  // Progresses all queued I/O until every posted send and receive is complete.
+  virtual void wait_all() = 0;
+
+  // Describes a peer for messages: "rank 2 (10.0.0.5:40123)".
+  virtual std::string describe_peer(int peer) const = 0;
+
+  // Convenience: one send and one receive progressed together (never send-send deadlocks).
+  void sendrecv(int dst, const void* send_data, size_t send_bytes, int src, void* recv_data,
+                size_t recv_bytes) {
+    post_recv(src, recv_data, recv_bytes);
+    post_send(dst, send_data, send_bytes);
+    wait_all();
+  }
+
+ protected:
+  Transport(int rank, int size) : rank_(rank), size_(size) {}
+
+ private:
+  int rank_;
+  int size_;
+};
+
+}  // namespace ringgrad::comm
