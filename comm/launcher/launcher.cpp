@@ -156,7 +156,10 @@ Outcome supervise(const LaunchConfig& c, const Placement& p, JobStatus& status,
         mine.signal = sig;
         log_warn("received ", signal_name(sig), ": stopping the workers and the job");
         group.stop(sig, c.stop_grace);  // forwarded as received, then SIGKILL after the grace
-        status.report(mine);            // the other nodes stop too
+        try {
+          status.report(mine);  // the other nodes stop too
+        } catch (const IoError&) {  // no store left to tell: this node stops all the same
+        }
         return Outcome{false, mine};
       }
       if (state == WorkerGroup::State::failed) {

@@ -7,7 +7,6 @@
 #include <random>
 #include <thread>
 
-#include "core/logging.h"
 
 namespace ringgrad::comm {
 
