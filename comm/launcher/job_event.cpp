@@ -62,9 +62,9 @@ std::string format_summary(const JobEvent& e, int64_t generation, int restarts_u
   switch (e.kind) {
     case JobEvent::Kind::worker_failed: {
       const auto& f = e.failure;
+      const std::string pid = f.pid > 0 ? str_cat(", pid ", f.pid) : ", never started";
       out += str_cat("  first failure: rank ", f.global_rank, " (local rank ", f.local_rank, ", ",
-                     node, ", pid ", f.pid, ") ended with ", f.status.describe(), " at ", f.time,
-                     "\n");
+                     node, pid, ") ended with ", f.status.describe(), " at ", f.time, "\n");
       if (f.stderr_tail.empty()) {
         out += "  its stderr was empty\n";
       } else {

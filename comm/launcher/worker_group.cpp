@@ -115,13 +115,8 @@ void WorkerGroup::stop(int signal, std::chrono::milliseconds grace) {
   for (auto& w : workers_)
     if (w.process) w.process->signal_group(signal);
   const auto deadline = Clock::now() + grace;
-  while (anything_left() && Clock::now() < deadline) {
-    for (auto& w : workers_) {
-      reap(w);
-      if (w.process) w.process->reap_strays();
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  // Keep reading their output meanwhile: a worker blocked on a full pipe could not exit.
+  while (anything_left() && Clock::now() < deadline) poll(std::chrono::milliseconds(20), -1);
   for (auto& w : workers_) {
     if (!w.process) continue;
     if (w.process->group_alive()) w.process->signal_group(SIGKILL);

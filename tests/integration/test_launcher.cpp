@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 #include <signal.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <thread>
@@ -45,6 +46,7 @@ TEST_CASE("ringgrad-run: 4 workers get the full, consistent torchrun environment
     CHECK(env["TORCHELASTIC_RESTART_COUNT"] == "0");
     CHECK(env["TORCHELASTIC_MAX_RESTARTS"] == "0");
     CHECK(env["TORCHELASTIC_RUN_ID"] == "none");
+    if (!std::getenv("OMP_NUM_THREADS")) CHECK(env["OMP_NUM_THREADS"] == "1");
     ranks.insert(env["RANK"]);
     ports.insert(env["MASTER_PORT"]);
   }

@@ -97,3 +97,22 @@ TEST_CASE("two network namespaces as two hosts: rendezvous and worker store over
   CHECK((*master_addrs.begin() == kAddrA || *master_addrs.begin() == kAddrB));
   CHECK(groups == std::set<std::string>{"0", "1"});
 }
+
+TEST_CASE("an endpoint without a route fails after the connect timeout, naming host:port") {
+  NamespacePair hosts;
+  if (!hosts.ok()) {
+    MESSAGE("skipped: ", hosts.why_not());
+    return;
+  }
+  // 10.213.8.1 is on no link of namespace B: packets for it never leave the namespace.
+  auto r = run({"ip", "netns", "exec", hosts.b(), launcher({})[0], "--nnodes", "2",
+                "--rdzv-backend", "c10d", "--rdzv-endpoint", "10.213.8.1:29400", "--rdzv-conf",
+                "connect_timeout=1", "true"},
+               seconds(30));
+  REQUIRE_FALSE(r.timed_out);
+  CHECK(r.status.code == 1);
+  auto errors = lines_with(r.err, "ringgrad-run: error:");
+  REQUIRE(errors.size() == 1);
+  CHECK(errors[0].find("10.213.8.1:29400") != std::string::npos);
+  CHECK(errors[0].find("within 1 s") != std::string::npos);
+}
