@@ -45,18 +45,70 @@ struct ChunkPlan {
 // One GEMM per image is enough for large images, but a 7x7 image gives only 49 columns and a
 // 1x1 image one (a matrix-vector product), where GEMM runs far below peak. So chunks batch
 // images up to kTargetColumns columns, capped so that the column buffer of each thread stays
-// cache-sized and so that every thread still gets at least one chunk.
+// cache-sized, then evened out so that every thread gets the same number of chunks.
 ChunkPlan plan_chunks(int64_t N, const ConvGeometry& g, size_t element_size) {
-  constexpr int64_t kTargetColumns = 256;
+  constexpr int64_t kTargetColumns = 512;
   constexpr int64_t kColumnBufferBytes = 1 << 20;
   const int64_t threads = std::min<int64_t>(omp_get_max_threads(), N);
-  const int64_t images_per_thread = (N + threads - 1) / threads;
   const int64_t wanted = (kTargetColumns + g.output_plane() - 1) / g.output_plane();
   const int64_t fitting =
       kColumnBufferBytes / (static_cast<int64_t>(element_size) * g.patch_size() * g.output_plane());
-  const int64_t images = std::max<int64_t>(1, std::min({wanted, fitting, images_per_thread}));
-  const int64_t chunks = (N + images - 1) / images;
-  return {images, chunks, static_cast<int>(std::min(threads, chunks))};
+  const int64_t images = std::max<int64_t>(1, std::min(wanted, fitting));
+  const int64_t rounds = ((N + images - 1) / images + threads - 1) / threads;  // chunks per thread
+  const int64_t balanced = (N + rounds * threads - 1) / (rounds * threads);
+  return {balanced, (N + balanced - 1) / balanced, static_cast<int>(threads)};
+}
+
+// Kernel taps that only ever meet padding multiply zeros. They form borders of the kernel
+// (rows r whose every output row reads outside the image, likewise columns s), so the conv
+// equals one with the kernel cropped to the active taps [r0, r1) x [s0, s1) and the padding
+// cut by r0, s0 (never below 0: tap r = pad_h reads row 0 at p = 0). ResNet-18's 3x3 pad-1
+// convs on 1x1 images become 1x1 convs this way, 9x less work.
+struct TapWindow {
+  int64_t r0, r1, s0, s1;
+  bool empty() const { return r0 >= r1 || s0 >= s1; }  // every output reads only padding
+};
+
+TapWindow active_taps(const ConvGeometry& g) {
+  TapWindow t{g.R, 0, g.S, 0};
+  for (int64_t r = 0; r < g.R; ++r) {
+    if (cpu::valid_outputs(r, g.pad_h, g.stride_h, g.H, g.P).empty()) continue;
+    t.r0 = std::min(t.r0, r);
+    t.r1 = r + 1;
+  }
+  for (int64_t s = 0; s < g.S; ++s) {
+    if (cpu::valid_outputs(s, g.pad_w, g.stride_w, g.W, g.Q).empty()) continue;
+    t.s0 = std::min(t.s0, s);
+    t.s1 = s + 1;
+  }
+  return t;
+}
+
+bool covers_kernel(const TapWindow& t, const ConvGeometry& g) {
+  return t.r0 == 0 && t.r1 == g.R && t.s0 == 0 && t.s1 == g.S;
+}
+
+ConvGeometry cropped(ConvGeometry g, const TapWindow& t) {
+  g.R = t.r1 - t.r0;
+  g.S = t.s1 - t.s0;
+  g.pad_h -= t.r0;
+  g.pad_w -= t.s0;
+  return g;
+}
+
+// Calls f(full, cropped) for every tap of w (K, C, R, S): `full` its index in w, `cropped` its
+// index in the cropped kernel (K, C, r1 - r0, s1 - s0), or -1 outside the window. Parallel over
+// (k, c), since ResNet-18's largest kernels (9 MB) are exactly the ones that get cropped.
+template <class F>
+void for_each_kernel_tap(const ConvGeometry& g, const TapWindow& t, F&& f) {
+  const int64_t R = t.r1 - t.r0, S = t.s1 - t.s0;
+#pragma omp parallel for schedule(static)
+  for (int64_t kc = 0; kc < g.K * g.C; ++kc)
+    for (int64_t r = 0; r < g.R; ++r)
+      for (int64_t s = 0; s < g.S; ++s) {
+        const bool inside = r >= t.r0 && r < t.r1 && s >= t.s0 && s < t.s1;
+        f((kc * g.R + r) * g.S + s, inside ? (kc * R + r - t.r0) * S + s - t.s0 : -1);
+      }
 }
 
 // One chunk's GEMM result is (K, images*P*Q); y is (images, K, P*Q). With one image they are the
@@ -87,6 +139,20 @@ void batch_output_grad(T* batched, const T* dy, int64_t images, const ConvGeomet
 // y (N, K, P, Q) = w (K, CRS) * col(x) per chunk, + bias.
 template <class T>
 void forward(T* y, const T* x, const T* w, const T* bias, int64_t N, const ConvGeometry& g) {
+  if (const TapWindow taps = active_taps(g); !covers_kernel(taps, g)) {
+    if (taps.empty()) {
+      for (int64_t i = 0; i < N * g.output_image_size(); ++i)
+        y[i] = bias ? bias[i / g.output_plane() % g.K] : T(0);
+      return;
+    }
+    const ConvGeometry gc = cropped(g, taps);
+    Tensor wc = Tensor::empty({gc.K * gc.patch_size()}, DTypeOf<T>::value);
+    T* crop = wc.data<T>();
+    for_each_kernel_tap(g, taps, [&](int64_t full, int64_t at) {
+      if (at >= 0) crop[at] = w[full];
+    });
+    return forward(y, x, crop, bias, N, gc);
+  }
   const ChunkPlan plan = plan_chunks(N, g, sizeof(T));
   const bool x_is_col = g.is_pointwise() && plan.images == 1;
   const bool gemm_into_y = plan.images == 1;
@@ -135,6 +201,27 @@ void bias_grad(T* dbias, const T* dy, int64_t N, const ConvGeometry& g) {
 template <class T>
 void backward(T* dx, T* dw, const T* dy, const T* x, const T* w, int64_t N,
               const ConvGeometry& g) {
+  if (const TapWindow taps = active_taps(g); !covers_kernel(taps, g)) {
+    if (taps.empty()) {
+      if (dx) std::fill_n(dx, N * g.image_size(), T(0));
+      if (dw) std::fill_n(dw, g.K * g.patch_size(), T(0));
+      return;
+    }
+    const ConvGeometry gc = cropped(g, taps);
+    Tensor wc = Tensor::empty({gc.K * gc.patch_size()}, DTypeOf<T>::value);
+    Tensor dwc = Tensor::empty({dw ? gc.K * gc.patch_size() : 0}, DTypeOf<T>::value);
+    T *crop = wc.data<T>(), *dcrop = dw ? dwc.data<T>() : nullptr;
+    for_each_kernel_tap(g, taps, [&](int64_t full, int64_t at) {
+      if (at >= 0) crop[at] = w[full];
+    });
+    backward(dx, dcrop, dy, x, crop, N, gc);
+    if (dw) {  // taps outside the window have zero gradient
+      for_each_kernel_tap(g, taps, [&](int64_t full, int64_t at) {
+        dw[full] = at >= 0 ? dcrop[at] : T(0);
+      });
+    }
+    return;
+  }
   const ChunkPlan plan = plan_chunks(N, g, sizeof(T));
   const bool x_is_col = g.is_pointwise() && plan.images == 1;  // and dx is dcol
   const bool dy_is_batched = plan.images == 1;
@@ -210,6 +297,7 @@ void conv2d_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b
   cpu::dispatch_float(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     if (x.size(0) == 0) return;
+    cpu::hold_blas_to_one_thread();
     forward(y.data<T>(), x.data<T>(), w.data<T>(), bias.defined() ? bias.data<T>() : nullptr,
             x.size(0), g);
   });
@@ -235,6 +323,7 @@ void conv2d_backward(Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& dy, co
       return;
     }
     if (!dx.defined() && !dw.defined()) return;
+    cpu::hold_blas_to_one_thread();
     backward(dx.defined() ? dx.data<T>() : nullptr, dw.defined() ? dw.data<T>() : nullptr,
              dy.data<T>(), x.data<T>(), w.data<T>(), N, g);
   });

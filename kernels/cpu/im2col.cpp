@@ -10,19 +10,6 @@ namespace ringgrad::kernels::cpu {
 
 namespace {
 
-// Output indices o in [begin, end) read input index o*stride - pad + offset inside [0, extent).
-struct ValidRange {
-  int64_t begin, end;
-};
-
-ValidRange valid_range(int64_t offset, int64_t pad, int64_t stride, int64_t extent,
-                       int64_t outputs) {
-  const int64_t first = pad > offset ? (pad - offset + stride - 1) / stride : 0;
-  const int64_t last_input = extent - 1 + pad - offset;  // o*stride <= last_input
-  const int64_t end = last_input < 0 ? 0 : std::min(outputs, last_input / stride + 1);
-  return {std::min(first, end), end};
-}
-
 // Calls image_run(col_offset, x_offset, count) for each run of `count` column entries that read
 // x[x_offset + i*stride_w], and padding_run(col_offset, count) for each run of padding entries.
 // Offsets are into the column matrix and into the chunk of `images` images.
@@ -32,9 +19,9 @@ void walk_columns(const ConvGeometry& g, int64_t images, ImageRun&& image_run,
   const int64_t columns = images * g.output_plane();
   for (int64_t c = 0; c < g.C; ++c) {
     for (int64_t r = 0; r < g.R; ++r) {
-      const ValidRange ps = valid_range(r, g.pad_h, g.stride_h, g.H, g.P);
+      const ValidRange ps = valid_outputs(r, g.pad_h, g.stride_h, g.H, g.P);
       for (int64_t s = 0; s < g.S; ++s) {
-        const ValidRange qs = valid_range(s, g.pad_w, g.stride_w, g.W, g.Q);
+        const ValidRange qs = valid_outputs(s, g.pad_w, g.stride_w, g.W, g.Q);
         const int64_t row = ((c * g.R + r) * g.S + s) * columns;
         for (int64_t b = 0; b < images; ++b) {
           const int64_t out = row + b * g.output_plane();

@@ -2,6 +2,7 @@
 // Private to kernels/cpu (used by conv2d.cpp); single-threaded, because conv2d gives each
 // OpenMP thread its own chunk of images.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 
 namespace ringgrad::kernels::cpu {
@@ -23,6 +24,21 @@ struct ConvGeometry {
     return R == 1 && S == 1 && stride_h == 1 && stride_w == 1 && pad_h == 0 && pad_w == 0;
   }
 };
+
+// The outputs o in [begin, end) whose input index o*stride - pad + tap lies inside [0, extent),
+// for one kernel tap along one axis; empty (begin == end) when the tap only ever sees padding.
+struct ValidRange {
+  int64_t begin, end;
+  bool empty() const { return begin == end; }
+};
+
+inline ValidRange valid_outputs(int64_t tap, int64_t pad, int64_t stride, int64_t extent,
+                                int64_t outputs) {
+  const int64_t first = pad > tap ? (pad - tap + stride - 1) / stride : 0;
+  const int64_t last_input = extent - 1 + pad - tap;  // o*stride <= last_input
+  const int64_t end = last_input < 0 ? 0 : std::min(outputs, last_input / stride + 1);
+  return {std::min(first, end), end};
+}
 
 // Column matrix of `images` consecutive images, (C*R*S) x (images*P*Q), row-major:
 //   col[(c*R + r)*S + s][b*P*Q + p*Q + q] = x[b][c][p*stride_h - pad_h + r][q*stride_w - pad_w + s]

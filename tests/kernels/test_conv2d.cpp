@@ -1,7 +1,8 @@
 // Tests for the CPU convolution (kernels/cpu/conv2d.cpp, im2col.cpp): output shapes, forward
 // and backward worked by hand, a sweep of configurations against a direct-loop f64 reference
 // (strides, padding, 1x1/3x2/7x7 kernels, batched small images, 1-3 threads), finite-difference
-// gradients, f32 vs f64 agreement, empty batches and argument errors.
+// gradients (also where kernel taps see only padding and are cropped away), f32 vs f64
+// agreement, empty batches and argument errors.
 #include <vector>
 
 #include "core/cuda_memory.h"
@@ -220,6 +221,8 @@ TEST_CASE("conv2d forward and backward match the direct f64 reference over many 
       {{7, 6, 1, 1}, {5, 6, 3, 3}, 1, 1, 1, 1, false},    // 1x1 image, resnet18 layer4
       {{2, 2, 4, 5}, {3, 2, 2, 3}, 1, 3, 2, 0, true},     // mixed strides and pads per axis
       {{1, 2, 20, 20}, {3, 2, 5, 5}, 1, 1, 2, 2, true},   // single image, large plane
+      {{3, 2, 1, 2}, {4, 2, 3, 3}, 1, 1, 1, 1, true},     // kernel rows 0, 2 see only padding
+      {{2, 1, 1, 1}, {2, 1, 3, 3}, 4, 4, 3, 3, true},     // every output is padding: y = bias
   };
   Generator gen(7);
   ThreadCountGuard guard;
@@ -251,6 +254,7 @@ TEST_CASE("conv2d backward matches central finite differences") {
       {{2, 3, 5, 5}, {2, 3, 3, 2}, 2, 2, 1, 0, true},
       {{3, 2, 5, 5}, {2, 2, 1, 1}, 2, 2, 0, 0, false},
       {{1, 1, 7, 7}, {2, 1, 7, 7}, 2, 2, 3, 3, true},
+      {{2, 2, 1, 2}, {2, 2, 3, 3}, 1, 1, 1, 1, true},  // cropped to the kernel's middle row
   };
   Generator gen(11);
   for (const ConvCase& c : cases) {
