@@ -5,6 +5,7 @@
 #pragma once
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace ringgrad::comm {
@@ -30,6 +31,9 @@ class Transport {
   virtual void wait_recv(int peer) = 0;
   // Progresses all queued I/O until every posted send and receive is complete.
   virtual void wait_all() = 0;
+
+  // Receives from `peer` completed since the transport was made (to tell who has arrived).
+  virtual uint64_t recvs_completed(int peer) const = 0;
 
   // Describes a peer for messages: "rank 2 (10.0.0.5:40123)".
   virtual std::string describe_peer(int peer) const = 0;

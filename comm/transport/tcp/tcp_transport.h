@@ -35,6 +35,7 @@ class TcpTransport : public Transport {
   void post_recv(int peer, void* data, size_t bytes) override;
   void wait_recv(int peer) override;
   void wait_all() override;
+  uint64_t recvs_completed(int peer) const override { return peers_[peer].recvs_done; }
   std::string describe_peer(int peer) const override;
 
   // Records `reason` in the store as the group's first failure (if none is recorded yet) and

@@ -1,0 +1,58 @@
+// Fingerprint naming and comparison.
+#include "comm/process_group/fingerprint.h"
+
+#include "core/error.h"
+
+namespace ringgrad::comm {
+
+namespace {
+bool reduces(CollectiveKind k) {
+  return k == CollectiveKind::allreduce || k == CollectiveKind::reduce ||
+         k == CollectiveKind::reduce_scatter;
+}
+bool has_root(CollectiveKind k) { return k == CollectiveKind::broadcast || k == CollectiveKind::reduce; }
+}  // namespace
+
+const char* collective_kind_name(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::allreduce: return "allreduce";
+    case CollectiveKind::broadcast: return "broadcast";
+    case CollectiveKind::reduce: return "reduce";
+    case CollectiveKind::allgather: return "allgather";
+    case CollectiveKind::reduce_scatter: return "reduce_scatter";
+    case CollectiveKind::barrier: return "barrier";
+    case CollectiveKind::send_recv: return "send/recv";
+  }
+  return "unknown collective";
+}
+
+Fingerprint make_fingerprint(CollectiveKind kind, uint64_t seq, DType dtype, uint64_t count,
+                             ReduceOp op, int32_t root) {
+  Fingerprint f;
+  f.kind = kind;
+  f.seq = seq;
+  f.dtype = kind == CollectiveKind::barrier ? DType::u8 : dtype;
+  f.count = kind == CollectiveKind::barrier ? 0 : count;
+  f.op = reduces(kind) ? op : ReduceOp::sum;
+  f.root = has_root(kind) || kind == CollectiveKind::send_recv ? root : -1;
+  return f;
+}
+
+std::string describe(const Fingerprint& f) {
+  if (f.magic != Fingerprint::kMagic) return "garbage (not a fingerprint: the streams are out of step)";
+  std::string s = str_cat(collective_kind_name(f.kind), " #", f.seq);
+  if (f.kind == CollectiveKind::barrier) return s;
+  s += " (";
+  if (reduces(f.kind)) s += str_cat(reduce_op_name(f.op), ", ");
+  s += str_cat(dtype_name(f.dtype), ", ", f.count, f.count == 1 ? " element" : " elements");
+  if (has_root(f.kind)) s += str_cat(", root ", f.root);
+  if (f.kind == CollectiveKind::send_recv) s += str_cat(", tag ", f.root);
+  return s + ")";
+}
+
+bool same_collective(const Fingerprint& a, const Fingerprint& b) {
+  return a.magic == b.magic && a.kind == b.kind && a.op == b.op && a.dtype == b.dtype &&
+         a.seq == b.seq && a.count == b.count && a.root == b.root;
+}
+
+}  // namespace ringgrad::comm

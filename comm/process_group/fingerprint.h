@@ -1,0 +1,39 @@
+// Fingerprint: what a rank believes the current collective is (sequence number, kind, op,
+// dtype, element count, root). Each rank sends its fingerprint to every peer as the first
+// bytes of each collective; CheckedTransport compares what arrives with its own.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "comm/ring/reduce_kernels.h"
+#include "core/dtype.h"
+
+namespace ringgrad::comm {
+
+enum class CollectiveKind : uint8_t {
+  allreduce, broadcast, reduce, allgather, reduce_scatter, barrier, send_recv
+};
+const char* collective_kind_name(CollectiveKind kind);
+
+struct Fingerprint {
+  static constexpr uint32_t kMagic = 0x52474650;  // "RGFP"
+  uint32_t magic = kMagic;
+  CollectiveKind kind = CollectiveKind::barrier;
+  ReduceOp op = ReduceOp::sum;  // only meaningful for reducing kinds
+  DType dtype = DType::u8;
+  uint8_t reserved = 0;
+  uint64_t seq = 0;    // per group for collectives, per rank pair for send/recv
+  uint64_t count = 0;  // elements (per rank for allgather and reduce_scatter)
+  int32_t root = -1;   // broadcast/reduce root, or the tag of a send/recv
+  int32_t reserved2 = 0;
+};
+static_assert(sizeof(Fingerprint) == 32, "fingerprints travel as 32 raw bytes");
+
+Fingerprint make_fingerprint(CollectiveKind kind, uint64_t seq, DType dtype, uint64_t count,
+                             ReduceOp op = ReduceOp::sum, int32_t root = -1);
+
+// "allreduce #5 (sum, float32, 12 elements)", "broadcast #2 (float32, 3 elements, root 1)".
+std::string describe(const Fingerprint& f);
+bool same_collective(const Fingerprint& a, const Fingerprint& b);
+
+}  // namespace ringgrad::comm

@@ -1,0 +1,103 @@
+// comm::ProcessGroup: the collectives interface (PyTorch c10d's shape). Every call returns a
+// Work at once; collectives of one group run in issue order on the group's worker thread, so a
+// DDP hook can launch a bucket's all-reduce and wait for it later. Tensors are contiguous CPU
+// tensors; in-place calls take one tensor, out-of-place calls an input and an output.
+// Every collective has a deadline (its options' timeout, else the group's) and fails with an
+// error naming the operation, the peer rank and how long it waited.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "comm/process_group/work.h"
+#include "comm/ring/reduce_kernels.h"
+#include "comm/store/store.h"
+#include "core/tensor.h"
+
+namespace ringgrad::comm {
+
+// A zero timeout in the options means "the group's timeout".
+struct AllreduceOptions {
+  ReduceOp op = ReduceOp::sum;
+  Milliseconds timeout{0};
+};
+struct BroadcastOptions {
+  int root = 0;
+  Milliseconds timeout{0};
+};
+struct ReduceOptions {
+  ReduceOp op = ReduceOp::sum;
+  int root = 0;
+  Milliseconds timeout{0};
+};
+struct AllgatherOptions {
+  Milliseconds timeout{0};
+};
+struct ReduceScatterOptions {
+  ReduceOp op = ReduceOp::sum;
+  Milliseconds timeout{0};
+};
+struct BarrierOptions {
+  Milliseconds timeout{0};
+};
+struct SendRecvOptions {
+  int tag = 0;
+  Milliseconds timeout{0};
+};
+
+class ProcessGroup {
+ public:
+  virtual ~ProcessGroup() = default;
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  virtual std::string backend_name() const = 0;
+
+  virtual WorkPtr allreduce(const Tensor& tensor, const AllreduceOptions& opts = {}) = 0;
+  virtual WorkPtr allreduce(const Tensor& input, const Tensor& output,
+                            const AllreduceOptions& opts = {}) = 0;
+  virtual WorkPtr broadcast(const Tensor& tensor, const BroadcastOptions& opts = {}) = 0;
+  virtual WorkPtr broadcast(const Tensor& input, const Tensor& output,
+                            const BroadcastOptions& opts = {}) = 0;
+  // Only the root's tensor/output holds the result; other ranks' are scratch afterwards.
+  virtual WorkPtr reduce(const Tensor& tensor, const ReduceOptions& opts = {}) = 0;
+  virtual WorkPtr reduce(const Tensor& input, const Tensor& output, const ReduceOptions& opts = {}) = 0;
+  // output: size() * input.numel() elements, rank r's input at block r. In place: `output`
+  // alone, with this rank's block already in position.
+  virtual WorkPtr allgather(const Tensor& input, const Tensor& output,
+                            const AllgatherOptions& opts = {}) = 0;
+  virtual WorkPtr allgather_inplace(const Tensor& output, const AllgatherOptions& opts = {}) = 0;
+  // input: size() * output.numel() elements; output = block `rank` of the reduction. In
+  // place: `tensor` alone, result in its block `rank`.
+  virtual WorkPtr reduce_scatter(const Tensor& input, const Tensor& output,
+                                 const ReduceScatterOptions& opts = {}) = 0;
+  virtual WorkPtr reduce_scatter_inplace(const Tensor& tensor,
+                                         const ReduceScatterOptions& opts = {}) = 0;
+  virtual WorkPtr barrier(const BarrierOptions& opts = {}) = 0;
+  virtual WorkPtr send(const Tensor& tensor, int dst, const SendRecvOptions& opts = {}) = 0;
+  virtual WorkPtr recv(const Tensor& tensor, int src, const SendRecvOptions& opts = {}) = 0;
+
+ protected:
+  ProcessGroup(int rank, int size) : rank_(rank), size_(size) {}
+
+ private:
+  int rank_;
+  int size_;
+};
+
+struct ProcessGroupOptions {
+  std::string group_name = "default";  // groups sharing a store need distinct names
+  Milliseconds timeout{0};             // 0: RINGGRAD_TIMEOUT_S, else 10 minutes
+  Milliseconds setup_timeout{0};       // connecting the ranks; 0: same as timeout
+  std::string run_id;                  // checked in the connection handshake
+  int64_t generation = 0;
+};
+
+constexpr Milliseconds kDefaultCollectiveTimeout{600'000};
+Milliseconds default_collective_timeout();  // RINGGRAD_TIMEOUT_S, else 10 minutes
+
+// backend: "ring" (ours, TCP), "auto" (the best available: ring for CPU tensors in this
+// build), "nccl" (a later issue: throws saying so). Blocks until all ranks are connected.
+std::unique_ptr<ProcessGroup> create_process_group(const std::string& backend,
+                                                   std::shared_ptr<Store> store, int rank,
+                                                   int size, ProcessGroupOptions options = {});
+
+}  // namespace ringgrad::comm

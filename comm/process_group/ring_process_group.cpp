@@ -1,0 +1,256 @@
+// RingProcessGroup: argument checks, the issue-ordered queue and the worker thread.
+#include "comm/process_group/ring_process_group.h"
+
+#include <chrono>
+
+#include "core/env.h"
+#include "core/error.h"
+#include "core/logging.h"
+
+namespace ringgrad::comm {
+
+namespace {
+
+constexpr auto kWorkerSpin = std::chrono::microseconds(50);
+
+void check_tensor(const Tensor& t, const char* operation, const char* role) {
+  if (!t.defined()) RG_THROW(InvalidArgument, operation, ": the ", role, " tensor is undefined");
+  if (!t.is_cpu())
+    RG_THROW(InvalidArgument, operation, ": the ", role,
+             " tensor is on a CUDA device; the ring backend takes CPU tensors (copy with "
+             ".to(Device::cpu()), or use the nccl backend when it exists)");
+}
+
+void check_pair(const Tensor& in, const Tensor& out, const char* operation, int64_t out_per_in_num,
+                int64_t out_per_in_den) {
+  check_tensor(in, operation, "input");
+  check_tensor(out, operation, "output");
+  if (in.dtype() != out.dtype())
+    RG_THROW(InvalidArgument, operation, ": input is ", dtype_name(in.dtype()), " but output is ",
+             dtype_name(out.dtype()));
+  if (out.numel() * out_per_in_den != in.numel() * out_per_in_num)
+    RG_THROW(InvalidArgument, operation, ": output has ", out.numel(), " elements, expected ",
+             in.numel() * out_per_in_num / out_per_in_den, " (input has ", in.numel(), ")");
+}
+
+void check_rank(int r, int size, const char* operation, const char* role) {
+  if (r < 0 || r >= size)
+    RG_THROW(InvalidArgument, operation, ": ", role, " ", r, " is outside the group of size ", size);
+}
+
+}  // namespace
+
+RingProcessGroup::RingProcessGroup(std::shared_ptr<Store> store, int rank, int size,
+                                   const ProcessGroupOptions& options)
+    : ProcessGroup(rank, size), name_(options.group_name),
+      timeout_(options.timeout.count() > 0 ? options.timeout : default_collective_timeout()),
+      forced_algorithm_(env_str("RINGGRAD_ALGO", "")),
+      transport_([&] {
+        tcp::TcpTransportOptions t;
+        t.run_id = options.run_id;
+        t.generation = options.generation;
+        t.setup_timeout = options.setup_timeout.count() > 0 ? options.setup_timeout : timeout_;
+        t.ifname = env_get("RINGGRAD_SOCKET_IFNAME");
+        const std::string prefix =
+            "ringpg/" + options.group_name + "/g" + std::to_string(options.generation) + "/";
+        return std::make_unique<tcp::TcpTransport>(std::move(store), prefix, rank, size, t);
+      }()),
+      checked_(*transport_), partner_(1, 0), sent_to_(static_cast<size_t>(size), 0),
+      received_from_(static_cast<size_t>(size), 0) {
+  ring::choose_allreduce_algorithm(0, size, forced_algorithm_);  // rejects a bad RINGGRAD_ALGO now
+  for (int r = 0; r < size; ++r)
+    if (r != rank) all_peers_.push_back(r);
+  const auto& nic = transport_->local_interface();
+  log_info("ring process group '", name_, "': rank ", rank, "/", size, " on interface ", nic.name,
+           " (", nic.address, "), ", transport_->describe_peer(rank));
+  worker_ = std::thread([this] { worker_loop(); });
+}
+
+RingProcessGroup::~RingProcessGroup() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  worker_.join();
+}
+
+WorkPtr RingProcessGroup::enqueue(CollectiveKind kind, DType dtype, uint64_t count, ReduceOp op,
+                                  int32_t root, Direction direction, int peer, Milliseconds timeout,
+                                  Run run) {
+  std::unique_lock<std::mutex> lock(mu_);
+  // Collectives count per group; a send and its recv count per ordered pair of ranks.
+  uint64_t& counter = direction == Direction::send   ? sent_to_[peer]
+                      : direction == Direction::recv ? received_from_[peer]
+                                                     : next_seq_;
+  Fingerprint fp = make_fingerprint(kind, counter++, dtype, count, op, root);
+  auto work = std::make_shared<Work>(describe(fp));
+  queue_.push_back({work, fp, peer, timeout.count() > 0 ? timeout : timeout_, std::move(run)});
+  queued_.fetch_add(1, std::memory_order_release);
+  lock.unlock();
+  wake_.notify_one();
+  return work;
+}
+
+void RingProcessGroup::worker_loop() {
+  for (;;) {
+    const auto spin_until = std::chrono::steady_clock::now() + kWorkerSpin;
+    while (queued_.load(std::memory_order_acquire) == 0 &&
+           std::chrono::steady_clock::now() < spin_until) {
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    wake_.wait(lock, [&] { return !queue_.empty() || stopping_; });
+    if (queue_.empty()) return;
+    Task task = std::move(queue_.front());
+    queue_.pop_front();
+    queued_.fetch_sub(1, std::memory_order_relaxed);
+    lock.unlock();
+    execute(task);
+  }
+}
+
+void RingProcessGroup::execute(Task& task) {
+  const std::string operation = task.work->description();
+  if (!failure_.empty()) {
+    task.work->complete(std::make_exception_ptr(Error(str_cat(
+        operation, " refused: process group '", name_, "' (rank ", rank(),
+        ") is unusable after an earlier failure: ", failure_))));
+    return;
+  }
+  try {
+    const auto deadline = Clock::now() + task.timeout;
+    if (task.peer >= 0) partner_[0] = task.peer;
+    checked_.start(task.fingerprint, task.peer >= 0 ? partner_ : all_peers_, operation, deadline);
+    task.run(checked_, scratch_);
+    checked_.finish();
+    task.work->complete();
+  } catch (const std::exception& e) {
+    failure_ = e.what();
+    transport_->abort(failure_);
+    task.work->complete(std::current_exception());
+  }
+}
+
+// ---- collectives: check on the caller's thread, run on the worker ----
+
+WorkPtr RingProcessGroup::allreduce(const Tensor& tensor, const AllreduceOptions& opts) {
+  return allreduce(tensor, tensor, opts);
+}
+
+WorkPtr RingProcessGroup::allreduce(const Tensor& input, const Tensor& output,
+                                    const AllreduceOptions& opts) {
+  check_pair(input, output, "allreduce", 1, 1);
+  const auto count = static_cast<size_t>(input.numel());
+  const ReduceOp op = opts.op;
+  return enqueue(CollectiveKind::allreduce, input.dtype(), count, op, -1, Direction::all, -1, opts.timeout,
+                 [this, input, output, count, op](Transport& t, ring::Scratch& s) {
+                   const auto algo = ring::choose_allreduce_algorithm(
+                       input.nbytes(), t.size(), forced_algorithm_);
+                   auto* f = algo == ring::AllreduceAlgorithm::tree ? &ring::tree_allreduce
+                                                                   : &ring::ring_allreduce;
+                   f(t, input.raw_data(), output.raw_data(), count, input.dtype(), op, s);
+                 });
+}
+
+WorkPtr RingProcessGroup::broadcast(const Tensor& tensor, const BroadcastOptions& opts) {
+  return broadcast(tensor, tensor, opts);
+}
+
+WorkPtr RingProcessGroup::broadcast(const Tensor& input, const Tensor& output,
+                                    const BroadcastOptions& opts) {
+  check_pair(input, output, "broadcast", 1, 1);
+  check_rank(opts.root, size(), "broadcast", "root");
+  const int root = opts.root;
+  return enqueue(CollectiveKind::broadcast, input.dtype(), static_cast<uint64_t>(input.numel()),
+                 ReduceOp::sum, root, Direction::all, -1, opts.timeout,
+                 [input, output, root](Transport& t, ring::Scratch&) {
+                   ring::ring_broadcast(t, input.raw_data(), output.raw_data(), input.nbytes(), root);
+                 });
+}
+
+WorkPtr RingProcessGroup::reduce(const Tensor& tensor, const ReduceOptions& opts) {
+  return reduce(tensor, tensor, opts);
+}
+
+WorkPtr RingProcessGroup::reduce(const Tensor& input, const Tensor& output, const ReduceOptions& opts) {
+  check_pair(input, output, "reduce", 1, 1);
+  check_rank(opts.root, size(), "reduce", "root");
+  const auto count = static_cast<size_t>(input.numel());
+  const ReduceOp op = opts.op;
+  const int root = opts.root;
+  return enqueue(CollectiveKind::reduce, input.dtype(), count, op, root, Direction::all, -1, opts.timeout,
+                 [input, output, count, op, root](Transport& t, ring::Scratch& s) {
+                   ring::ring_reduce(t, input.raw_data(), output.raw_data(), count, input.dtype(),
+                                     op, root, s);
+                 });
+}
+
+WorkPtr RingProcessGroup::allgather(const Tensor& input, const Tensor& output,
+                                    const AllgatherOptions& opts) {
+  check_pair(input, output, "allgather", size(), 1);
+  return enqueue(CollectiveKind::allgather, input.dtype(), static_cast<uint64_t>(input.numel()),
+                 ReduceOp::sum, -1, Direction::all, -1, opts.timeout,
+                 [input, output](Transport& t, ring::Scratch& s) {
+                   ring::ring_allgather(t, input.raw_data(), output.raw_data(), input.nbytes(), s);
+                 });
+}
+
+WorkPtr RingProcessGroup::allgather_inplace(const Tensor& output, const AllgatherOptions& opts) {
+  check_tensor(output, "allgather", "output");
+  RG_CHECK(output.numel() % size() == 0, "allgather: output has ", output.numel(),
+           " elements, not a multiple of the group size ", size());
+  const int64_t block = output.numel() / size();
+  return allgather(output.view({output.numel()}).narrow(rank() * block, block), output, opts);
+}
+
+WorkPtr RingProcessGroup::reduce_scatter(const Tensor& input, const Tensor& output,
+                                         const ReduceScatterOptions& opts) {
+  check_pair(input, output, "reduce_scatter", 1, size());
+  const auto count = static_cast<size_t>(output.numel());
+  const ReduceOp op = opts.op;
+  return enqueue(CollectiveKind::reduce_scatter, input.dtype(), count, op, -1, Direction::all, -1, opts.timeout,
+                 [input, output, count, op](Transport& t, ring::Scratch& s) {
+                   ring::ring_reduce_scatter(t, input.raw_data(), output.raw_data(), count,
+                                             input.dtype(), op, s);
+                 });
+}
+
+WorkPtr RingProcessGroup::reduce_scatter_inplace(const Tensor& tensor,
+                                                 const ReduceScatterOptions& opts) {
+  check_tensor(tensor, "reduce_scatter", "input");
+  RG_CHECK(tensor.numel() % size() == 0, "reduce_scatter: tensor has ", tensor.numel(),
+           " elements, not a multiple of the group size ", size());
+  const int64_t block = tensor.numel() / size();
+  return reduce_scatter(tensor, tensor.view({tensor.numel()}).narrow(rank() * block, block), opts);
+}
+
+WorkPtr RingProcessGroup::barrier(const BarrierOptions& opts) {
+  return enqueue(CollectiveKind::barrier, DType::u8, 0, ReduceOp::sum, -1, Direction::all, -1, opts.timeout,
+                 [](Transport&, ring::Scratch&) {});
+}
+
+WorkPtr RingProcessGroup::send(const Tensor& tensor, int dst, const SendRecvOptions& opts) {
+  check_tensor(tensor, "send", "input");
+  check_rank(dst, size(), "send", "destination");
+  RG_CHECK(dst != rank(), "send: rank ", rank(), " cannot send to itself");
+  return enqueue(CollectiveKind::send_recv, tensor.dtype(), static_cast<uint64_t>(tensor.numel()),
+                 ReduceOp::sum, opts.tag, Direction::send, dst, opts.timeout,
+                 [tensor, dst](Transport& t, ring::Scratch&) {
+                   t.post_send(dst, tensor.raw_data(), tensor.nbytes());
+                   t.wait_all();
+                 });
+}
+
+WorkPtr RingProcessGroup::recv(const Tensor& tensor, int src, const SendRecvOptions& opts) {
+  check_tensor(tensor, "recv", "output");
+  check_rank(src, size(), "recv", "source");
+  RG_CHECK(src != rank(), "recv: rank ", rank(), " cannot receive from itself");
+  return enqueue(CollectiveKind::send_recv, tensor.dtype(), static_cast<uint64_t>(tensor.numel()),
+                 ReduceOp::sum, opts.tag, Direction::recv, src, opts.timeout,
+                 [tensor, src](Transport& t, ring::Scratch&) {
+                   t.post_recv(src, tensor.raw_data(), tensor.nbytes());
+                   t.wait_recv(src);
+                 });
+}
+
+}  // namespace ringgrad::comm

@@ -1,0 +1,41 @@
+// Work completion and waiting. A short spin before sleeping keeps a small collective's
+// completion from paying a futex wake-up on the caller's side.
+#include "comm/process_group/work.h"
+
+#include <chrono>
+#include <thread>
+
+#include "core/error.h"
+
+namespace ringgrad::comm {
+
+namespace {
+constexpr auto kSpin = std::chrono::microseconds(30);
+}
+
+void Work::complete(std::exception_ptr error) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    error_ = std::move(error);
+    done_.store(true, std::memory_order_release);
+  }
+  cv_.notify_all();
+}
+
+void Work::wait() { wait(Milliseconds::max()); }
+
+void Work::wait(Milliseconds timeout) {
+  const auto start = std::chrono::steady_clock::now();
+  while (!is_completed() && std::chrono::steady_clock::now() - start < kSpin) {
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  if (timeout == Milliseconds::max()) {
+    cv_.wait(lock, [&] { return is_completed(); });
+  } else if (!cv_.wait_for(lock, timeout, [&] { return is_completed(); })) {
+    RG_THROW(TimeoutError, description_, " not finished after ", format_duration(timeout),
+             " of waiting (it keeps running until its own deadline)");
+  }
+  if (error_) std::rethrow_exception(error_);
+}
+
+}  // namespace ringgrad::comm

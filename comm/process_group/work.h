@@ -1,0 +1,40 @@
+// Work: the handle a collective returns. The group's worker thread completes it (with an
+// error, if the collective failed); callers wait() on it from any thread. Thread-safe.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "comm/store/store.h"
+
+namespace ringgrad::comm {
+
+class Work {
+ public:
+  explicit Work(std::string description) : description_(std::move(description)) {}
+
+  const std::string& description() const { return description_; }
+  bool is_completed() const { return done_.load(std::memory_order_acquire); }
+  // Blocks until the collective finished and rethrows its error. The collective enforces its
+  // own deadline, so this returns within it.
+  void wait();
+  // As wait(), but throws TimeoutError if it has not finished within `timeout` (the
+  // collective itself keeps running until its own deadline).
+  void wait(Milliseconds timeout);
+
+  // For process group implementations: exactly once, from the worker thread.
+  void complete(std::exception_ptr error = nullptr);
+
+ private:
+  std::string description_;
+  std::atomic<bool> done_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::exception_ptr error_;
+};
+using WorkPtr = std::shared_ptr<Work>;
+
+}  // namespace ringgrad::comm

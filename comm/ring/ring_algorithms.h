@@ -1,0 +1,55 @@
+// The collective algorithms of the ring backend, written against Transport only (Gloo's split
+// of algorithm and transport). Inputs and outputs are host buffers of `count` elements of
+// `dtype`; out-of-place calls leave the input untouched, and input == output means in place.
+// Every rank ends with bitwise identical results: the ring all-gathers finished bytes and the
+// tree combines commutatively. `scratch` holds the caller's reusable buffers (grown, never shrunk).
+#pragma once
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "comm/ring/reduce_kernels.h"
+#include "comm/transport/transport.h"
+
+namespace ringgrad::comm::ring {
+
+struct Scratch {
+  using Buffer = std::vector<unsigned char>;
+  Buffer segments;  // received segments waiting to be combined
+  Buffer partials;  // out-of-place reduce-scatter's running sums
+};
+
+// Reduce-scatter then all-gather over n chunks, 2(n-1) pipelined steps; sends 2(n-1)/n of the
+// buffer per rank, which is bandwidth-optimal.
+void ring_allreduce(Transport& t, const void* input, void* output, size_t count, DType dtype,
+                    ReduceOp op, Scratch& scratch);
+
+// Recursive doubling: log2(p) exchanges of the whole buffer (p = largest power of two <= n;
+// the other ranks fold into a partner first). Latency-optimal for small messages.
+void tree_allreduce(Transport& t, const void* input, void* output, size_t count, DType dtype,
+                    ReduceOp op, Scratch& scratch);
+
+// Result only on `root` (output there); other ranks' outputs hold partial sums afterwards.
+void ring_reduce(Transport& t, const void* input, void* output, size_t count, DType dtype,
+                 ReduceOp op, int root, Scratch& scratch);
+
+// input: n * count elements; output: count elements = chunk `rank` of the reduction.
+// In place when output == input + rank * count (NCCL's convention).
+void ring_reduce_scatter(Transport& t, const void* input, void* output, size_t count, DType dtype,
+                         ReduceOp op, Scratch& scratch);
+
+// input: `bytes` per rank; output: n * bytes, rank r's block at r * bytes. In place when
+// input == output + rank * bytes.
+void ring_allgather(Transport& t, const void* input, void* output, size_t bytes, Scratch& scratch);
+
+// Root's input reaches every rank's output along a pipelined chain (root -> root+1 -> ...).
+void ring_broadcast(Transport& t, const void* input, void* output, size_t bytes, int root);
+
+enum class AllreduceAlgorithm { ring, tree };
+// Messages up to kTreeMaxBytes use the tree: below that, the ring's 2(n-1) latency-bound steps
+// cost more than the tree's extra bytes (measured with all_reduce_perf on loopback, see
+// docs/ring-allreduce.md). RINGGRAD_ALGO=ring|tree forces one (`forced`, empty = by size).
+constexpr size_t kTreeMaxBytes = 64 << 10;
+AllreduceAlgorithm choose_allreduce_algorithm(size_t bytes, int world, const std::string& forced);
+
+}  // namespace ringgrad::comm::ring
