@@ -79,7 +79,10 @@ std::string format_summary(const JobEvent& e, int64_t generation, int restarts_u
                      " and stopped the job\n");
       break;
     case JobEvent::Kind::node_lost:
-      out += str_cat("  lost ", node, ": ", e.detail, "\n");
+      if (e.node_rank < 0)
+        out += str_cat("  lost the rendezvous store: ", e.detail, "\n");
+      else
+        out += str_cat("  lost ", node, ": ", e.detail, "\n");
       break;
   }
   return out;

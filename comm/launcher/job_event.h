@@ -21,7 +21,7 @@ struct WorkerFailure {
 struct JobEvent {
   enum class Kind { worker_failed, stopped, node_lost };
   Kind kind = Kind::worker_failed;
-  int node_rank = -1;
+  int node_rank = -1;  // node_lost: -1 when the lost node is the store's host
   std::string hostname;
   WorkerFailure failure;  // worker_failed
   int signal = 0;         // stopped: the signal the launcher received

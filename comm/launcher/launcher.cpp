@@ -191,8 +191,7 @@ Outcome supervise(const LaunchConfig& c, const Placement& p, JobStatus& status,
   } catch (const IoError& e) {  // the store host is gone: nobody can coordinate any more
     JobEvent lost;
     lost.kind = JobEvent::Kind::node_lost;
-    lost.node_rank = 0;
-    lost.hostname = p.round.nodes.empty() ? "?" : p.round.nodes[0].hostname;
+    lost.node_rank = -1;  // the store's host, whichever node that was
     lost.detail = e.what();
     return finish(lost, SIGTERM);
   }
