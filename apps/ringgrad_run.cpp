@@ -61,6 +61,7 @@ int main(int argc, char** argv) {
   app.add_option("--local-ranks-filter,--local_ranks_filter", ranks_filter,
                  "local ranks shown on the console, e.g. 0,1");
   app.add_flag("--no-python,--no_python", no_python, "accepted for torchrun compatibility (implied)");
+  app.footer("PROGRAM [ARGS...] follow the options: ringgrad-run [OPTIONS] PROGRAM [ARGS...]");
   app.prefix_command();  // everything from PROGRAM on belongs to the program
   try {
     app.parse(argc, argv);
