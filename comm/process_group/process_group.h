@@ -89,6 +89,7 @@ struct ProcessGroupOptions {
   Milliseconds setup_timeout{0};       // connecting the ranks; 0: same as timeout
   std::string run_id;                  // checked in the connection handshake
   int64_t generation = 0;
+  std::string allreduce_algorithm;     // "ring" | "tree" | "" (RINGGRAD_ALGO, else by size)
 };
 
 constexpr Milliseconds kDefaultCollectiveTimeout{600'000};

@@ -44,7 +44,8 @@ RingProcessGroup::RingProcessGroup(std::shared_ptr<Store> store, int rank, int s
                                    const ProcessGroupOptions& options)
     : ProcessGroup(rank, size), name_(options.group_name),
       timeout_(options.timeout.count() > 0 ? options.timeout : default_collective_timeout()),
-      forced_algorithm_(env_str("RINGGRAD_ALGO", "")),
+      forced_algorithm_(options.allreduce_algorithm.empty() ? env_str("RINGGRAD_ALGO", "")
+                                                           : options.allreduce_algorithm),
       transport_([&] {
         tcp::TcpTransportOptions t;
         t.run_id = options.run_id;

@@ -27,7 +27,8 @@ class Transport {
   virtual void post_send(int peer, const void* data, size_t bytes) = 0;
   virtual void post_recv(int peer, void* data, size_t bytes) = 0;
 
-  // Progresses all queued I/O until the oldest pending receive from `peer` is complete.
+  // Progresses all queued I/O until the oldest receive from `peer` that no earlier wait_recv
+  // covered is complete (it may have completed already).
   virtual void wait_recv(int peer) = 0;
   // Progresses all queued I/O until every posted send and receive is complete.
   virtual void wait_all() = 0;

@@ -142,6 +142,7 @@ void TcpTransport::post_send(int peer, const void* data, size_t bytes) {
 
 void TcpTransport::post_recv(int peer, void* data, size_t bytes) {
   peers_[peer].recvs.push_back({static_cast<char*>(data), bytes});
+  ++peers_[peer].recvs_posted;
 }
 
 // Moves as many queued bytes as the socket takes without blocking, in both directions.
@@ -238,8 +239,9 @@ void TcpTransport::block_until_ready() {
 }
 
 void TcpTransport::wait_recv(int peer) {
-  RG_CHECK(!peers_[peer].recvs.empty(), operation_, ": wait_recv(", peer, ") with no receive posted");
-  const uint64_t target = peers_[peer].recvs_done + 1;
+  Peer& p = peers_[peer];
+  RG_CHECK(p.recvs_waited < p.recvs_posted, operation_, ": wait_recv(", peer, ") with no receive posted");
+  const uint64_t target = ++p.recvs_waited;
   auto spin_until = Clock::now() + kSpin;
   while (peers_[peer].recvs_done < target) {
     if (progress_all()) {
@@ -264,6 +266,7 @@ void TcpTransport::wait_all() {
       block_until_ready();
     }
   }
+  for (auto& p : peers_) p.recvs_waited = p.recvs_posted;
 }
 
 std::string TcpTransport::first_failure_note() {

@@ -54,7 +54,7 @@ class TcpTransport : public Transport {
     Endpoint endpoint;
     std::vector<PendingIo> sends, recvs;  // FIFO; *_head is the oldest unfinished entry
     size_t send_head = 0, recv_head = 0;
-    uint64_t recvs_done = 0;              // receives completed so far, for wait_recv
+    uint64_t recvs_posted = 0, recvs_waited = 0, recvs_done = 0;  // counts, for wait_recv
   };
 
   void connect_mesh(const TcpTransportOptions& options, const Socket& listener);

@@ -1,0 +1,104 @@
+// Helpers for the ring process group suites: ranks as threads on one HashStore (the harness
+// joins every thread and rethrows the first error), groups with short test timeouts, and
+// rank- and index-dependent test values that are exact in every dtype.
+#pragma once
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm/process_group/process_group.h"
+#include "comm/store/hash_store.h"
+#include "core/half.h"
+#include "core/logging.h"
+
+namespace ringgrad::comm::testing {
+
+// Runs fn(rank) on `world` threads; joins all, then rethrows the first exception.
+inline void spawn(int world, const std::function<void(int)>& fn) {
+  std::vector<std::thread> threads;
+  std::mutex mu;
+  std::exception_ptr first;
+  for (int r = 0; r < world; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        fn(r);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!first) first = std::current_exception();
+      }
+    });
+  for (auto& t : threads) t.join();
+  if (first) std::rethrow_exception(first);
+}
+
+inline std::unique_ptr<ProcessGroup> make_ring_group(std::shared_ptr<Store> store, int rank,
+                                                     int world, const std::string& name,
+                                                     Milliseconds timeout = Milliseconds(20000),
+                                                     const std::string& algorithm = "") {
+  set_log_level(LogLevel::warn);
+  ProcessGroupOptions o;
+  o.group_name = name;
+  o.timeout = timeout;
+  o.allreduce_algorithm = algorithm;
+  return create_process_group("ring", std::move(store), rank, world, o);
+}
+
+// Element i of a tensor of any dtype, read or written as double.
+inline double get_value(const Tensor& t, int64_t i) {
+  const void* p = t.raw_data();
+  switch (t.dtype()) {
+    case DType::f32: return static_cast<const float*>(p)[i];
+    case DType::f64: return static_cast<const double*>(p)[i];
+    case DType::f16: return half_to_float(static_cast<const Half*>(p)[i]);
+    case DType::bf16: return bf16_to_float(static_cast<const BFloat16*>(p)[i]);
+    case DType::i32: return static_cast<const int32_t*>(p)[i];
+    case DType::i64: return static_cast<double>(static_cast<const int64_t*>(p)[i]);
+    case DType::u8: return static_cast<const uint8_t*>(p)[i];
+  }
+  return 0;
+}
+inline void set_value(Tensor& t, int64_t i, double v) {
+  void* p = t.raw_data();
+  switch (t.dtype()) {
+    case DType::f32: static_cast<float*>(p)[i] = static_cast<float>(v); break;
+    case DType::f64: static_cast<double*>(p)[i] = v; break;
+    case DType::f16: static_cast<Half*>(p)[i] = float_to_half(static_cast<float>(v)); break;
+    case DType::bf16: static_cast<BFloat16*>(p)[i] = float_to_bf16(static_cast<float>(v)); break;
+    case DType::i32: static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v); break;
+    case DType::i64: static_cast<int64_t*>(p)[i] = static_cast<int64_t>(v); break;
+    case DType::u8: static_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(v); break;
+  }
+}
+
+// Input value of `rank` at index i: depends on both, and every sum, product, min or max over
+// up to 8 ranks is exact in every dtype (u8 included), so any order of reduction agrees.
+inline double input_value(ReduceOp op, DType dtype, int rank, int64_t i) {
+  const bool is_unsigned = dtype == DType::u8;
+  if (op == ReduceOp::prod) {
+    const double v = 1 + (rank + i) % 2;
+    return !is_unsigned && i % 3 == 0 ? -v : v;
+  }
+  return static_cast<double>((rank * 7 + i) % 11) - (is_unsigned ? 0 : 5);
+}
+
+// The reduction of input_value over `world` ranks, rounded as the dtype stores it.
+inline double expected_value(ReduceOp op, DType dtype, int world, int64_t i) {
+  double acc = input_value(op, dtype, 0, i);
+  for (int r = 1; r < world; ++r) {
+    const double v = input_value(op, dtype, r, i);
+    if (op == ReduceOp::sum || op == ReduceOp::avg) acc += v;
+    if (op == ReduceOp::prod) acc *= v;
+    if (op == ReduceOp::max) acc = std::max(acc, v);
+    if (op == ReduceOp::min) acc = std::min(acc, v);
+  }
+  if (op != ReduceOp::avg) return acc;
+  if (!dtype_is_floating(dtype)) return static_cast<double>(static_cast<int64_t>(acc) / world);
+  if (dtype == DType::f64) return acc / world;
+  return static_cast<float>(acc) / static_cast<float>(world);
+}
+
+}  // namespace ringgrad::comm::testing

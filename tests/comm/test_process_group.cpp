@@ -1,0 +1,154 @@
+// Ring process group behaviour around the data: mismatched collectives fail on every rank with
+// both fingerprints, a rank that never arrives is named at the timeout, bad settings fail fast.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+
+#include "tests/comm/ring_fixtures.h"
+
+namespace ringgrad::comm::testing {
+
+namespace {
+
+// Runs `call` on every rank of a fresh group and returns each rank's error message ("" if none).
+std::vector<std::string> errors_of(int world, Milliseconds timeout,
+                                   const std::function<void(int, ProcessGroup&)>& call) {
+  auto store = std::make_shared<HashStore>();
+  std::vector<std::string> messages(static_cast<size_t>(world));
+  spawn(world, [&](int rank) {
+    auto pg = make_ring_group(store, rank, world, "faults", timeout);
+    try {
+      call(rank, *pg);
+    } catch (const std::exception& e) {
+      messages[rank] = e.what();
+    }
+  });
+  return messages;
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("mismatch: one rank all-reduces 10 floats while the others do 12") {
+  for (int world : {2, 4}) {
+    CAPTURE(world);
+    auto messages = errors_of(world, Milliseconds(20000), [](int rank, ProcessGroup& pg) {
+      pg.allreduce(Tensor::zeros({rank == 1 ? 10 : 12}))->wait();
+    });
+    for (const auto& m : messages) {
+      CAPTURE(m);
+      CHECK(contains(m, "collective mismatch"));
+      CHECK(contains(m, "allreduce #0 (sum, float32, 10 elements)"));
+      CHECK(contains(m, "allreduce #0 (sum, float32, 12 elements)"));
+    }
+  }
+}
+
+TEST_CASE("mismatch: barrier on one rank while the others broadcast, and op or dtype differ") {
+  auto messages = errors_of(3, Milliseconds(20000), [](int rank, ProcessGroup& pg) {
+    if (rank == 0) pg.barrier()->wait();
+    else pg.broadcast(Tensor::zeros({4}))->wait();
+  });
+  for (const auto& m : messages) {
+    CAPTURE(m);
+    CHECK(contains(m, "barrier #0"));
+    CHECK(contains(m, "broadcast #0 (float32, 4 elements, root 0)"));
+  }
+  messages = errors_of(3, Milliseconds(20000), [](int rank, ProcessGroup& pg) {
+    pg.allreduce(Tensor::zeros({4}))->wait();  // #0 agrees
+    AllreduceOptions o;
+    o.op = rank == 2 ? ReduceOp::max : ReduceOp::sum;
+    pg.allreduce(Tensor::zeros({4}, rank == 2 ? DType::f64 : DType::f32), o)->wait();
+  });
+  for (const auto& m : messages) {
+    CAPTURE(m);
+    CHECK(contains(m, "allreduce #1 (max, float64, 4 elements)"));
+    CHECK(contains(m, "allreduce #1 (sum, float32, 4 elements)"));
+  }
+}
+
+TEST_CASE("a failed group refuses later work with the first error") {
+  auto messages = errors_of(2, Milliseconds(20000), [](int rank, ProcessGroup& pg) {
+    WorkPtr bad = pg.allreduce(Tensor::zeros({rank + 1}));
+    WorkPtr next = pg.barrier();
+    CHECK_THROWS(bad->wait());
+    next->wait();
+  });
+  for (const auto& m : messages) {
+    CAPTURE(m);
+    CHECK(contains(m, "unusable after an earlier failure"));
+    CHECK(contains(m, "collective mismatch"));
+  }
+}
+
+TEST_CASE("timeout: a rank that never starts allreduce #1 is named on the others") {
+  auto messages = errors_of(3, Milliseconds(600), [](int rank, ProcessGroup& pg) {
+    pg.allreduce(Tensor::zeros({8}))->wait();
+    if (rank == 2) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      return;
+    }
+    pg.allreduce(Tensor::zeros({8}))->wait();
+  });
+  CHECK(messages[2].empty());
+  for (int r : {0, 1}) {
+    CAPTURE(messages[r]);
+    CHECK(contains(messages[r], "allreduce #1 (sum, float32, 8 elements)"));
+    CHECK(contains(messages[r], "ranks that never started it: 2"));
+  }
+}
+
+TEST_CASE("setup: a rank that never joins is named after the setup timeout") {
+  auto store = std::make_shared<HashStore>();
+  std::vector<std::string> messages(2);
+  spawn(2, [&](int rank) {
+    set_log_level(LogLevel::warn);
+    ProcessGroupOptions o;
+    o.group_name = "never";
+    o.setup_timeout = Milliseconds(300);
+    try {
+      create_process_group("ring", store, rank, 3, o);
+    } catch (const TimeoutError& e) {
+      messages[rank] = e.what();
+    }
+  });
+  for (const auto& m : messages) {
+    CAPTURE(m);
+    CHECK(contains(m, "missing ranks: 2"));
+  }
+}
+
+TEST_CASE("settings: bad interface name, unknown backend, nccl, RINGGRAD_ALGO, bad arguments") {
+  auto store = std::make_shared<HashStore>();
+  ::setenv("RINGGRAD_SOCKET_IFNAME", "nope0", 1);
+  std::string m;
+  try {
+    make_ring_group(store, 0, 1, "ifname");
+  } catch (const InvalidArgument& e) {
+    m = e.what();
+  }
+  ::unsetenv("RINGGRAD_SOCKET_IFNAME");
+  CHECK(contains(m, "RINGGRAD_SOCKET_IFNAME='nope0'"));
+  CHECK(contains(m, "lo (127.0.0.1)"));
+
+  CHECK_THROWS_WITH_AS(create_process_group("nccl", store, 0, 1), doctest::Contains("not available in this build yet"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(create_process_group("mpi", store, 0, 1), doctest::Contains("available: ring, auto"), InvalidArgument);
+  CHECK_THROWS_WITH(make_ring_group(store, 0, 1, "algo", Milliseconds(1000), "fast"), doctest::Contains("not one of: ring, tree"));
+
+  auto pg = make_ring_group(store, 0, 1, "args");
+  CHECK_THROWS_WITH_AS(pg->allreduce(Tensor::zeros({3}), Tensor::zeros({4})), doctest::Contains("expected 3"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(pg->allreduce(Tensor::zeros({3}), Tensor::zeros({3}, DType::f64)), doctest::Contains("input is float32 but output is float64"), InvalidArgument);
+  BroadcastOptions bo;
+  bo.root = 1;
+  CHECK_THROWS_WITH_AS(pg->broadcast(Tensor::zeros({3}), bo), doctest::Contains("root 1 is outside the group of size 1"), InvalidArgument);
+}
+
+TEST_CASE("RINGGRAD_TIMEOUT_S sets the default collective timeout") {
+  ::setenv("RINGGRAD_TIMEOUT_S", "2.5", 1);
+  CHECK(default_collective_timeout() == Milliseconds(2500));
+  ::unsetenv("RINGGRAD_TIMEOUT_S");
+  CHECK(default_collective_timeout() == kDefaultCollectiveTimeout);
+}
+
+}  // namespace ringgrad::comm::testing

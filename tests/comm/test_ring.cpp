@@ -1,0 +1,244 @@
+// Ring process group correctness: every collective x op x dtype x size x world size 1-5,
+// in place and out of place, against a plain reference, with ranks as threads over loopback.
+#include <doctest/doctest.h>
+
+#include <cstring>
+
+#include "comm/ring/ring_pass.h"
+#include "tests/comm/ring_fixtures.h"
+
+namespace ringgrad::comm::testing {
+
+namespace {
+
+constexpr DType kDTypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16,
+                             DType::i32, DType::i64, DType::u8};
+constexpr ReduceOp kOps[] = {ReduceOp::sum, ReduceOp::avg, ReduceOp::prod, ReduceOp::min,
+                             ReduceOp::max};
+
+// 0, 1, fewer than the ranks, odd, and more than one pipeline segment but not a multiple of it.
+std::vector<int64_t> counts_for(int world, DType dtype) {
+  const int64_t segment = static_cast<int64_t>(ring::kSegmentBytes / dtype_size(dtype));
+  return {0, 1, world - 1, 7, 1001, 2 * segment * world + 3};
+}
+
+Tensor filled(int64_t count, DType dtype, const std::function<double(int64_t)>& value) {
+  Tensor t = Tensor::empty({count}, dtype);
+  for (int64_t i = 0; i < count; ++i) set_value(t, i, value(i));
+  return t;
+}
+
+// Records the first mismatching element of `got` against `want`, compared as stored bytes.
+void compare(const Tensor& got, const Tensor& want, const std::string& what,
+             std::vector<std::string>& errors) {
+  const size_t elem = dtype_size(got.dtype());
+  const auto* g = static_cast<const unsigned char*>(got.raw_data());
+  const auto* w = static_cast<const unsigned char*>(want.raw_data());
+  for (int64_t i = 0; i < want.numel(); ++i)
+    if (std::memcmp(g + i * elem, w + i * elem, elem) != 0) {
+      errors.push_back(str_cat(what, ": element ", i, " is ", get_value(got, i), ", expected ",
+                               get_value(want, i)));
+      return;
+    }
+}
+
+// Runs `body(rank, pg, errors)` on every rank of a fresh group and fails with any errors.
+void run_group(int world, const std::string& name, const std::string& algorithm,
+               const std::function<void(int, ProcessGroup&, std::vector<std::string>&)>& body) {
+  auto store = std::make_shared<HashStore>();
+  std::vector<std::vector<std::string>> errors(static_cast<size_t>(world));
+  spawn(world, [&](int rank) {
+    auto pg = make_ring_group(store, rank, world, name, Milliseconds(20000), algorithm);
+    body(rank, *pg, errors[rank]);
+  });
+  for (const auto& per_rank : errors)
+    for (const auto& e : per_rank) FAIL_CHECK(e);
+}
+
+std::string label(const char* what, ReduceOp op, DType dtype, int64_t count, bool in_place) {
+  return str_cat(what, " ", reduce_op_name(op), " ", dtype_name(dtype), " count ", count,
+                 in_place ? " in place" : " out of place");
+}
+
+}  // namespace
+
+TEST_CASE("ring allreduce: every op, dtype and size matches the reference") {
+  for (const char* algorithm : {"ring", "tree"})
+    for (int world = 1; world <= 5; ++world) {
+      CAPTURE(algorithm);
+      CAPTURE(world);
+      run_group(world, "allreduce", algorithm, [&](int rank, ProcessGroup& pg, auto& errors) {
+        for (DType dtype : kDTypes)
+          for (ReduceOp op : kOps)
+            for (int64_t count : counts_for(world, dtype))
+              for (bool in_place : {true, false}) {
+                Tensor input = filled(count, dtype, [&](int64_t i) { return input_value(op, dtype, rank, i); });
+                Tensor want = filled(count, dtype, [&](int64_t i) { return expected_value(op, dtype, world, i); });
+                AllreduceOptions o;
+                o.op = op;
+                Tensor out = in_place ? input : Tensor::empty({count}, dtype);
+                Tensor before = input.clone();
+                pg.allreduce(input, out, o)->wait();
+                compare(out, want, label("allreduce", op, dtype, count, in_place), errors);
+                if (!in_place) compare(input, before, "allreduce input must stay untouched", errors);
+              }
+      });
+    }
+}
+
+TEST_CASE("ring reduce and reduce_scatter: every op and dtype match the reference") {
+  for (int world = 1; world <= 5; ++world) {
+    CAPTURE(world);
+    run_group(world, "reduce", "", [&](int rank, ProcessGroup& pg, auto& errors) {
+      for (DType dtype : kDTypes)
+        for (ReduceOp op : kOps)
+          for (int64_t count : counts_for(world, dtype))
+            for (bool in_place : {true, false}) {
+              const int root = static_cast<int>(count % world);
+              Tensor input = filled(count, dtype, [&](int64_t i) { return input_value(op, dtype, rank, i); });
+              Tensor out = in_place ? input : Tensor::empty({count}, dtype);
+              ReduceOptions ro;
+              ro.op = op;
+              ro.root = root;
+              pg.reduce(input, out, ro)->wait();
+              if (rank == root)
+                compare(out, filled(count, dtype, [&](int64_t i) { return expected_value(op, dtype, world, i); }),
+                        label("reduce", op, dtype, count, in_place), errors);
+
+              // reduce_scatter: `count` elements per rank; rank r gets block r of the reduction.
+              Tensor full = filled(count * world, dtype, [&](int64_t i) { return input_value(op, dtype, rank, i); });
+              Tensor want = filled(count, dtype, [&](int64_t i) { return expected_value(op, dtype, world, rank * count + i); });
+              ReduceScatterOptions so;
+              so.op = op;
+              if (in_place) {
+                pg.reduce_scatter_inplace(full, so)->wait();
+                compare(full.narrow(rank * count, count), want, label("reduce_scatter", op, dtype, count, true), errors);
+              } else {
+                Tensor block = Tensor::empty({count}, dtype);
+                pg.reduce_scatter(full, block, so)->wait();
+                compare(block, want, label("reduce_scatter", op, dtype, count, false), errors);
+              }
+            }
+    });
+  }
+}
+
+TEST_CASE("ring broadcast and allgather: every dtype and size, every root") {
+  for (int world = 1; world <= 5; ++world) {
+    CAPTURE(world);
+    run_group(world, "bcast", "", [&](int rank, ProcessGroup& pg, auto& errors) {
+      for (DType dtype : kDTypes)
+        for (int64_t count : counts_for(world, dtype))
+          for (int root = 0; root < world; ++root)
+            for (bool in_place : {true, false}) {
+              auto value = [&](int r, int64_t i) { return input_value(ReduceOp::sum, dtype, r, i); };
+              Tensor input = filled(count, dtype, [&](int64_t i) { return value(rank, i); });
+              Tensor out = in_place ? input : Tensor::zeros({count}, dtype);
+              BroadcastOptions bo;
+              bo.root = root;
+              pg.broadcast(input, out, bo)->wait();
+              compare(out, filled(count, dtype, [&](int64_t i) { return value(root, i); }),
+                      str_cat("broadcast root ", root, " ", label("", ReduceOp::sum, dtype, count, in_place)), errors);
+              if (root != 0) continue;
+              Tensor mine = filled(count, dtype, [&](int64_t i) { return value(rank, i); });
+              Tensor want = filled(count * world, dtype, [&](int64_t i) { return value(static_cast<int>(i / std::max<int64_t>(count, 1)), i % std::max<int64_t>(count, 1)); });
+              if (in_place) {
+                Tensor gathered = Tensor::zeros({count * world}, dtype);
+                gathered.narrow(rank * count, count).copy_from(mine);
+                pg.allgather_inplace(gathered)->wait();
+                compare(gathered, want, label("allgather", ReduceOp::sum, dtype, count, true), errors);
+              } else {
+                Tensor gathered = Tensor::zeros({count * world}, dtype);
+                pg.allgather(mine, gathered)->wait();
+                compare(gathered, want, label("allgather", ReduceOp::sum, dtype, count, false), errors);
+              }
+            }
+    });
+  }
+}
+
+TEST_CASE("ring allreduce: a 64 MiB buffer on 3 ranks") {
+  const int world = 3;
+  const int64_t count = 16 << 20;  // 64 MiB of float
+  run_group(world, "large", "", [&](int rank, ProcessGroup& pg, auto& errors) {
+    std::vector<float> x(static_cast<size_t>(count));
+    for (int64_t i = 0; i < count; ++i) x[i] = static_cast<float>(rank * 1000 + i % 4096);
+    Tensor t = Tensor::from_vector(x, {count});
+    pg.allreduce(t)->wait();
+    const float* got = t.data<float>();
+    for (int64_t i = 0; i < count; ++i) {
+      const float want = static_cast<float>(3000 + 3 * (i % 4096));  // sum of r*1000 + v over r < 3
+      if (got[i] != want) {
+        errors.push_back(str_cat("element ", i, " is ", got[i], ", expected ", want));
+        break;
+      }
+    }
+  });
+}
+
+TEST_CASE("ring allreduce: inexact data gives bitwise identical results on every rank and run") {
+  for (const char* algorithm : {"ring", "tree"})
+    for (int world : {3, 5}) {
+      CAPTURE(algorithm);
+      CAPTURE(world);
+      const int64_t count = 100003;
+      std::vector<std::vector<float>> results(2 * world);
+      for (int run = 0; run < 2; ++run) {
+        run_group(world, "bitwise", algorithm, [&](int rank, ProcessGroup& pg, auto&) {
+          std::vector<float> x(count);
+          uint32_t state = 12345u + 7919u * static_cast<uint32_t>(rank);
+          for (auto& v : x) v = static_cast<float>((state = state * 1664525u + 1013904223u) >> 8) * 1e-7f;
+          Tensor t = Tensor::from_vector(x, {count});
+          pg.allreduce(t)->wait();
+          results[run * world + rank] = t.to_vector<float>();
+        });
+      }
+      for (size_t i = 1; i < results.size(); ++i)
+        CHECK(std::memcmp(results[0].data(), results[i].data(), count * sizeof(float)) == 0);
+    }
+}
+
+TEST_CASE("ring process group: two groups with collectives in flight at once do not mix") {
+  const int world = 3;
+  auto store = std::make_shared<HashStore>();
+  std::vector<std::string> errors;
+  std::mutex mu;
+  spawn(world, [&](int rank) {
+    auto a = make_ring_group(store, rank, world, "first");
+    auto b = make_ring_group(store, rank, world, "second");
+    const int64_t count = 300001;
+    std::vector<float> xa(count), xb(count);
+    for (int64_t i = 0; i < count; ++i) xa[i] = static_cast<float>(rank * 1000 + i % 997), xb[i] = -static_cast<float>(rank + 1);
+    Tensor ta = Tensor::from_vector(xa, {count}), tb = Tensor::from_vector(xb, {count});
+    AllreduceOptions mx;
+    mx.op = ReduceOp::max;
+    WorkPtr wa = a->allreduce(ta), wb = b->allreduce(tb, mx), wc = a->barrier();
+    wb->wait();
+    wa->wait();
+    wc->wait();
+    for (int64_t i = 0; i < count; ++i)
+      if (ta.data<float>()[i] != static_cast<float>(3000 + 3 * (i % 997)) || tb.data<float>()[i] != -1.0f) {
+        std::lock_guard<std::mutex> lock(mu);
+        errors.push_back(str_cat("rank ", rank, " element ", i));
+        break;
+      }
+  });
+  CHECK(errors.empty());
+}
+
+TEST_CASE("ring process group: send and recv in order, with tags") {
+  run_group(3, "p2p", "", [&](int rank, ProcessGroup& pg, auto& errors) {
+    if (rank == 0) {
+      for (int k = 0; k < 3; ++k) pg.send(Tensor::full({5}, k + 1.0), 2)->wait();
+    } else if (rank == 2) {
+      for (int k = 0; k < 3; ++k) {
+        Tensor got = Tensor::zeros({5});
+        pg.recv(got, 0)->wait();
+        compare(got, Tensor::full({5}, k + 1.0), str_cat("message ", k), errors);
+      }
+    }
+    pg.barrier()->wait();
+  });
+}
+
+}  // namespace ringgrad::comm::testing
