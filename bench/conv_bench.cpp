@@ -75,7 +75,8 @@ void conv_step(benchmark::State& state, const ConvShape& s) {
   p.stride_h = p.stride_w = s.stride;
   p.pad_h = p.pad_w = s.pad;
   Generator gen(1);
-  Tensor x = random_tensor({kBatch, s.C, s.H, s.W}, gen), w = random_tensor({s.K, s.C, s.R, s.S}, gen);
+  Tensor x = random_tensor({kBatch, s.C, s.H, s.W}, gen),
+         w = random_tensor({s.K, s.C, s.R, s.S}, gen);
   const Shape out = kernels::conv2d_output_shape(x.shape(), w.shape(), p);
   Tensor y = Tensor::empty(out), dy = random_tensor(out, gen);
   Tensor dx = s.input_grad ? Tensor::empty(x.shape()) : Tensor(), dw = Tensor::empty(w.shape());
@@ -91,7 +92,8 @@ void conv_step(benchmark::State& state, const ConvShape& s) {
                                                  benchmark::Counter::kIsIterationInvariantRate);
 }
 
-// Tab-separated table for conv_compare_torch.py: name network C K H W R S stride pad count input_grad.
+// Tab-separated table for conv_compare_torch.py: name network C K H W R S stride pad count
+// input_grad.
 void print_shapes() {
   for (const ConvShape& s : shapes())
     std::printf("%s\t%s\t%lld\t%lld\t%lld\t%lld\t%lld\t%lld\t%d\t%d\t%d\t%d\n",

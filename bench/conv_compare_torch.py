@@ -1,82 +1,90 @@
 #!/usr/bin/python3
-"""PyTorch side of compare_conv.sh (run with /usr/bin/python3, which has PyTorch 1.13).
+"""Times every conv shape of `conv_bench --list-shapes` in PyTorch (forward + backward, batch 64,
+2 threads) and, unless --torch-only, beside it ours: per round and per shape, one PyTorch block
+then one conv_bench run filtered to that shape, so both sides see the same load on a shared
+machine. Each side keeps its fastest block over the rounds. Prints ours/PyTorch per shape and
+summed per network (each shape times its count). Run with /usr/bin/python3 (PyTorch 1.13).
 
-  time    SHAPES OUT.json   time PyTorch's forward + backward for each shape of SHAPES (the table
-                            `conv_bench --list-shapes` prints) at batch 64, 2 threads; write JSON.
-  report  SHAPES FILES...   read conv_bench JSON (--benchmark_format=json) and `time` JSON files
-                            from interleaved rounds, take each side's fastest time per shape, and
-                            print ours/PyTorch per shape and summed per network (times count).
+  conv_compare_torch.py PATH/TO/conv_bench [--rounds N] [--torch-only]
 """
+import argparse
 import json
-import sys
+import re
+import subprocess
 import time
+
+import torch
+import torch.nn.functional as F
 
 BATCH = 64
 THREADS = 2
-REPEATS = 5          # timed blocks per shape; the fastest block counts, as on our side
-MIN_BLOCK_S = 0.2    # each block runs at least this long
+BLOCK_S = 0.3  # one timed block per side, shape and round
 
 
-def read_shapes(path):
+def read_shapes(bench):
     keys = ["name", "network", "C", "K", "H", "W", "R", "S", "stride", "pad", "count", "input_grad"]
+    table = subprocess.run([bench, "--list-shapes"], check=True, capture_output=True, text=True)
     shapes = []
-    with open(path) as f:
-        for line in f:
-            fields = line.rstrip("\n").split("\t")
-            shape = dict(zip(keys, fields[:2] + [int(v) for v in fields[2:]]))
-            shape["input_grad"] = bool(shape["input_grad"])
-            shapes.append(shape)
+    for line in table.stdout.splitlines():
+        fields = line.split("\t")
+        shapes.append(dict(zip(keys, fields[:2] + [int(v) for v in fields[2:]])))
     return shapes
 
 
-def time_torch(shapes, out_path):
-    import torch
-    import torch.nn.functional as F
+class TorchConv:
+    """One shape's training-step conv work in PyTorch: forward, then dw (and dx unless the stem)."""
+
+    def __init__(self, s):
+        self.x = torch.randn(BATCH, s["C"], s["H"], s["W"], requires_grad=bool(s["input_grad"]))
+        self.w = torch.randn(s["K"], s["C"], s["R"], s["S"], requires_grad=True)
+        self.inputs = [self.x, self.w] if s["input_grad"] else [self.w]
+        self.stride, self.pad = s["stride"], s["pad"]
+        for _ in range(3):
+            self.step()
+
+    def step(self):
+        y = F.conv2d(self.x, self.w, stride=self.stride, padding=self.pad)
+        torch.autograd.grad(y, self.inputs, torch.ones_like(y))
+
+    def block_ms(self):
+        iters, start = 0, time.perf_counter()
+        while time.perf_counter() - start < BLOCK_S:
+            self.step()
+            iters += 1
+        return (time.perf_counter() - start) / iters * 1e3
+
+
+def ours_block_ms(bench, name):
+    run = subprocess.run(
+        [bench, f"--benchmark_filter=^{re.escape(name)}/", "--benchmark_format=json",
+         f"--benchmark_min_time={BLOCK_S}"], check=True, capture_output=True, text=True)
+    (result,) = json.loads(run.stdout)["benchmarks"]
+    assert result["time_unit"] == "ms", "conv_bench reports milliseconds"
+    return result["real_time"]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("bench", help="path to the conv_bench binary")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--torch-only", action="store_true")
+    args = parser.parse_args()
     torch.set_num_threads(THREADS)
     torch.manual_seed(0)
-    results = {}
-    for s in shapes:
-        x = torch.randn(BATCH, s["C"], s["H"], s["W"], requires_grad=s["input_grad"])
-        w = torch.randn(s["K"], s["C"], s["R"], s["S"], requires_grad=True)
-        inputs = [x, w] if s["input_grad"] else [w]
+    shapes = read_shapes(args.bench)
+    convs = {s["name"]: TorchConv(s) for s in shapes}
+    ours = {s["name"]: float("inf") for s in shapes}
+    theirs = dict(ours)
+    for _ in range(args.rounds):
+        for s in shapes:
+            theirs[s["name"]] = min(theirs[s["name"]], convs[s["name"]].block_ms())
+            if not args.torch_only:
+                ours[s["name"]] = min(ours[s["name"]], ours_block_ms(args.bench, s["name"]))
 
-        def step():
-            y = F.conv2d(x, w, stride=s["stride"], padding=s["pad"])
-            torch.autograd.grad(y, inputs, torch.ones_like(y))
-
-        for _ in range(3):
-            step()
-        best = float("inf")
-        for _ in range(REPEATS):
-            iters, start = 0, time.perf_counter()
-            while time.perf_counter() - start < MIN_BLOCK_S:
-                step()
-                iters += 1
-            best = min(best, (time.perf_counter() - start) / iters)
-        results[s["name"]] = best * 1e3
-    with open(out_path, "w") as f:
-        json.dump({"torch_ms": results}, f)
-
-
-def fastest_times(paths):
-    """Per shape, the fastest time (ms) over all files: ours from conv_bench, theirs from time."""
-    ours, theirs = {}, {}
-    for path in paths:
-        with open(path) as f:
-            data = json.load(f)
-        for name, ms in data.get("torch_ms", {}).items():
-            theirs[name] = min(ms, theirs.get(name, float("inf")))
-        for b in data.get("benchmarks", []):
-            if b.get("run_type", "iteration") != "iteration":
-                continue
-            assert b["time_unit"] == "ms", "conv_bench reports milliseconds"
-            name = b["run_name"].removesuffix("/real_time")
-            ours[name] = min(b["real_time"], ours.get(name, float("inf")))
-    return ours, theirs
-
-
-def report(shapes, paths):
-    ours, theirs = fastest_times(paths)
+    if args.torch_only:
+        for s in shapes:
+            print(f"{s['name']:<34} {theirs[s['name']]:>9.3f} ms")
+        return
     print(f"{'shape':<34} {'count':>5} {'ours_ms':>9} {'torch_ms':>9} {'ratio':>6}")
     totals = {}
     for s in shapes:
@@ -85,18 +93,10 @@ def report(shapes, paths):
         net = totals.setdefault(s["network"], [0.0, 0.0])
         net[0] += s["count"] * o
         net[1] += s["count"] * t
-    print("ratio = ours / PyTorch time (below 1: we are faster)")
     for net, (o, t) in totals.items():
-        print(f"{net + ' all convs, fwd+bwd':<34} {'':>5} {o:>9.2f} {t:>9.2f} {o / t:>6.2f}")
+        print(f"{net + ' all convs x count':<34} {'':>5} {o:>9.2f} {t:>9.2f} {o / t:>6.2f}")
+    print("ratio = ours / PyTorch time per training step (below 1: we are faster)")
 
 
 if __name__ == "__main__":
-    if len(sys.argv) >= 3 and sys.argv[1] in ("time", "report"):
-        shapes = read_shapes(sys.argv[2])
-        if sys.argv[1] == "time" and len(sys.argv) == 4:
-            time_torch(shapes, sys.argv[3])
-            sys.exit(0)
-        if sys.argv[1] == "report" and len(sys.argv) > 3:
-            report(shapes, sys.argv[3:])
-            sys.exit(0)
-    sys.exit(__doc__)
+    main()

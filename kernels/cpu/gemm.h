@@ -32,14 +32,13 @@ inline CBLAS_TRANSPOSE cblas_op(Op op) { return op == Op::transpose ? CblasTrans
 // C (m x n) = alpha op(A) (m x k) op(B) (k x n) + beta C, row-major with leading dimensions.
 inline void gemm(Op op_a, Op op_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                  int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, cblas_op(op_a), cblas_op(op_b), m, n, k, alpha, a, lda, b, ldb,
-              beta, c, ldc);
+  cblas_sgemm(CblasRowMajor, cblas_op(op_a), cblas_op(op_b), m, n, k, alpha, a, lda, b, ldb, beta,
+              c, ldc);
 }
-inline void gemm(Op op_a, Op op_b, int64_t m, int64_t n, int64_t k, double alpha,
-                 const double* a, int64_t lda, const double* b, int64_t ldb, double beta,
-                 double* c, int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, cblas_op(op_a), cblas_op(op_b), m, n, k, alpha, a, lda, b, ldb,
-              beta, c, ldc);
+inline void gemm(Op op_a, Op op_b, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
+                 int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, cblas_op(op_a), cblas_op(op_b), m, n, k, alpha, a, lda, b, ldb, beta,
+              c, ldc);
 }
 
 // Same contract as gemm, with C split along its longer side into one block per OpenMP thread

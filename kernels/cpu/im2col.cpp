@@ -43,10 +43,47 @@ void walk_columns(const ConvGeometry& g, int64_t images, ImageRun&& image_run,
   }
 }
 
+// Stride-1 convs that keep the width (Q == W: 3x3 pad 1 and the like, most of a ResNet) have a
+// shortcut. Output (p, q) of tap (r, s) reads flat input index p*W + q + shift with the constant
+// shift = (r - pad_h)*W + (s - pad_w), so each (tap, image) block of the column matrix is one
+// shifted copy of the plane, after which the entries that wrapped across a row edge (q outside
+// the tap's valid range) are cleared. Small images then cost one copy per block, not per row.
+template <class T>
+void im2col_shifted(T* col, const T* x, int64_t images, const ConvGeometry& g) {
+  const int64_t columns = images * g.output_plane(), Q = g.Q;
+  for (int64_t c = 0; c < g.C; ++c) {
+    for (int64_t r = 0; r < g.R; ++r) {
+      const ValidRange ps = valid_outputs(r, g.pad_h, 1, g.H, g.P);
+      for (int64_t s = 0; s < g.S; ++s) {
+        const ValidRange qs = valid_outputs(s, g.pad_w, 1, g.W, Q);
+        const int64_t shift = (r - g.pad_h) * g.W + s - g.pad_w;
+        T* row = col + ((c * g.R + r) * g.S + s) * columns;
+        for (int64_t b = 0; b < images; ++b) {
+          T* out = row + b * g.output_plane();
+          const T* plane = x + (b * g.C + c) * g.input_plane();
+          if (qs.empty() || ps.empty()) {
+            std::fill_n(out, g.output_plane(), T(0));
+            continue;
+          }
+          std::fill_n(out, ps.begin * Q, T(0));
+          const int64_t begin = ps.begin * Q + qs.begin, end = (ps.end - 1) * Q + qs.end;
+          std::memcpy(out + begin, plane + begin + shift, (end - begin) * sizeof(T));
+          for (int64_t p = ps.begin; p < ps.end; ++p) {
+            std::fill_n(out + p * Q, qs.begin, T(0));
+            std::fill_n(out + p * Q + qs.end, Q - qs.end, T(0));
+          }
+          std::fill_n(out + ps.end * Q, (g.P - ps.end) * Q, T(0));
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 template <class T>
 void im2col(T* col, const T* x, int64_t images, const ConvGeometry& g) {
+  if (g.stride_h == 1 && g.stride_w == 1 && g.Q == g.W) return im2col_shifted(col, x, images, g);
   const int64_t stride = g.stride_w;
   walk_columns(
       g, images,

@@ -45,8 +45,8 @@ void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b
       const T* b = bias.data<T>();
       for (int64_t n = 0; n < s.N; ++n) std::copy_n(b, s.OUT, yp + n * s.OUT);
     }
-    parallel_gemm(Op::none, Op::transpose, s.N, s.OUT, s.IN, T(1), x.data<T>(), s.IN,
-                  w.data<T>(), s.IN, T(bias.defined() ? 1 : 0), yp, s.OUT);
+    parallel_gemm(Op::none, Op::transpose, s.N, s.OUT, s.IN, T(1), x.data<T>(), s.IN, w.data<T>(),
+                  s.IN, T(bias.defined() ? 1 : 0), yp, s.OUT);
   });
 }
 
@@ -62,8 +62,8 @@ void linear_backward(Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& dy, co
     using T = decltype(tag);
     const T* g = dy.data<T>();
     if (dx.defined())
-      parallel_gemm(Op::none, Op::none, s.N, s.IN, s.OUT, T(1), g, s.OUT, w.data<T>(), s.IN,
-                    T(0), dx.data<T>(), s.IN);
+      parallel_gemm(Op::none, Op::none, s.N, s.IN, s.OUT, T(1), g, s.OUT, w.data<T>(), s.IN, T(0),
+                    dx.data<T>(), s.IN);
     if (dw.defined())
       parallel_gemm(Op::transpose, Op::none, s.OUT, s.IN, s.N, T(1), g, s.OUT, x.data<T>(), s.IN,
                     T(0), dw.data<T>(), s.IN);

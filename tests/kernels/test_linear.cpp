@@ -36,7 +36,8 @@ Tensor reference_linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
   for (int64_t n = 0; n < N; ++n)
     for (int64_t o = 0; o < OUT; ++o) {
       double sum = bias.defined() ? bias.data<double>()[o] : 0.0;
-      for (int64_t i = 0; i < IN; ++i) sum += x.data<double>()[n * IN + i] * w.data<double>()[o * IN + i];
+      for (int64_t i = 0; i < IN; ++i)
+        sum += x.data<double>()[n * IN + i] * w.data<double>()[o * IN + i];
       y.data<double>()[n * OUT + o] = sum;
     }
   return y;
@@ -122,8 +123,8 @@ TEST_CASE("linear in float32 agrees with float64") {
   Tensor b = random_tensor({10}, gen), dy = random_tensor({64, 10}, gen);
   LinearGrads g = linear_grads(dy, x, w);
   LinearGrads g32 = linear_grads(dy.to(DType::f32), x.to(DType::f32), w.to(DType::f32));
-  check_close(linear(x.to(DType::f32), w.to(DType::f32), b.to(DType::f32)), linear(x, w, b),
-              1e-5, "y f32");
+  check_close(linear(x.to(DType::f32), w.to(DType::f32), b.to(DType::f32)), linear(x, w, b), 1e-5,
+              "y f32");
   check_close(g32.dx, g.dx, 1e-5, "dx f32");
   check_close(g32.dw, g.dw, 1e-5, "dw f32");
   check_close(g32.dbias, g.dbias, 1e-5, "dbias f32");
@@ -150,8 +151,8 @@ TEST_CASE("linear rejects bad shapes and dtypes with messages") {
   CHECK_THROWS_WITH_AS(kernels::linear_forward(y, x, w64, Tensor()),
                        doctest::Contains("same dtype"), Error);
   Tensor x3 = Tensor::zeros({4, 6, 1});
-  CHECK_THROWS_WITH_AS(kernels::linear_forward(y, x3, w, Tensor()),
-                       doctest::Contains("(N, IN)"), Error);
+  CHECK_THROWS_WITH_AS(kernels::linear_forward(y, x3, w, Tensor()), doctest::Contains("(N, IN)"),
+                       Error);
   Tensor bias_bad = Tensor::zeros({4});
   CHECK_THROWS_WITH_AS(kernels::linear_forward(y, x, w, bias_bad),
                        doctest::Contains("bias has shape"), Error);
