@@ -37,6 +37,8 @@ class TcpStoreServer {
   std::string address() const;  // "host:port" as bound
   // Connections closed for a protocol violation so far (malformed frame, bad token, ...).
   int64_t rejected_connections() const;
+  // Frame headers read so far, whether the frame was then served or rejected.
+  int64_t frames_received() const;
 
   class Impl;
 
