@@ -6,7 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 args=(--threads 2 --batch-size 64 --steps 20 "$@")
-[[ -x build/bin/train_throughput ]] || bash scripts/build.sh >/dev/null
+bin=${BIN:-build/bin}
+[[ -x $bin/train_throughput ]] || bash scripts/build.sh >/dev/null
 if ! /usr/bin/python3 -c "import torch, torchvision" 2>/dev/null; then
   echo "compare_torch: PyTorch is not installed (apt-get install python3-torch python3-torchvision)" >&2
   exit 1
@@ -14,7 +15,7 @@ fi
 field() { awk -v k="$2" '{for (i = 1; i < NF; ++i) if ($i == k) print $(i + 1)}' <<<"$1"; }
 printf '%-9s %12s %12s %7s %14s %14s %7s\n' model ours_img/s torch_img/s ratio ours_rss_mb torch_rss_mb ratio
 for model in resnet20 resnet18; do
-  ours=$(build/bin/train_throughput --model "$model" "${args[@]}")
+  ours=$("$bin"/train_throughput --model "$model" "${args[@]}")
   theirs=$(OMP_NUM_THREADS=2 /usr/bin/python3 bench/torch_train_throughput.py --model "$model" "${args[@]}")
   oi=$(field "$ours" img/s); ti=$(field "$theirs" img/s)
   om=$(field "$ours" peak_rss_mb); tm=$(field "$theirs" peak_rss_mb)

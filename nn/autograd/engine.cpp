@@ -46,7 +46,7 @@ void accumulate_pending(VariableImpl& v, const Tensor& g) {
 }
 
 struct LaterFirst {
-  bool operator()(const VariableImpl* a, const VariableImpl* b) const {
+  bool operator()(const VariablePtr& a, const VariablePtr& b) const {
     return a->grad_fn->sequence < b->grad_fn->sequence;
   }
 };
@@ -120,11 +120,12 @@ void backward(const Variable& root) {
     return;
   }
   start->pending_grad = seed;
-  std::priority_queue<VariableImpl*, std::vector<VariableImpl*>, LaterFirst> ready;
-  ready.push(start);
+  // The queue owns what it holds: a consumed node releases its inputs.
+  std::priority_queue<VariablePtr, std::vector<VariablePtr>, LaterFirst> ready;
+  ready.push(root.impl());
   std::vector<Tensor> grad_inputs;
   while (!ready.empty()) {
-    VariableImpl* v = ready.top();
+    VariablePtr v = ready.top();
     ready.pop();
     std::shared_ptr<Node> node = std::move(v->grad_fn);
     Tensor grad_output = std::move(v->pending_grad);
@@ -133,7 +134,7 @@ void backward(const Variable& root) {
     grad_inputs.assign(node->inputs.size(), Tensor());
     node->backward(grad_output, grad_inputs);
     for (size_t i = 0; i < node->inputs.size(); ++i) {
-      VariableImpl* in = node->inputs[i].get();
+      const VariablePtr& in = node->inputs[i];
       if (!in) continue;
       const Tensor& g = grad_inputs[i];
       const bool leaf = !in->grad_fn;
@@ -142,7 +143,7 @@ void backward(const Variable& root) {
                  g.shape().str(), " for input ", i, " of shape ", in->value.shape().str());
         leaf ? accumulate_leaf(*in, g) : accumulate_pending(*in, g);
       }
-      if (--uses[in] > 0) continue;
+      if (--uses[in.get()] > 0) continue;
       if (leaf) {
         for (auto& hook : in->grad_ready_hooks) hook();
       } else if (in->pending_grad.defined()) {
