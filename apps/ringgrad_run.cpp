@@ -85,6 +85,7 @@ int main(int argc, char** argv) {
     c.monitor_interval = std::chrono::milliseconds(static_cast<int64_t>(monitor_interval * 1000));
     c.stop_grace = std::chrono::milliseconds(static_cast<int64_t>(stop_grace * 1000));
     c.command = app.remaining();
+    if (!c.command.empty() && c.command[0] == "--") c.command.erase(c.command.begin());
     validate(c);
   } catch (const InvalidArgument& e) {
     return fail(2, user_message(e));

@@ -203,6 +203,22 @@ TEST_CASE("ringgrad-run: --tee prefixes node:rank, --local-ranks-filter hides ra
   CHECK(line == "probe rank 1 of 2 ready");  // ... but still in its log file
 }
 
+TEST_CASE("ringgrad-run: --redirects sends chosen streams to files only; '--' ends the options") {
+  TempDir logs;
+  auto r = run(launcher({"--standalone", "--nproc-per-node", "2", "--redirects", "0:1",
+                         "--log-dir", logs.path(), "--rdzv-id", "redir", "--", "sh", "-c",
+                         "echo out-$LOCAL_RANK; echo err-$LOCAL_RANK >&2"}),
+               seconds(30));
+  REQUIRE_MESSAGE(r.status.ok(), r.err);
+  CHECK(r.out.find("out-0") == std::string::npos);  // local rank 0's stdout: file only
+  CHECK(r.out.find("out-1") != std::string::npos);  // local rank 1: console as usual
+  CHECK(r.err.find("err-0") != std::string::npos);  // stderr was not redirected
+  std::ifstream log(logs.path() + "/redir/attempt_0/0/stdout.log");
+  std::string line;
+  std::getline(log, line);
+  CHECK(line == "out-0");
+}
+
 TEST_CASE("worker env: Slurm variables start a job without RANK; a conflicting RANK fails") {
   const int port = free_port();
   auto slurm = [&](int rank) {
