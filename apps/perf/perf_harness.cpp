@@ -1,0 +1,335 @@
+// The perf harness: flags, setup, data, timing, checking, the nccl-tests table and --json.
+#include "apps/perf/perf_harness.h"
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "comm/store/hash_store.h"
+#include "comm/store/worker_store.h"
+#include "core/env.h"
+#include "core/half.h"
+#include "core/logging.h"
+
+namespace ringgrad::perf {
+
+using comm::ReduceOp;
+
+namespace {
+
+struct Settings {
+  size_t min_bytes = 32 << 20, max_bytes = 32 << 20, step_bytes = 1 << 20;
+  double step_factor = 1;
+  int iters = 20, warmup = 5, check = 1, root = 0;
+  std::vector<DType> dtypes{DType::f32};
+  std::vector<ReduceOp> ops{ReduceOp::sum};
+  std::string backend = "ring", device = "cpu", json_path;
+};
+
+size_t parse_bytes(const std::string& text) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  const std::string unit(end);
+  const double scale = unit.empty() ? 1 : unit == "K" || unit == "k" ? 1024.0
+                       : unit == "M" || unit == "m" ? 1024.0 * 1024 : unit == "G" || unit == "g" ? 1024.0 * 1024 * 1024 : -1;
+  if (end == text.c_str() || scale < 0 || v < 0)
+    RG_THROW(InvalidArgument, "'", text, "' is not a byte count (examples: 8, 64K, 128M, 1G)");
+  return static_cast<size_t>(v * scale);
+}
+
+const std::pair<const char*, DType> kDTypeNames[] = {
+    {"float", DType::f32}, {"double", DType::f64}, {"half", DType::f16}, {"bfloat16", DType::bf16},
+    {"int32", DType::i32}, {"int64", DType::i64}, {"uint8", DType::u8}};
+const std::pair<const char*, ReduceOp> kOpNames[] = {
+    {"sum", ReduceOp::sum}, {"prod", ReduceOp::prod}, {"max", ReduceOp::max}, {"min", ReduceOp::min}, {"avg", ReduceOp::avg}};
+
+template <class T, size_t N>
+std::vector<T> parse_choice(const std::string& text, const std::pair<const char*, T> (&names)[N], const char* flag) {
+  std::vector<T> all;
+  std::string valid;
+  for (const auto& [name, value] : names) {
+    all.push_back(value);
+    if (text == name) return {value};
+    valid += std::string(name) + ", ";
+  }
+  if (text == "all") return all;
+  RG_THROW(InvalidArgument, flag, " '", text, "' is not one of: ", valid, "all");
+}
+
+const char* dtype_label(DType d) {
+  for (const auto& [name, value] : kDTypeNames)
+    if (value == d) return name;
+  return "?";
+}
+
+double load(const Tensor& t, size_t i) {
+  const void* p = t.raw_data();
+  switch (t.dtype()) {
+    case DType::f32: return static_cast<const float*>(p)[i];
+    case DType::f64: return static_cast<const double*>(p)[i];
+    case DType::f16: return half_to_float(static_cast<const Half*>(p)[i]);
+    case DType::bf16: return bf16_to_float(static_cast<const BFloat16*>(p)[i]);
+    case DType::i32: return static_cast<const int32_t*>(p)[i];
+    case DType::i64: return static_cast<double>(static_cast<const int64_t*>(p)[i]);
+    case DType::u8: return static_cast<const uint8_t*>(p)[i];
+  }
+  return 0;
+}
+
+// Stores v as the dtype would, so expected values round exactly like results.
+void store(const Tensor& t, size_t i, double v) {
+  void* p = t.raw_data();
+  switch (t.dtype()) {
+    case DType::f32: static_cast<float*>(p)[i] = static_cast<float>(v); break;
+    case DType::f64: static_cast<double*>(p)[i] = v; break;
+    case DType::f16: static_cast<Half*>(p)[i] = float_to_half(static_cast<float>(v)); break;
+    case DType::bf16: static_cast<BFloat16*>(p)[i] = float_to_bf16(static_cast<float>(v)); break;
+    case DType::i32: static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v); break;
+    case DType::i64: static_cast<int64_t*>(p)[i] = static_cast<int64_t>(v); break;
+    case DType::u8: static_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(v); break;
+  }
+}
+
+struct Job {
+  std::optional<comm::WorkerStore> worker_store;
+  std::unique_ptr<comm::ProcessGroup> pg;
+};
+
+Job start_job(const Settings& s) {
+  if (s.device == "cuda") RG_THROW(InvalidArgument, "--device cuda is not available in this build yet (CPU only for now)");
+  if (s.backend == "nccl") RG_THROW(InvalidArgument, "--backend nccl is not available in this build yet; use --backend ring");
+  if (s.backend != "ring") RG_THROW(InvalidArgument, "--backend '", s.backend, "' is not one of: ring, nccl");
+  if (s.device != "cpu") RG_THROW(InvalidArgument, "--device '", s.device, "' is not one of: cpu, cuda");
+  Job job;
+  const bool launched = env_get("RANK") || env_get("OMPI_COMM_WORLD_RANK") || env_get("SLURM_PROCID");
+  comm::ProcessGroupOptions o;
+  o.group_name = "perf";
+  if (!launched) {
+    job.pg = comm::create_process_group(s.backend, std::make_shared<comm::HashStore>(), 0, 1, o);
+    return job;
+  }
+  const auto env = comm::read_worker_env();
+  set_log_rank(env.rank);
+  job.worker_store = comm::create_worker_store(env, comm::default_collective_timeout());
+  o.generation = env.generation;
+  o.run_id = env_str("TORCHELASTIC_RUN_ID", "");
+  job.pg = comm::create_process_group(s.backend, job.worker_store->store, env.rank, env.world_size, o);
+  return job;
+}
+
+// "#  Rank  0 Pid  1234 on host" for every rank, gathered with our own allgather.
+std::vector<std::string> rank_lines(comm::ProcessGroup& pg) {
+  constexpr int64_t kLine = 96;
+  char host[64] = {};
+  ::gethostname(host, sizeof host - 1);
+  std::string mine = str_cat("#  Rank ", pg.rank(), " Pid ", ::getpid(), " on ", host, " device cpu transport tcp");
+  mine.resize(kLine, '\0');
+  Tensor in = Tensor::from_vector(std::vector<uint8_t>(mine.begin(), mine.end()), {kLine});
+  Tensor all = Tensor::empty({kLine * pg.size()}, DType::u8);
+  pg.allgather(in, all)->wait();
+  std::vector<std::string> lines;
+  for (int r = 0; r < pg.size(); ++r) lines.emplace_back(static_cast<const char*>(all.raw_data()) + r * kLine);
+  return lines;
+}
+
+struct Measure {
+  double time_us = 0, algbw = 0, busbw = 0;
+  int64_t wrong = 0;
+};
+
+double max_over_ranks(comm::ProcessGroup& pg, double v) {
+  Tensor t = Tensor::from_vector(std::vector<double>{v}, {1});
+  comm::AllreduceOptions o;
+  o.op = ReduceOp::max;
+  pg.allreduce(t, o)->wait();
+  return t.data<double>()[0];
+}
+
+Measure measure(comm::ProcessGroup& pg, const PerfCollective& c, const Settings& s, size_t count,
+                DType dtype, ReduceOp op, bool in_place) {
+  const int world = pg.size(), rank = pg.rank();
+  const size_t send_n = c.send_count(count, world), recv_n = c.recv_count(count, world);
+  Tensor send = Tensor::empty({static_cast<int64_t>(in_place ? std::max(send_n, recv_n) : send_n)}, dtype);
+  Tensor recv = in_place ? send : Tensor::zeros({static_cast<int64_t>(recv_n)}, dtype);
+  const size_t send_at = in_place ? c.in_place_send_offset(count, rank, world) : 0;
+  const size_t recv_at = in_place ? c.in_place_recv_offset(count, rank, world) : 0;
+  auto init = [&] {
+    for (size_t i = 0; i < send_n; ++i) store(send, send_at + i, input_value(op, dtype, rank, i));
+  };
+  init();
+  for (int i = 0; i < s.warmup; ++i) c.start(pg, send, recv, in_place, op, s.root)->wait();
+  pg.barrier()->wait();
+  const auto t0 = std::chrono::steady_clock::now();
+  comm::WorkPtr last;
+  for (int i = 0; i < s.iters; ++i) last = c.start(pg, send, recv, in_place, op, s.root);
+  last->wait();
+  const double local_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / s.iters;
+  Measure m;
+  m.time_us = max_over_ranks(pg, local_us);
+  const double bytes = static_cast<double>(count * dtype_size(dtype));
+  m.algbw = bytes / m.time_us / 1e3;  // GB/s = bytes / (us * 1e3)
+  m.busbw = m.algbw * c.bus_factor(world);
+  if (s.check > 0) {
+    Tensor want = Tensor::empty({static_cast<int64_t>(recv_n)}, dtype);
+    for (int k = 0; k < s.check; ++k) {
+      init();
+      c.start(pg, send, recv, in_place, op, s.root)->wait();
+      if (rank == 0 && env_bool("RINGGRAD_PERF_INJECT_BITFLIP", false) && recv_n > 0)
+        static_cast<uint8_t*>(recv.raw_data())[recv_at * dtype_size(dtype)] ^= 0x40;  // test hook
+      for (size_t i = 0; i < recv_n; ++i) {
+        const double e = c.expected(op, dtype, rank, world, s.root, count, i);
+        if (std::isnan(e)) continue;
+        store(want, i, e);
+        m.wrong += load(recv, recv_at + i) != load(want, i) ? 1 : 0;
+      }
+    }
+    Tensor w = Tensor::from_vector(std::vector<int64_t>{m.wrong}, {1});
+    pg.allreduce(w)->wait();
+    m.wrong = w.data<int64_t>()[0];
+  }
+  return m;
+}
+
+int run_sweep(const PerfCollective& c, const Settings& s) {
+  Job job = start_job(s);
+  comm::ProcessGroup& pg = *job.pg;
+  if (c.has_root && s.root >= pg.size())
+    RG_THROW(InvalidArgument, "-r/--root ", s.root, " is not a rank of this world of ", pg.size());
+  const bool printer = pg.rank() == 0;
+  const auto lines = rank_lines(pg);
+  if (printer) {
+    std::printf("# ringgrad %s_perf: backend %s, device %s, world size %d\n", c.name, s.backend.c_str(), s.device.c_str(), pg.size());
+    std::printf("# minBytes %zu maxBytes %zu step: %s warmup iters: %d iters: %d validation: %d\n", s.min_bytes, s.max_bytes,
+                s.step_factor > 1 ? str_cat(s.step_factor, "(factor)").c_str() : str_cat(s.step_bytes, "(bytes)").c_str(), s.warmup, s.iters, s.check);
+    std::printf("# busbw = algbw * %s\n#\n# Using ranks\n", c.bus_formula);
+    for (const auto& l : lines) std::printf("%s\n", l.c_str());
+    if (pg.size() == 1)
+      std::printf("# WARNING: world size 1: no data crosses a network, so busbw is 0. Start N ranks with\n"
+                  "#          ringgrad-run --nproc-per-node N %s_perf ..., or mpirun -np N with MASTER_ADDR/MASTER_PORT set.\n", c.name);
+    std::printf("#\n#%89s%39s\n", "out-of-place", "in-place");
+    std::printf("#%11s %13s %9s %7s %6s %10s %8s %8s %6s %10s %8s %8s %6s\n", "size", "count", "type", "redop", "root",
+                "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
+    std::printf("#%11s %13s %9s %7s %6s %10s %8s %8s %6s %10s %8s %8s %6s\n", "(B)", "(elements)", "", "", "",
+                "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+  }
+  nlohmann::json rows = nlohmann::json::array();
+  int64_t wrong_total = 0;
+  double busbw_sum = 0;
+  int rows_count = 0;
+  for (DType dtype : s.dtypes)
+    for (ReduceOp op : c.has_op ? s.ops : std::vector<ReduceOp>{ReduceOp::sum})
+      for (size_t bytes = s.min_bytes; bytes <= s.max_bytes;) {
+        const size_t elem = dtype_size(dtype);
+        const size_t granule = c.count_in_rank_blocks ? static_cast<size_t>(pg.size()) : 1;
+        const size_t count = bytes / elem / granule * granule;
+        Measure out = measure(pg, c, s, count, dtype, op, false);
+        Measure in = measure(pg, c, s, count, dtype, op, true);
+        wrong_total += out.wrong + in.wrong;
+        busbw_sum += out.busbw + in.busbw;
+        rows_count += 2;
+        const std::string wrong_out = s.check ? std::to_string(out.wrong) : "N/A", wrong_in = s.check ? std::to_string(in.wrong) : "N/A";
+        if (printer)
+          std::printf("%12zu %13zu %9s %7s %6d %10.2f %8.2f %8.2f %6s %10.2f %8.2f %8.2f %6s\n", count * elem, count, dtype_label(dtype),
+                      c.has_op ? comm::reduce_op_name(op) : "none", c.has_root ? s.root : -1, out.time_us, out.algbw, out.busbw,
+                      wrong_out.c_str(), in.time_us, in.algbw, in.busbw, wrong_in.c_str());
+        rows.push_back({{"size", count * elem}, {"count", count}, {"type", dtype_label(dtype)},
+                        {"redop", c.has_op ? comm::reduce_op_name(op) : "none"}, {"root", c.has_root ? s.root : -1},
+                        {"out_of_place", {{"time_us", out.time_us}, {"algbw", out.algbw}, {"busbw", out.busbw}, {"wrong", out.wrong}}},
+                        {"in_place", {{"time_us", in.time_us}, {"algbw", in.algbw}, {"busbw", in.busbw}, {"wrong", in.wrong}}}});
+        const size_t next = s.step_factor > 1 ? static_cast<size_t>(static_cast<double>(bytes) * s.step_factor) : bytes + s.step_bytes;
+        if (next <= bytes) break;
+        bytes = next;
+      }
+  const double avg_busbw = rows_count ? busbw_sum / rows_count : 0;
+  if (printer) {
+    std::printf("# Out of bounds values : %lld %s\n", static_cast<long long>(wrong_total), wrong_total ? "FAILED" : "OK");
+    std::printf("# Avg bus bandwidth    : %g \n#\n", avg_busbw);
+    std::fflush(stdout);
+    if (!s.json_path.empty()) {
+      std::ofstream f(s.json_path);
+      f << nlohmann::json{{"collective", c.name}, {"world_size", pg.size()}, {"backend", s.backend}, {"device", s.device},
+                          {"rows", rows}, {"wrong", wrong_total}, {"avg_busbw", avg_busbw}}.dump(2) << "\n";
+      if (!f) RG_THROW(IoError, "cannot write --json ", s.json_path);
+    }
+  }
+  pg.barrier()->wait();
+  job.pg.reset();
+  if (job.worker_store) job.worker_store->finish(comm::default_collective_timeout());
+  return wrong_total > 0 ? 1 : 0;
+}
+
+}  // namespace
+
+double input_value(ReduceOp op, DType dtype, int rank, size_t i) {
+  const bool is_unsigned = dtype == DType::u8;
+  if (op == ReduceOp::prod) {
+    const double v = 1 + (rank + i) % 2;
+    return !is_unsigned && i % 3 == 0 ? -v : v;
+  }
+  return static_cast<double>((rank * 7 + i) % 11) - (is_unsigned ? 0 : 5);
+}
+
+double reduced_value(ReduceOp op, DType dtype, int world, size_t i) {
+  double acc = input_value(op, dtype, 0, i);
+  for (int r = 1; r < world; ++r) {
+    const double v = input_value(op, dtype, r, i);
+    acc = op == ReduceOp::prod ? acc * v : op == ReduceOp::max ? std::max(acc, v) : op == ReduceOp::min ? std::min(acc, v) : acc + v;
+  }
+  if (op != ReduceOp::avg) return acc;
+  if (!dtype_is_floating(dtype)) return static_cast<double>(static_cast<int64_t>(acc) / world);
+  return dtype == DType::f64 ? acc / world : static_cast<float>(acc) / static_cast<float>(world);
+}
+
+int run_perf(int argc, char** argv, const PerfCollective& c) {
+  Settings s;
+  CLI::App app{str_cat(c.name, "_perf: nccl-tests-style benchmark of ringgrad's ", c.name,
+                       ".\nalgbw = size / time; busbw = algbw * ", c.bus_formula,
+                       " (n = world size): the per-link rate comparable to the link speed.\n"
+                       "Start N ranks with ringgrad-run --nproc-per-node N, or mpirun -np N (with MASTER_ADDR/MASTER_PORT).")};
+  std::string minb = "32M", maxb = "32M", stepb = "1M", dtype = "float", op = "sum";
+  app.add_option("-b,--minbytes", minb, "smallest size (K/M/G suffixes)");
+  app.add_option("-e,--maxbytes", maxb, "largest size");
+  app.add_option("-i,--stepbytes", stepb, "additive step between sizes");
+  app.add_option("-f,--stepfactor", s.step_factor, "multiplicative step (overrides -i when > 1)");
+  app.add_option("-n,--iters", s.iters, "timed iterations per size")->check(CLI::PositiveNumber);
+  app.add_option("-w,--warmup_iters", s.warmup, "untimed iterations first")->check(CLI::NonNegativeNumber);
+  app.add_option("-c,--check", s.check, "check results this many times (0: off)")->check(CLI::NonNegativeNumber);
+  app.add_option("-d,--datatype", dtype, "float, double, half, bfloat16, int32, int64, uint8 or all");
+  app.add_option("-o,--op", op, "sum, prod, max, min, avg or all");
+  app.add_option("-r,--root", s.root, "root rank (broadcast)");
+  app.add_option("--backend", s.backend, "ring (nccl: not in this build yet)");
+  app.add_option("--device", s.device, "cpu (cuda: not in this build yet)");
+  app.add_option("--json", s.json_path, "also write the results as JSON to this file");
+  try {
+    app.parse(argc, argv);
+    s.min_bytes = parse_bytes(minb);
+    s.max_bytes = parse_bytes(maxb);
+    s.step_bytes = parse_bytes(stepb);
+    s.dtypes = parse_choice(dtype, kDTypeNames, "-d/--datatype");
+    s.ops = parse_choice(op, kOpNames, "-o/--op");
+    if (s.min_bytes > s.max_bytes) RG_THROW(InvalidArgument, "-b/--minbytes ", s.min_bytes, " is larger than -e/--maxbytes ", s.max_bytes);
+    if (s.step_factor <= 1 && s.step_bytes == 0 && s.min_bytes < s.max_bytes)
+      RG_THROW(InvalidArgument, "-f ", s.step_factor, " with -i 0 never reaches -e; use -f > 1 or -i > 0");
+    if (s.root < 0) RG_THROW(InvalidArgument, "-r/--root ", s.root, " is negative");
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s_perf: %s\n", c.name, e.what());
+    return 2;
+  }
+  try {
+    return run_sweep(c, s);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s_perf: error: %s\n", c.name, e.what());
+    return 2;
+  }
+}
+
+}  // namespace ringgrad::perf
