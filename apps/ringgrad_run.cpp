@@ -32,9 +32,10 @@ int main(int argc, char** argv) {
   using namespace ringgrad;
   using namespace ringgrad::comm;
   std::signal(SIGPIPE, SIG_IGN);
-  CLI::App app{"ringgrad-run: start PROGRAM on this node as nproc-per-node workers of a "
-               "distributed job (torchrun's flags and worker environment)",
-               "ringgrad-run"};
+  CLI::App app{
+      "ringgrad-run: start PROGRAM on this node as nproc-per-node workers of a "
+      "distributed job (torchrun's flags and worker environment)",
+      "ringgrad-run"};
   LaunchConfig c;
   std::string nnodes = "1", nproc = "1", endpoint, rdzv_conf, redirects = "0", tee = "0",
               ranks_filter;
@@ -44,7 +45,8 @@ int main(int argc, char** argv) {
   app.add_option("--nproc-per-node,--nproc_per_node", nproc, "workers per node: N, auto, cpu, gpu");
   app.add_option("--node-rank,--node_rank", c.node_rank, "this node's rank (default: assigned)");
   app.add_option("--master-addr,--master_addr", c.master_addr, "static backend: node 0's address");
-  app.add_option("--master-port,--master_port", c.master_port, "static backend: store port (0: free)");
+  app.add_option("--master-port,--master_port", c.master_port,
+                 "static backend: store port (0: free)");
   app.add_option("--rdzv-id,--rdzv_id", c.rdzv_id, "job id shared by all nodes");
   app.add_option("--rdzv-backend,--rdzv_backend", c.rdzv_backend, "c10d or static");
   app.add_option("--rdzv-endpoint,--rdzv_endpoint", endpoint, "c10d backend: host[:port]");
@@ -53,14 +55,18 @@ int main(int argc, char** argv) {
                  "token, bind_addr");
   app.add_flag("--standalone", c.standalone, "one node, store on a free loopback port");
   app.add_option("--max-restarts,--max_restarts", c.max_restarts, "restarts of the whole job");
-  app.add_option("--monitor-interval,--monitor_interval", monitor_interval, "seconds between checks");
+  app.add_option("--monitor-interval,--monitor_interval", monitor_interval,
+                 "seconds between checks");
   app.add_option("--stop-grace,--stop_grace", stop_grace, "seconds from SIGTERM to SIGKILL");
   app.add_option("--log-dir,--log_dir", c.log_dir, "directory for per-worker logs");
-  app.add_option("-r,--redirects", redirects, "0-3 or local_rank:bits,... (1 out, 2 err): files only");
-  app.add_option("-t,--tee", tee, "0-3 or local_rank:bits,...: files and console, [node:rank] prefix");
+  app.add_option("-r,--redirects", redirects,
+                 "0-3 or local_rank:bits,... (1 out, 2 err): files only");
+  app.add_option("-t,--tee", tee,
+                 "0-3 or local_rank:bits,...: files and console, [node:rank] prefix");
   app.add_option("--local-ranks-filter,--local_ranks_filter", ranks_filter,
                  "local ranks shown on the console, e.g. 0,1");
-  app.add_flag("--no-python,--no_python", no_python, "accepted for torchrun compatibility (implied)");
+  app.add_flag("--no-python,--no_python", no_python,
+               "accepted for torchrun compatibility (implied)");
   app.footer("PROGRAM [ARGS...] follow the options: ringgrad-run [OPTIONS] PROGRAM [ARGS...]");
   app.prefix_command();  // everything from PROGRAM on belongs to the program
   try {
@@ -76,7 +82,8 @@ int main(int argc, char** argv) {
     if (!endpoint.empty()) {
       std::tie(c.rdzv_host, c.rdzv_port) = parse_endpoint(endpoint, c.rdzv_port);
       // As in torchrun, the static backend reads its master from the endpoint too.
-      if (c.rdzv_backend == "static") std::tie(c.master_addr, c.master_port) = {c.rdzv_host, c.rdzv_port};
+      if (c.rdzv_backend == "static")
+        std::tie(c.master_addr, c.master_port) = {c.rdzv_host, c.rdzv_port};
     }
     apply_rdzv_conf(c, parse_key_values(rdzv_conf, "--rdzv-conf"));
     c.redirects = parse_stream_selection(redirects, "--redirects");

@@ -176,7 +176,8 @@ void apply_rdzv_conf(LaunchConfig& config, const std::map<std::string, std::stri
 
 void validate(LaunchConfig& config) {
   if (config.command.empty())
-    RG_THROW(InvalidArgument, "no program to run: usage is ringgrad-run [options] PROGRAM [ARGS...]");
+    RG_THROW(InvalidArgument,
+             "no program to run: usage is ringgrad-run [options] PROGRAM [ARGS...]");
   if (config.command[0].size() > 1 && config.command[0][0] == '-')
     RG_THROW(InvalidArgument, "unknown option '", config.command[0], "'");
   if (config.nproc_per_node < 1)
@@ -196,7 +197,8 @@ void validate(LaunchConfig& config) {
   if (config.node_rank >= config.max_nodes)
     RG_THROW(InvalidArgument, "--node-rank ", config.node_rank, " must be below --nnodes ",
              config.max_nodes, " (node ranks are 0..", config.max_nodes - 1, ")");
-  if (config.node_rank < -1) RG_THROW(InvalidArgument, "--node-rank ", config.node_rank, " is negative");
+  if (config.node_rank < -1)
+    RG_THROW(InvalidArgument, "--node-rank ", config.node_rank, " is negative");
   if (config.rdzv_backend == "static") {
     if (config.min_nodes != config.max_nodes)
       RG_THROW(InvalidArgument, "--nnodes ", config.min_nodes, ":", config.max_nodes,
@@ -208,7 +210,8 @@ void validate(LaunchConfig& config) {
       config.node_rank = 0;
     }
     if (config.master_port == 0 && config.max_nodes > 1)
-      RG_THROW(InvalidArgument, "--master-port 0 picks a port on one host only; give a fixed "
+      RG_THROW(InvalidArgument,
+               "--master-port 0 picks a port on one host only; give a fixed "
                "port when --nnodes > 1");
     if (config.master_port < 0 || config.master_port > 65535)
       RG_THROW(InvalidArgument, "--master-port ", config.master_port, " is not in 0..65535");

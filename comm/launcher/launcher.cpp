@@ -157,7 +157,7 @@ Outcome supervise(const LaunchConfig& c, const Placement& p, JobStatus& status,
         log_warn("received ", signal_name(sig), ": stopping the workers and the job");
         group.stop(sig, c.stop_grace);  // forwarded as received, then SIGKILL after the grace
         try {
-          status.report(mine);  // the other nodes stop too
+          status.report(mine);      // the other nodes stop too
         } catch (const IoError&) {  // no store left to tell: this node stops all the same
         }
         return Outcome{false, mine};
@@ -182,8 +182,8 @@ Outcome supervise(const LaunchConfig& c, const Placement& p, JobStatus& status,
           lost.kind = JobEvent::Kind::node_lost;
           lost.node_rank = *silent;
           lost.hostname = p.round.nodes[*silent].hostname;
-          lost.detail = str_cat("its launcher sent no heartbeat for ",
-                                format_duration(c.keep_alive_timeout));
+          lost.detail =
+              str_cat("its launcher sent no heartbeat for ", format_duration(c.keep_alive_timeout));
           return finish(status.report(lost), SIGTERM);
         }
       }

@@ -13,9 +13,9 @@ class SignalWatcher {
   SignalWatcher(const SignalWatcher&) = delete;
   SignalWatcher& operator=(const SignalWatcher&) = delete;
 
-  int wake_fd() const;           // readable after any watched signal
-  void drain();                  // empties the pipe
-  int stop_signal() const;       // the last SIGINT/SIGTERM/SIGHUP received, 0 if none
+  int wake_fd() const;      // readable after any watched signal
+  void drain();             // empties the pipe
+  int stop_signal() const;  // the last SIGINT/SIGTERM/SIGHUP received, 0 if none
 
  private:
   struct sigaction old_[4];

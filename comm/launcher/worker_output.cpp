@@ -12,6 +12,8 @@
 namespace ringgrad::comm {
 
 namespace {
+constexpr size_t kMaxLineBytes = 64 << 10;
+
 void make_dirs(const std::string& path) {
   for (size_t pos = 1; pos <= path.size(); ++pos) {
     if (pos < path.size() && path[pos] != '/') continue;
@@ -58,6 +60,11 @@ void WorkerOutput::write(int stream, const char* data, size_t size) {
   for (size_t nl; (nl = pending.find('\n', start)) != std::string::npos; start = nl + 1)
     emit(stream, pending.substr(start, nl + 1 - start));
   pending.erase(0, start);
+  // A line that never ends (progress bars redrawn with '\r') is passed on in pieces.
+  if (pending.size() > kMaxLineBytes) {
+    emit(stream, pending + "\n");
+    pending.clear();
+  }
 }
 
 void WorkerOutput::finish() {

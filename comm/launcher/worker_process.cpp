@@ -3,6 +3,7 @@
 #include "comm/launcher/worker_process.h"
 
 #include <fcntl.h>
+#include <linux/close_range.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -47,6 +48,9 @@ struct Pipe {
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   ::dup2(out.write, STDOUT_FILENO);
   ::dup2(err.write, STDERR_FILENO);
+  // Only stdin/stdout/stderr cross exec: a worker holding the launcher's store sockets would
+  // keep its port bound after the launcher is gone.
+  ::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
   ::execvpe(argv[0], argv, envp);
   const int e = errno;
   (void)!::write(status.write, &e, sizeof e);

@@ -1,6 +1,7 @@
 // WorkerProcess: one launched worker, owned RAII. The child leads its own process group (so
 // the whole tree it spawns can be signalled at once) and has PR_SET_PDEATHSIG = SIGKILL (so it
-// dies with the launcher, even a kill -9'd one). stdout and stderr arrive on non-blocking pipes.
+// dies with the launcher, even a kill -9'd one). stdout and stderr arrive on non-blocking pipes;
+// no other descriptor of the launcher is inherited.
 // The destructor SIGKILLs the group and reaps the child if it is still there.
 #pragma once
 #include <sys/types.h>

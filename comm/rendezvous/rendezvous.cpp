@@ -130,8 +130,8 @@ RendezvousResult Rendezvous::join(int64_t generation) {
   result.num_nodes = std::stoi(store_->get(key(generation, "closed"), remaining()));
   if (result.node_rank >= result.num_nodes)
     RG_THROW(Error, "rendezvous round ", generation, " of run '", config_.run_id, "' closed with ",
-             result.num_nodes, " nodes before node rank ", result.node_rank, " (",
-             config_.hostname, ") was counted; it joined too late");
+             result.num_nodes, " nodes before node rank ", result.node_rank, " (", config_.hostname,
+             ") was counted; it joined too late");
   for (int r = 0; r < result.num_nodes; ++r) {
     // Written before the claim was counted, so present; the wait covers a slow writer.
     const std::string info = store_->get(key(generation, str_cat("node/", r)), remaining());

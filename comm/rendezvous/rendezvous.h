@@ -34,7 +34,7 @@ struct RendezvousResult {
   int node_rank = 0;
   int num_nodes = 0;
   int world_size = 0;
-  int rank_offset = 0;  // global rank of this node's local rank 0
+  int rank_offset = 0;                // global rank of this node's local rank 0
   std::vector<RendezvousNode> nodes;  // by node rank
 };
 

@@ -49,8 +49,9 @@ std::string format_duration(Milliseconds d);
 
 // Throws TimeoutError "store get timed out after 200 ms waiting for key 'k' (store host:port)";
 // `where` (the store's address) may be empty.
-[[noreturn]] void throw_store_timeout(const std::string& op, const std::vector<std::string>& missing,
-                                      Milliseconds timeout, const std::string& where);
+[[noreturn]] void throw_store_timeout(const std::string& op,
+                                      const std::vector<std::string>& missing, Milliseconds timeout,
+                                      const std::string& where);
 
 // Every one of `world` ranks calls this once with the same `name`; returns when all have arrived
 // or throws TimeoutError "barrier 'name': 1/2 ranks arrived after 5 s; missing ranks: 1".

@@ -7,7 +7,6 @@
 #include <random>
 #include <thread>
 
-
 namespace ringgrad::comm {
 
 using asio::ip::tcp;
@@ -84,9 +83,8 @@ void TcpStore::Impl::connect() {
     auto endpoints = resolver.resolve(options.host, std::to_string(options.port), ec);
     if (!ec) {
       bool timed_out = false;
-      ec = run_until(deadline, timed_out, [&](auto handler) {
-        asio::async_connect(socket, endpoints, handler);
-      });
+      ec = run_until(deadline, timed_out,
+                     [&](auto handler) { asio::async_connect(socket, endpoints, handler); });
       if (!ec && !timed_out) break;
       last_error = timed_out ? "connect attempt timed out" : ec.message();
       asio::error_code ignored;
@@ -111,13 +109,12 @@ void TcpStore::Impl::connect() {
 std::string TcpStore::Impl::roundtrip(const std::string& frame, Milliseconds budget,
                                       const std::string& what) {
   if (!broken.empty())
-    RG_THROW(IoError, "store connection lost (", address, ") earlier: ", broken,
-             "; cannot run ", what);
+    RG_THROW(IoError, "store connection lost (", address, ") earlier: ", broken, "; cannot run ",
+             what);
   const auto deadline = Clock::now() + budget;
   bool timed_out = false;
   auto check = [&](const asio::error_code& ec) {
-    if (timed_out)
-      lost(what, str_cat("no reply within ", format_duration(budget)));
+    if (timed_out) lost(what, str_cat("no reply within ", format_duration(budget)));
     if (ec == asio::error::eof || ec == asio::error::connection_reset)
       lost(what, "the server closed the connection");
     if (ec) lost(what, ec.message());
@@ -150,7 +147,8 @@ void TcpStore::Impl::hello() {
   } catch (const IoError&) {
     RG_THROW(IoError, "the process listening on ", address,
              " did not complete the ringgrad store handshake (is it another program, or a "
-             "store that refused this client?): ", broken);
+             "store that refused this client?): ",
+             broken);
   }
   FrameReader in(body);
   const auto status = static_cast<StoreStatus>(in.u8());
@@ -233,8 +231,8 @@ std::string TcpStore::compare_set(const std::string& key, const std::string& exp
 
 void TcpStore::wait(const std::vector<std::string>& keys, Milliseconds timeout) {
   bool timed_out = false;
-  auto in = request(op_frame(StoreOp::wait).strs(keys).i64(timeout.count()),
-                    timeout + kReplyGrace, "wait", &timed_out);
+  auto in = request(op_frame(StoreOp::wait).strs(keys).i64(timeout.count()), timeout + kReplyGrace,
+                    "wait", &timed_out);
   if (timed_out) throw_store_timeout("wait", in.strs(), timeout, impl_->address);
 }
 

@@ -23,6 +23,8 @@ using asio::ip::tcp;
 namespace {
 // A client that connects but never says hello is closed after this long.
 constexpr std::chrono::seconds kHelloDeadline{10};
+// Longer get/wait timeouts are cut to this, keeping the timer arithmetic far from overflow.
+constexpr int64_t kMaxWaitMs = int64_t{30} * 24 * 3600 * 1000;
 
 class Connection;
 }  // namespace
@@ -99,7 +101,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void park(PendingWait wait, int64_t timeout_ms) {
     pending_ = std::move(wait);
     auto self = shared_from_this();
-    timer_.expires_after(std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms));
+    const int64_t wait_ms = std::clamp<int64_t>(timeout_ms, 0, kMaxWaitMs);
+    timer_.expires_after(std::chrono::milliseconds(wait_ms));
     timer_.async_wait([this, self](const asio::error_code& ec) {
       if (ec || !pending_) return;
       std::vector<std::string> missing;
@@ -130,20 +133,21 @@ class Connection : public std::enable_shared_from_this<Connection> {
  private:
   void read_header() {
     auto self = shared_from_this();
-    asio::async_read(socket_, asio::buffer(header_), [this, self](const asio::error_code& ec,
-                                                                  std::size_t) {
-      if (ec) return close();  // the client went away between requests: not an error
-      ++server_.frames;
-      const uint32_t n = decode_frame_length(header_);
-      if (n == 0 || n > server_.options.max_frame_bytes)
-        return reject(str_cat("frame length ", n, " outside 1..", server_.options.max_frame_bytes));
-      body_.resize(n);
-      asio::async_read(socket_, asio::buffer(body_), [this, self](const asio::error_code& ec2,
-                                                                  std::size_t) {
-        if (ec2) return reject("truncated frame: connection ended inside a frame body");
-        dispatch();
-      });
-    });
+    asio::async_read(
+        socket_, asio::buffer(header_), [this, self](const asio::error_code& ec, std::size_t) {
+          if (ec) return close();  // the client went away between requests: not an error
+          ++server_.frames;
+          const uint32_t n = decode_frame_length(header_);
+          if (n == 0 || n > server_.options.max_frame_bytes)
+            return reject(
+                str_cat("frame length ", n, " outside 1..", server_.options.max_frame_bytes));
+          body_.resize(n);
+          asio::async_read(
+              socket_, asio::buffer(body_), [this, self](const asio::error_code& ec2, std::size_t) {
+                if (ec2) return reject("truncated frame: connection ended inside a frame body");
+                dispatch();
+              });
+        });
   }
 
   void dispatch() {
@@ -212,8 +216,8 @@ TcpStoreServer::Impl::Impl(TcpStoreServerOptions opts) : options(std::move(opts)
       RG_THROW(AddressInUseError, "cannot listen on ", options.host, ":", options.port,
                " for the store: address already in use (another process holds this port; "
                "choose another port, or 0 for a free one)");
-    RG_THROW(IoError, "cannot listen on ", options.host, ":", options.port, " for the store: ",
-             e.code().message());
+    RG_THROW(IoError, "cannot listen on ", options.host, ":", options.port,
+             " for the store: ", e.code().message());
   }
   port = acceptor.local_endpoint().port();
   address = str_cat(options.host, ":", port);

@@ -54,8 +54,8 @@ WorkerEnv read_worker_env(const EnvLookup& lookup) {
     if (!under_elastic_launcher)
       for (const auto& f : kForeign)
         if (auto other = parse_int(lookup, f.rank_var); other && *other != env.rank)
-          RG_THROW(InvalidArgument, "RANK=", env.rank, " disagrees with ", f.rank_var, "=",
-                   *other, "; unset RANK, or start the job through one launcher only");
+          RG_THROW(InvalidArgument, "RANK=", env.rank, " disagrees with ", f.rank_var, "=", *other,
+                   "; unset RANK, or start the job through one launcher only");
   } else {
     for (const auto& f : kForeign) {
       auto rank = parse_int(lookup, f.rank_var);
@@ -83,10 +83,10 @@ WorkerEnv read_worker_env(const EnvLookup& lookup) {
     RG_THROW(InvalidArgument, "local rank ", env.local_rank, " is outside local world size ",
              env.local_world_size, " (from ", env.source, ")");
   auto addr = lookup("MASTER_ADDR");
-  if (!addr)
-    RG_THROW(InvalidArgument, "MASTER_ADDR is not set; set it to the host of rank 0");
+  if (!addr) RG_THROW(InvalidArgument, "MASTER_ADDR is not set; set it to the host of rank 0");
   env.master_addr = *addr;
-  env.master_port = require_int(lookup, "MASTER_PORT", "set it to a free port on the host of rank 0");
+  env.master_port =
+      require_int(lookup, "MASTER_PORT", "set it to a free port on the host of rank 0");
   if (env.master_port < 1 || env.master_port > 65535)
     RG_THROW(InvalidArgument, "MASTER_PORT=", env.master_port, " is not a TCP port (1..65535)");
   env.generation = parse_int(lookup, "TORCHELASTIC_RESTART_COUNT").value_or(-1);

@@ -40,8 +40,9 @@ TEST_CASE("launch config: --rdzv-conf, --redirects/--tee, --local-ranks-filter")
   CHECK(c.rdzv_timeout.count() == 5000);
   CHECK(c.last_call_timeout.count() == 500);
   CHECK(c.token == "a=b");
-  CHECK(message_of<InvalidArgument>([&] { apply_rdzv_conf(c, {{"timout", "5"}}); })
-            .find("unknown key 'timout'") != std::string::npos);
+  CHECK(message_of<InvalidArgument>([&] {
+          apply_rdzv_conf(c, {{"timout", "5"}});
+        }).find("unknown key 'timout'") != std::string::npos);
   CHECK_THROWS_AS(apply_rdzv_conf(c, {{"timeout", "-1"}}), InvalidArgument);
   CHECK_THROWS_AS(parse_key_values("novalue", "--rdzv-conf"), InvalidArgument);
 

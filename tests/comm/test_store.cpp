@@ -226,8 +226,7 @@ TEST_CASE("store barrier: names the ranks that did not arrive") {
   std::thread other([&] { store_barrier(store, "b1", 1, 2, Milliseconds(5000)); });
   store_barrier(store, "b1", 0, 2, Milliseconds(5000));
   other.join();
-  auto msg = message_of<TimeoutError>(
-      [&] { store_barrier(store, "b2", 0, 3, Milliseconds(100)); });
+  auto msg = message_of<TimeoutError>([&] { store_barrier(store, "b2", 0, 3, Milliseconds(100)); });
   CHECK(msg.find("1/3 ranks arrived") != std::string::npos);
   CHECK(msg.find("missing ranks: 1, 2") != std::string::npos);
 }

@@ -1,8 +1,8 @@
 // Hostile-input tests of TcpStoreServer: targeted malformed frames (each must close only its
 // own connection), then a fuzz run of >= 100,000 random and mutated frames, after which the
 // server must still answer correctly and hold every key it held before.
-#include <doctest/doctest.h>
 #include <arpa/inet.h>
+#include <doctest/doctest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -79,17 +79,17 @@ TEST_CASE("store server: each kind of bad frame closes only its own connection")
   TcpStoreServer server(fuzz_server_options());
   auto good = connect_to(server, kToken);
   good->set("k", "v");
-  const std::string too_big = FrameWriter().u8(uint8_t(StoreOp::set)).str("k").str(
-      std::string(100 << 10, 'x')).frame();
+  const std::string too_big =
+      FrameWriter().u8(uint8_t(StoreOp::set)).str("k").str(std::string(100 << 10, 'x')).frame();
   const std::string cases[] = {
-      std::string("\0\0\0\0", 4),                                            // empty frame
-      too_big,                                                               // over the cap
-      hello(kToken) + std::string("\xff\xff\xff\x7f", 4),                    // huge length
-      FrameWriter().u8(uint8_t(StoreOp::set)).str("k").str("v").frame(),     // no hello first
-      hello(kToken) + FrameWriter().u8(200).frame(),                         // unknown op
-      hello(kToken) + FrameWriter().u8(uint8_t(StoreOp::get)).u32(999).frame(),  // short string
+      std::string("\0\0\0\0", 4),                                                  // empty frame
+      too_big,                                                                     // over the cap
+      hello(kToken) + std::string("\xff\xff\xff\x7f", 4),                          // huge length
+      FrameWriter().u8(uint8_t(StoreOp::set)).str("k").str("v").frame(),           // no hello first
+      hello(kToken) + FrameWriter().u8(200).frame(),                               // unknown op
+      hello(kToken) + FrameWriter().u8(uint8_t(StoreOp::get)).u32(999).frame(),    // short string
       hello(kToken) + FrameWriter().u8(uint8_t(StoreOp::num_keys)).u8(0).frame(),  // trailing
-      hello(kToken) + hello(kToken),                                         // second hello
+      hello(kToken) + hello(kToken),                                               // second hello
       hello(kToken) + FrameWriter().u8(uint8_t(StoreOp::check)).u32(1u << 30).frame(),
   };
   int64_t rejected = 0;
@@ -102,8 +102,9 @@ TEST_CASE("store server: each kind of bad frame closes only its own connection")
   }
   {  // a frame cut short by the client going away
     RawClient raw(server.port());
-    REQUIRE(raw.send(hello(kToken) + FrameWriter().u8(uint8_t(StoreOp::set)).str("k").str("v")
-                                         .frame().substr(0, 7)));
+    REQUIRE(
+        raw.send(hello(kToken) +
+                 FrameWriter().u8(uint8_t(StoreOp::set)).str("k").str("v").frame().substr(0, 7)));
     raw.finish_writing();
     CHECK(raw.closed_by_server());
   }
@@ -114,7 +115,8 @@ TEST_CASE("store server: survives 100,000 random and mutated frames") {
   TcpStoreServer server(fuzz_server_options());
   auto keeper = connect_to(server, kToken);
   constexpr int kHeld = 100;
-  for (int i = 0; i < kHeld; ++i) keeper->set("held/" + std::to_string(i), "value-" + std::to_string(i * 7));
+  for (int i = 0; i < kHeld; ++i)
+    keeper->set("held/" + std::to_string(i), "value-" + std::to_string(i * 7));
   keeper->add("held/counter", 41);
 
   std::mt19937_64 rng(12345);
@@ -128,29 +130,52 @@ TEST_CASE("store server: survives 100,000 random and mutated frames") {
   // connection a protocol error of its own, hiding the hostile frame behind it.
   auto prompt_frame = [&](const std::string& key) {
     switch (below(5)) {
-      case 0: return FrameWriter().u8(uint8_t(StoreOp::set)).str(key).str(random_bytes(below(40))).frame();
-      case 1: return FrameWriter().u8(uint8_t(StoreOp::add)).str(key + "/n").i64(int64_t(below(9)) - 4).frame();
-      case 2: return FrameWriter().u8(uint8_t(StoreOp::compare_set)).str(key).str("").str("x").frame();
-      case 3: return FrameWriter().u8(uint8_t(StoreOp::check)).strs({key, key + "/n"}).frame();
-      default: return FrameWriter().u8(uint8_t(StoreOp::num_keys)).frame();
+      case 0:
+        return FrameWriter()
+            .u8(uint8_t(StoreOp::set))
+            .str(key)
+            .str(random_bytes(below(40)))
+            .frame();
+      case 1:
+        return FrameWriter()
+            .u8(uint8_t(StoreOp::add))
+            .str(key + "/n")
+            .i64(int64_t(below(9)) - 4)
+            .frame();
+      case 2:
+        return FrameWriter().u8(uint8_t(StoreOp::compare_set)).str(key).str("").str("x").frame();
+      case 3:
+        return FrameWriter().u8(uint8_t(StoreOp::check)).strs({key, key + "/n"}).frame();
+      default:
+        return FrameWriter().u8(uint8_t(StoreOp::num_keys)).frame();
     }
   };
   auto template_frame = [&]() {
     const std::string key = "fuzz/" + std::to_string(below(50));
     switch (below(3)) {
-      case 0: return FrameWriter().u8(uint8_t(StoreOp::get)).str(key).i64(below(20)).frame();
-      case 1: return FrameWriter().u8(uint8_t(StoreOp::wait)).strs({key, key + "/n"}).i64(below(20)).frame();
-      default: return prompt_frame(key);
+      case 0:
+        return FrameWriter().u8(uint8_t(StoreOp::get)).str(key).i64(below(20)).frame();
+      case 1:
+        return FrameWriter()
+            .u8(uint8_t(StoreOp::wait))
+            .strs({key, key + "/n"})
+            .i64(below(20))
+            .frame();
+      default:
+        return prompt_frame(key);
     }
   };
   auto mutate = [&](std::string f) {
     switch (below(4)) {
       case 0:  // flip a few bytes anywhere, length header included
-        for (int i = 0, n = 1 + int(below(4)); i < n; ++i) f[below(f.size())] ^= char(1 + below(255));
+        for (int i = 0, n = 1 + int(below(4)); i < n; ++i)
+          f[below(f.size())] ^= char(1 + below(255));
         return f;
-      case 1: return f.substr(0, 4 + below(f.size() - 4));  // truncated (header kept)
-      case 2: return f + random_bytes(1 + below(16));  // trailing garbage in the stream
-      default: {  // a lying length header
+      case 1:
+        return f.substr(0, 4 + below(f.size() - 4));  // truncated (header kept)
+      case 2:
+        return f + random_bytes(1 + below(16));  // trailing garbage in the stream
+      default: {                                 // a lying length header
         const uint32_t n = below(2) ? uint32_t(rng()) : uint32_t(below(f.size() + 8));
         for (int i = 0; i < 4; ++i) f[i] = char((n >> (8 * i)) & 0xff);
         return f;
@@ -182,9 +207,9 @@ TEST_CASE("store server: survives 100,000 random and mutated frames") {
     left_open += raw.closed_by_server() ? 0 : 1;  // the stream ended: the server must close
   }
   CHECK(left_open == 0);
-  MESSAGE("hostile frames: ", hostile, ", good requests: ", good, ", frames the server read: ",
-          server.frames_received() - frames_before, ", connections rejected: ",
-          server.rejected_connections());
+  MESSAGE("hostile frames: ", hostile, ", good requests: ", good,
+          ", frames the server read: ", server.frames_received() - frames_before,
+          ", connections rejected: ", server.rejected_connections());
   REQUIRE(hostile >= kHostileFrames);
   CHECK(server.frames_received() - frames_before >= hostile + good);
   CHECK(server.rejected_connections() > kHostileFrames / 2);

@@ -23,8 +23,11 @@ EnvLookup env_of(std::map<std::string, std::string> vars) {
 }  // namespace
 
 TEST_CASE("worker env: torchrun variables") {
-  auto env = read_worker_env(env_of({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"},
-                                     {"LOCAL_WORLD_SIZE", "2"}, {"MASTER_ADDR", "10.0.0.1"},
+  auto env = read_worker_env(env_of({{"RANK", "3"},
+                                     {"WORLD_SIZE", "4"},
+                                     {"LOCAL_RANK", "1"},
+                                     {"LOCAL_WORLD_SIZE", "2"},
+                                     {"MASTER_ADDR", "10.0.0.1"},
                                      {"MASTER_PORT", "29500"},
                                      {"TORCHELASTIC_RESTART_COUNT", "2"}}));
   CHECK(env.rank == 3);
@@ -38,18 +41,23 @@ TEST_CASE("worker env: torchrun variables") {
 }
 
 TEST_CASE("worker env: Open MPI and Slurm variables when RANK is absent") {
-  auto mpi = read_worker_env(env_of({{"OMPI_COMM_WORLD_RANK", "5"}, {"OMPI_COMM_WORLD_SIZE", "8"},
+  auto mpi = read_worker_env(env_of({{"OMPI_COMM_WORLD_RANK", "5"},
+                                     {"OMPI_COMM_WORLD_SIZE", "8"},
                                      {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
                                      {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"},
-                                     {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1234"}}));
+                                     {"MASTER_ADDR", "h"},
+                                     {"MASTER_PORT", "1234"}}));
   CHECK(mpi.rank == 5);
   CHECK(mpi.world_size == 8);
   CHECK(mpi.local_rank == 1);
   CHECK(mpi.local_world_size == 4);
   CHECK(mpi.source == "OMPI");
-  auto slurm = read_worker_env(env_of({{"SLURM_PROCID", "2"}, {"SLURM_NTASKS", "3"},
-                                       {"SLURM_LOCALID", "0"}, {"SLURM_NTASKS_PER_NODE", "2(x3)"},
-                                       {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1234"}}));
+  auto slurm = read_worker_env(env_of({{"SLURM_PROCID", "2"},
+                                       {"SLURM_NTASKS", "3"},
+                                       {"SLURM_LOCALID", "0"},
+                                       {"SLURM_NTASKS_PER_NODE", "2(x3)"},
+                                       {"MASTER_ADDR", "h"},
+                                       {"MASTER_PORT", "1234"}}));
   CHECK(slurm.rank == 2);
   CHECK(slurm.world_size == 3);
   CHECK(slurm.local_world_size == 1);  // "2(x3)" is not a plain count
@@ -58,13 +66,19 @@ TEST_CASE("worker env: Open MPI and Slurm variables when RANK is absent") {
 
 TEST_CASE("worker env: clear errors for conflicting or missing variables") {
   auto conflict = message_of<InvalidArgument>([&] {
-    read_worker_env(env_of({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"SLURM_PROCID", "0"},
-                            {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}}));
+    read_worker_env(env_of({{"RANK", "1"},
+                            {"WORLD_SIZE", "2"},
+                            {"SLURM_PROCID", "0"},
+                            {"MASTER_ADDR", "h"},
+                            {"MASTER_PORT", "1"}}));
   });
   CHECK(conflict.find("RANK=1 disagrees with SLURM_PROCID=0") != std::string::npos);
   // Under ringgrad-run inside an srun allocation the launcher's RANK is the one that counts.
-  CHECK(read_worker_env(env_of({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"SLURM_PROCID", "0"},
-                                {"TORCHELASTIC_RUN_ID", "x"}, {"MASTER_ADDR", "h"},
+  CHECK(read_worker_env(env_of({{"RANK", "1"},
+                                {"WORLD_SIZE", "2"},
+                                {"SLURM_PROCID", "0"},
+                                {"TORCHELASTIC_RUN_ID", "x"},
+                                {"MASTER_ADDR", "h"},
                                 {"MASTER_PORT", "1"}}))
             .rank == 1);
   CHECK(message_of<InvalidArgument>([&] { read_worker_env(env_of({})); }).find("no rank") !=
@@ -73,8 +87,8 @@ TEST_CASE("worker env: clear errors for conflicting or missing variables") {
           read_worker_env(env_of({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_PORT", "1"}}));
         }).find("MASTER_ADDR") != std::string::npos);
   CHECK(message_of<InvalidArgument>([&] {
-          read_worker_env(env_of({{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"},
-                                  {"MASTER_PORT", "1"}}));
+          read_worker_env(env_of(
+              {{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}}));
         }).find("outside world size") != std::string::npos);
   CHECK(message_of<InvalidArgument>([&] {
           read_worker_env(env_of({{"RANK", "x"}, {"WORLD_SIZE", "2"}}));
@@ -99,7 +113,8 @@ TEST_CASE("worker store: rank 0 hosts, everyone meets; a missing rank is named")
     std::vector<WorkerStore> stores(3);
     std::vector<std::thread> threads;
     for (int r = 0; r < 3; ++r)
-      threads.emplace_back([&, r] { stores[r] = create_worker_store(env_for(r, 3), Milliseconds(10'000)); });
+      threads.emplace_back(
+          [&, r] { stores[r] = create_worker_store(env_for(r, 3), Milliseconds(10'000)); });
     for (auto& t : threads) t.join();
     stores[2].store->set("from2", "x");
     CHECK(stores[0].store->get("from2") == "x");
@@ -108,7 +123,8 @@ TEST_CASE("worker store: rank 0 hosts, everyone meets; a missing rank is named")
     for (int r = 1; r < 3; ++r) stores[r].finish(Milliseconds(1000));
     stores[0].finish(Milliseconds(1000));  // returns: everyone said they are finished
   }
-  auto msg = message_of<TimeoutError>([&] { create_worker_store(env_for(0, 2), Milliseconds(300)); });
+  auto msg =
+      message_of<TimeoutError>([&] { create_worker_store(env_for(0, 2), Milliseconds(300)); });
   CHECK(msg.find("1/2 ranks arrived") != std::string::npos);
   CHECK(msg.find("missing ranks: 1") != std::string::npos);
 }

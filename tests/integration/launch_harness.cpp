@@ -20,7 +20,8 @@ namespace ringgrad::testing {
 
 using Clock = std::chrono::steady_clock;
 
-Child::Child(std::vector<std::string> command, const std::map<std::string, std::string>& extra_env) {
+Child::Child(std::vector<std::string> command,
+             const std::map<std::string, std::string>& extra_env) {
   std::map<std::string, std::string> env;
   for (char** e = environ; *e; ++e) {
     std::string s = *e;

@@ -29,9 +29,9 @@ std::vector<std::string> probe_job(const std::string& nproc, const TempDir& dir,
 }
 }  // namespace
 
-TEST_CASE("ringgrad-run: 4 workers get the full, consistent torchrun environment") {
+TEST_CASE("ringgrad-run: 4 workers get the full, consistent torchrun environment, no stray fds") {
   TempDir dir;
-  auto r = run(probe_job("4", dir, {}), seconds(60));
+  auto r = run(probe_job("4", dir, {"--check-fds", "1"}), seconds(60));
   REQUIRE_MESSAGE(r.status.ok(), r.err);
   std::set<std::string> ranks, ports;
   for (int rank = 0; rank < 4; ++rank) {
@@ -101,9 +101,9 @@ TEST_CASE("ringgrad-run: death by signal is reported by signal name") {
 
 TEST_CASE("ringgrad-run: --max-restarts 2 restarts a job whose worker fails once") {
   TempDir dir;
-  auto r = run(probe_job("3", dir, {"--fail-rank", "1", "--fail-generation", "0"},
-                         {"--max-restarts", "2"}),
-               seconds(60));
+  auto r = run(
+      probe_job("3", dir, {"--fail-rank", "1", "--fail-generation", "0"}, {"--max-restarts", "2"}),
+      seconds(60));
   REQUIRE_MESSAGE(r.status.ok(), r.err);
   CHECK(count_files(dir.path(), "env.") == 6);  // generations 0 and 1, three ranks each
   for (int rank = 0; rank < 3; ++rank) {
@@ -155,8 +155,8 @@ TEST_CASE("ringgrad-run: a master port in use is one clear line; port 0 runs sid
 
   TempDir a, b;
   auto args = [&](const TempDir& d) {
-    return launcher({"--master-port", "0", "--nproc-per-node", "2", probe_path(), "--out",
-                     d.path(), "--barrier", "1"});
+    return launcher({"--master-port", "0", "--nproc-per-node", "2", probe_path(), "--out", d.path(),
+                     "--barrier", "1"});
   };
   Child first(args(a)), second(args(b));
   auto ra = first.wait(seconds(60));
@@ -190,8 +190,9 @@ TEST_CASE("ringgrad-run: bad input exits 2 with one line naming the flag") {
 
 TEST_CASE("ringgrad-run: --tee prefixes node:rank, --local-ranks-filter hides ranks, logs kept") {
   TempDir dir, logs;
-  auto r = run(probe_job("2", dir, {}, {"--tee", "3", "--log-dir", logs.path(),
-                                        "--local-ranks-filter", "0", "--rdzv-id", "teejob"}),
+  auto r = run(probe_job("2", dir, {},
+                         {"--tee", "3", "--log-dir", logs.path(), "--local-ranks-filter", "0",
+                          "--rdzv-id", "teejob"}),
                seconds(60));
   REQUIRE_MESSAGE(r.status.ok(), r.err);
   CHECK(r.out.find("[0:0]: probe rank 0 of 2 ready") != std::string::npos);
@@ -205,8 +206,8 @@ TEST_CASE("ringgrad-run: --tee prefixes node:rank, --local-ranks-filter hides ra
 
 TEST_CASE("ringgrad-run: --redirects sends chosen streams to files only; '--' ends the options") {
   TempDir logs;
-  auto r = run(launcher({"--standalone", "--nproc-per-node", "2", "--redirects", "0:1",
-                         "--log-dir", logs.path(), "--rdzv-id", "redir", "--", "sh", "-c",
+  auto r = run(launcher({"--standalone", "--nproc-per-node", "2", "--redirects", "0:1", "--log-dir",
+                         logs.path(), "--rdzv-id", "redir", "--", "sh", "-c",
                          "echo out-$LOCAL_RANK; echo err-$LOCAL_RANK >&2"}),
                seconds(30));
   REQUIRE_MESSAGE(r.status.ok(), r.err);
@@ -222,9 +223,11 @@ TEST_CASE("ringgrad-run: --redirects sends chosen streams to files only; '--' en
 TEST_CASE("worker env: Slurm variables start a job without RANK; a conflicting RANK fails") {
   const int port = free_port();
   auto slurm = [&](int rank) {
-    return std::map<std::string, std::string>{
-        {"SLURM_PROCID", std::to_string(rank)}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "0"},
-        {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(port)}};
+    return std::map<std::string, std::string>{{"SLURM_PROCID", std::to_string(rank)},
+                                              {"SLURM_NTASKS", "2"},
+                                              {"SLURM_LOCALID", "0"},
+                                              {"MASTER_ADDR", "127.0.0.1"},
+                                              {"MASTER_PORT", std::to_string(port)}};
   };
   TempDir dir;
   Child r0({probe_path(), "--barrier", "1", "--out", dir.path()}, slurm(0));

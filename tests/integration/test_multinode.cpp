@@ -19,13 +19,13 @@ namespace {
 std::vector<std::string> node(const std::string& rdzv, int port, int node_rank, int nproc,
                               const TempDir& dir, std::vector<std::string> probe_args = {},
                               std::vector<std::string> extra = {}) {
-  std::vector<std::string> args = {"--nnodes", "2", "--nproc-per-node", std::to_string(nproc),
-                                   "--stop-grace", "2", "--rdzv-id", "mn"};
+  std::vector<std::string> args = {"--nnodes",     "2", "--nproc-per-node", std::to_string(nproc),
+                                   "--stop-grace", "2", "--rdzv-id",        "mn"};
   if (rdzv == "static") {
     args.insert(args.end(), {"--master-port", std::to_string(port)});
   } else {
-    args.insert(args.end(), {"--rdzv-backend", "c10d", "--rdzv-endpoint",
-                             "127.0.0.1:" + std::to_string(port)});
+    args.insert(args.end(),
+                {"--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:" + std::to_string(port)});
   }
   if (node_rank >= 0) args.insert(args.end(), {"--node-rank", std::to_string(node_rank)});
   args.insert(args.end(), extra.begin(), extra.end());
@@ -38,8 +38,8 @@ std::vector<std::map<std::string, std::string>> read_envs(const TempDir& dir, in
                                                           int generation = 0) {
   std::vector<std::map<std::string, std::string>> envs;
   for (int r = 0; r < world; ++r)
-    envs.push_back(read_env_file(dir.path() + "/env." + std::to_string(r) + "." +
-                                 std::to_string(generation)));
+    envs.push_back(
+        read_env_file(dir.path() + "/env." + std::to_string(r) + "." + std::to_string(generation)));
   return envs;
 }
 
@@ -179,8 +179,8 @@ TEST_CASE("rendezvous short of nodes: times out naming joined/missing nodes and 
 TEST_CASE("unreachable master: the error names host:port after the connect timeout") {
   TempDir dir;
   const int port = free_port();  // nobody listens there
-  auto r = run(node("static", port, 1, 1, dir, {}, {"--rdzv-conf", "connect_timeout=1"}),
-               seconds(30));
+  auto r =
+      run(node("static", port, 1, 1, dir, {}, {"--rdzv-conf", "connect_timeout=1"}), seconds(30));
   REQUIRE_FALSE(r.timed_out);
   CHECK(r.status.code == 1);
   auto errors = lines_with(r.err, "ringgrad-run: error:");

@@ -46,7 +46,8 @@ class NamespacePair {
           ip({"link", "set", veth_a_, "netns", a_}) && ip({"link", "set", veth_b_, "netns", b_}) &&
           ip({"-n", a_, "addr", "add", std::string(kAddrA) + "/24", "dev", veth_a_}) &&
           ip({"-n", b_, "addr", "add", std::string(kAddrB) + "/24", "dev", veth_b_}) &&
-          ip({"-n", a_, "link", "set", veth_a_, "up"}) && ip({"-n", b_, "link", "set", veth_b_, "up"}) &&
+          ip({"-n", a_, "link", "set", veth_a_, "up"}) &&
+          ip({"-n", b_, "link", "set", veth_b_, "up"}) &&
           ip({"-n", a_, "link", "set", "lo", "up"}) && ip({"-n", b_, "link", "set", "lo", "up"});
     if (!ok_) why_not_ = "could not create and configure the veth pair";
   }
@@ -74,11 +75,28 @@ TEST_CASE("two network namespaces as two hosts: rendezvous and worker store over
   }
   TempDir dir;
   auto node = [&](const std::string& ns) {
-    return std::vector<std::string>{
-        "ip", "netns", "exec", ns, launcher({})[0], "--nnodes", "2", "--nproc-per-node", "2",
-        "--rdzv-backend", "c10d", "--rdzv-endpoint", std::string(kAddrA) + ":29400",
-        "--rdzv-id", "netns", "--rdzv-conf", "timeout=30", probe_path(), "--out", dir.path(),
-        "--barrier", "1"};
+    return std::vector<std::string>{"ip",
+                                    "netns",
+                                    "exec",
+                                    ns,
+                                    launcher({})[0],
+                                    "--nnodes",
+                                    "2",
+                                    "--nproc-per-node",
+                                    "2",
+                                    "--rdzv-backend",
+                                    "c10d",
+                                    "--rdzv-endpoint",
+                                    std::string(kAddrA) + ":29400",
+                                    "--rdzv-id",
+                                    "netns",
+                                    "--rdzv-conf",
+                                    "timeout=30",
+                                    probe_path(),
+                                    "--out",
+                                    dir.path(),
+                                    "--barrier",
+                                    "1"};
   };
   Child a(node(hosts.a())), b(node(hosts.b()));
   auto ra = a.wait(seconds(60));
@@ -105,10 +123,10 @@ TEST_CASE("an endpoint without a route fails after the connect timeout, naming h
     return;
   }
   // 10.213.8.1 is on no link of namespace B: packets for it never leave the namespace.
-  auto r = run({"ip", "netns", "exec", hosts.b(), launcher({})[0], "--nnodes", "2",
-                "--rdzv-backend", "c10d", "--rdzv-endpoint", "10.213.8.1:29400", "--rdzv-conf",
-                "connect_timeout=1", "true"},
-               seconds(30));
+  auto r = run(
+      {"ip", "netns", "exec", hosts.b(), launcher({})[0], "--nnodes", "2", "--rdzv-backend", "c10d",
+       "--rdzv-endpoint", "10.213.8.1:29400", "--rdzv-conf", "connect_timeout=1", "true"},
+      seconds(30));
   REQUIRE_FALSE(r.timed_out);
   CHECK(r.status.code == 1);
   auto errors = lines_with(r.err, "ringgrad-run: error:");

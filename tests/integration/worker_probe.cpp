@@ -2,6 +2,7 @@
 // the torchrun environment it was given, records it, meets the other ranks in a store barrier,
 // and then misbehaves on request (exit with a code, die by a signal, ignore SIGTERM, leave a
 // stubborn grandchild, sleep) so the launcher's failure handling can be observed.
+#include <dirent.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -20,11 +21,20 @@ using namespace ringgrad::comm;
 
 namespace {
 
-const char* kTorchrunVars[] = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
-                               "GROUP_RANK", "ROLE_RANK", "ROLE_WORLD_SIZE", "MASTER_ADDR",
-                               "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT",
-                               "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
-                               "OMP_NUM_THREADS", "GROUP_WORLD_SIZE"};
+const char* kTorchrunVars[] = {"RANK",
+                               "LOCAL_RANK",
+                               "WORLD_SIZE",
+                               "LOCAL_WORLD_SIZE",
+                               "GROUP_RANK",
+                               "ROLE_RANK",
+                               "ROLE_WORLD_SIZE",
+                               "MASTER_ADDR",
+                               "MASTER_PORT",
+                               "TORCHELASTIC_RESTART_COUNT",
+                               "TORCHELASTIC_MAX_RESTARTS",
+                               "TORCHELASTIC_RUN_ID",
+                               "OMP_NUM_THREADS",
+                               "GROUP_WORLD_SIZE"};
 
 int die(const std::string& why) {
   std::fprintf(stderr, "worker_probe: %s\n", why.c_str());
@@ -36,11 +46,20 @@ int die(const std::string& why) {
 int main(int argc, char** argv) {
   std::map<std::string, std::string> opt;
   for (int i = 1; i + 1 < argc; i += 2) opt[argv[i]] = argv[i + 1];
-  auto get = [&](const std::string& k, const std::string& d) {
-    return opt.count(k) ? opt[k] : d;
+  auto get = [&](const std::string& k, const std::string& d) { return opt.count(k) ? opt[k] : d; };
+  auto num = [&](const std::string& k, int d) {
+    return std::atoi(get(k, std::to_string(d)).c_str());
   };
-  auto num = [&](const std::string& k, int d) { return std::atoi(get(k, std::to_string(d)).c_str()); };
 
+  if (get("--check-fds", "0") == "1") {  // nothing but stdin/stdout/stderr was inherited
+    DIR* dir = ::opendir("/proc/self/fd");
+    while (dirent* e = dir ? ::readdir(dir) : nullptr) {
+      const int fd = std::atoi(e->d_name);
+      if (e->d_name[0] != '.' && fd > 2 && fd != ::dirfd(dir))
+        return die("inherited file descriptor " + std::to_string(fd));
+    }
+    if (dir) ::closedir(dir);
+  }
   WorkerEnv env;
   try {
     env = read_worker_env();
