@@ -1,0 +1,93 @@
+// Fault tests with real processes: a rank SIGKILLed in the middle of a 256 MiB all-reduce
+// makes every surviving rank fail with the peer-closed error (not the 60 s timeout).
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "comm/store/tcp_store.h"
+#include "comm/store/tcp_store_server.h"
+
+extern char** environ;
+
+namespace ringgrad::comm::testing {
+
+namespace {
+
+pid_t start_worker(int port, int rank, int world, int64_t count, const std::string& err_path) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  std::vector<std::string> args = {RING_FAULT_WORKER, std::to_string(port), std::to_string(rank),
+                                   std::to_string(world), std::to_string(count)};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  REQUIRE(posix_spawn(&pid, RING_FAULT_WORKER, &actions, nullptr, argv.data(), environ) == 0);
+  posix_spawn_file_actions_destroy(&actions);
+  return pid;
+}
+
+// Waits up to `limit` for `pid`; returns its wait status, or kills it and returns -1.
+int wait_bounded(pid_t pid, std::chrono::seconds limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  int status = 0;
+  while (std::chrono::steady_clock::now() < end) {
+    if (waitpid(pid, &status, WNOHANG) == pid) return status;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, &status, 0);
+  return -1;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+TEST_CASE("a rank SIGKILLed mid all-reduce: every survivor fails with the peer-closed error") {
+  TcpStoreServer server(TcpStoreServerOptions{});
+  TcpStoreOptions so;
+  so.port = server.port();
+  TcpStore store(so);
+  const int world = 3;
+  const int64_t count = 64 << 20;  // 256 MiB of float
+  std::vector<pid_t> pids;
+  std::vector<std::string> errs;
+  for (int r = 0; r < world; ++r) {
+    errs.push_back("/tmp/ring_fault_" + std::to_string(getpid()) + "_" + std::to_string(r) + ".err");
+    pids.push_back(start_worker(server.port(), r, world, count, errs.back()));
+  }
+  store.wait({"started/0", "started/1", "started/2"}, Milliseconds(60000));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // inside the 20 all-reduces
+  kill(pids[1], SIGKILL);
+  waitpid(pids[1], nullptr, 0);
+  for (int r : {0, 2}) {
+    const int status = wait_bounded(pids[r], std::chrono::seconds(30));
+    const std::string err = read_file(errs[r]);
+    CAPTURE(r);
+    CAPTURE(err);
+    CHECK(status != -1);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 3);
+    CHECK(err.find("closed the connection during allreduce") != std::string::npos);
+    CHECK(err.find("rank 1 (") != std::string::npos);
+    CHECK(err.find("timed out") == std::string::npos);
+  }
+  for (const auto& e : errs) std::remove(e.c_str());
+}
+
+}  // namespace ringgrad::comm::testing
