@@ -19,7 +19,7 @@ constexpr ReduceOp kOps[] = {ReduceOp::sum, ReduceOp::avg, ReduceOp::prod, Reduc
 // 0, 1, fewer than the ranks, odd, and more than one pipeline segment but not a multiple of it.
 std::vector<int64_t> counts_for(int world, DType dtype) {
   const int64_t segment = static_cast<int64_t>(ring::kSegmentBytes / dtype_size(dtype));
-  return {0, 1, world - 1, 7, 1001, 2 * segment * world + 3};
+  return {0, 1, world - 1, 7, 1001, segment * world + world + 1};
 }
 
 Tensor filled(int64_t count, DType dtype, const std::function<double(int64_t)>& value) {

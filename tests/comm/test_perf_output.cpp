@@ -1,0 +1,126 @@
+// all_reduce_perf & co. as users see them: the nccl-tests table parses, busbw = algbw times
+// the collective's factor, an injected bit flip gives #wrong > 0 and a non-zero exit, and bad
+// flags fail with one line. Ranks are separate processes started with RANK/WORLD_SIZE set.
+#include <doctest/doctest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Run {
+  int exit_code;
+  std::string out;
+};
+
+// Runs `ranks` copies of a perf binary on loopback; returns rank 0's stdout+stderr and the
+// worst exit code.
+Run run_perf(const std::string& binary, int ranks, const std::string& flags, const std::string& env = "") {
+  static std::mt19937 rng(std::random_device{}());
+  const int port = 30000 + static_cast<int>(rng() % 20000);
+  std::string cmd = "cd /tmp && codes=0; ";
+  for (int r = ranks - 1; r >= 0; --r)
+    cmd += (ranks > 1 ? "RANK=" + std::to_string(r) + " WORLD_SIZE=" + std::to_string(ranks) +
+                        " MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " "
+                      : std::string()) +
+           "RINGGRAD_LOG=warn " + env + " timeout 60 " + std::string(PERF_BIN_DIR) + "/" + binary + " " +
+           flags + (r == 0 ? " 2>&1; codes=$((codes > $? ? codes : $?)); " : " >/dev/null 2>&1 & ");
+  cmd += "wait; exit $codes";
+  Run run{0, ""};
+  FILE* p = popen(cmd.c_str(), "r");
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) run.out.append(buf, n);
+  const int status = pclose(p);
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+  return run;
+}
+
+struct Row {
+  double size, count, time[2], algbw[2], busbw[2], wrong[2];
+};
+
+std::vector<Row> table_rows(const std::string& out) {
+  std::vector<Row> rows;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream f(line);
+    Row r;
+    std::string type, redop;
+    int root;
+    if (f >> r.size >> r.count >> type >> redop >> root >> r.time[0] >> r.algbw[0] >> r.busbw[0] >>
+        r.wrong[0] >> r.time[1] >> r.algbw[1] >> r.busbw[1] >> r.wrong[1])
+      rows.push_back(r);
+  }
+  return rows;
+}
+
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("all_reduce_perf on 3 ranks: nccl-tests table, busbw = algbw * 2(n-1)/n, checked") {
+  Run run = run_perf("all_reduce_perf", 3, "-b 8 -e 1M -f 8 -n 3 -w 1 -c 1 -d all -o sum");
+  CAPTURE(run.out);
+  CHECK(run.exit_code == 0);
+  CHECK(has(run.out, "#  Rank 0 Pid"));
+  CHECK(has(run.out, "#  Rank 2 Pid"));
+  CHECK(has(run.out, "out-of-place"));
+  CHECK(has(run.out, "# Out of bounds values : 0 OK"));
+  CHECK(has(run.out, "# Avg bus bandwidth"));
+  const auto rows = table_rows(run.out);
+  CHECK(rows.size() == 7 * 6);  // 7 dtypes x sizes 8, 64, 512, 4K, 32K, 256K
+  for (const auto& r : rows)
+    for (int k = 0; k < 2; ++k) {
+      CHECK(r.wrong[k] == 0);
+      CHECK(std::abs(r.busbw[k] - r.algbw[k] * 2.0 * 2 / 3) <= 0.011);  // both printed to 0.01
+    }
+}
+
+TEST_CASE("the other perf binaries check their results on 2 ranks") {
+  for (const char* bin : {"all_gather_perf", "reduce_scatter_perf", "broadcast_perf"}) {
+    Run run = run_perf(bin, 2, "-b 1K -e 64K -f 8 -n 2 -w 1 -r 1 -d all");
+    CAPTURE(bin);
+    CAPTURE(run.out);
+    CHECK(run.exit_code == 0);
+    CHECK(has(run.out, "# Out of bounds values : 0 OK"));
+    CHECK(!table_rows(run.out).empty());
+  }
+}
+
+TEST_CASE("an injected bit flip gives #wrong > 0 and a non-zero exit") {
+  Run run = run_perf("all_reduce_perf", 2, "-b 1K -e 1K -n 1 -w 0", "RINGGRAD_PERF_INJECT_BITFLIP=1");
+  CAPTURE(run.out);
+  CHECK(run.exit_code == 1);
+  CHECK(has(run.out, "FAILED"));
+  const auto rows = table_rows(run.out);
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0].wrong[0] > 0);
+}
+
+TEST_CASE("bad flags fail with one line; world size 1 warns") {
+  const std::pair<const char*, const char*> cases[] = {
+      {"-b 1M -e 1K", "larger than -e/--maxbytes"},
+      {"-b 1K -e 1M -f 1 -i 0", "never reaches -e"},
+      {"-d complex", "float, double, half, bfloat16, int32, int64, uint8, all"},
+      {"-o xor", "sum, prod, max, min, avg, all"},
+      {"--device cuda", "not available in this build yet"},
+      {"--backend nccl", "not available in this build yet"}};
+  for (const auto& [flags, message] : cases) {
+    Run run = run_perf("all_reduce_perf", 1, flags);
+    CAPTURE(flags);
+    CAPTURE(run.out);
+    CHECK(run.exit_code == 2);
+    CHECK(has(run.out, message));
+    CHECK(std::count(run.out.begin(), run.out.end(), '\n') == 1);
+  }
+  Run alone = run_perf("all_reduce_perf", 1, "-b 8 -e 8 -n 1 -w 0");
+  CHECK(alone.exit_code == 0);
+  CHECK(has(alone.out, "WARNING: world size 1"));
+}
