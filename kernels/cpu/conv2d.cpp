@@ -309,7 +309,7 @@ void conv2d_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b
   cpu::dispatch_float(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     if (x.size(0) == 0) return;
-    cpu::hold_blas_to_one_thread();
+    cpu::use_single_threaded_blas();
     forward(y.data<T>(), x.data<T>(), w.data<T>(), bias.defined() ? bias.data<T>() : nullptr,
             x.size(0), g);
   });
@@ -335,7 +335,7 @@ void conv2d_backward(Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& dy, co
       return;
     }
     if (!dx.defined() && !dw.defined()) return;
-    cpu::hold_blas_to_one_thread();
+    cpu::use_single_threaded_blas();
     backward(dx.defined() ? dx.data<T>() : nullptr, dw.defined() ? dw.data<T>() : nullptr,
              dy.data<T>(), x.data<T>(), w.data<T>(), N, g);
   });

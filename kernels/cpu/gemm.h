@@ -11,19 +11,11 @@
 
 #include "kernels/cpu/cpu_dispatch.h"
 
-// Note [BLAS threads]
-// Our CPU kernels parallelise with OpenMP and call BLAS from inside parallel regions, one
-// single-threaded GEMM per thread on disjoint data (conv2d: one per chunk of images). OpenBLAS
-// is the pthread build: allowed n threads, it hands every such call to its own thread pool,
-// which then fights the OpenMP team for the cores (measured at 2 threads: resnet conv shapes
-// 10-20x slower). So the GEMM-backed ops hold OpenBLAS at one thread before they fork, whatever
-// kernels::set_num_threads asked of it; the n threads all belong to OpenMP.
-
 namespace ringgrad::kernels::cpu {
 
-inline void hold_blas_to_one_thread() {
-  if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
-}
+// Keeps OpenBLAS single-threaded (see Note [BLAS threads] in threads.cpp); cheap after the
+// first call. Every GEMM-backed kernel calls it before it forks.
+void use_single_threaded_blas();
 
 enum class Op : bool { none = false, transpose = true };
 
@@ -52,7 +44,7 @@ void parallel_gemm(Op op_a, Op op_b, int64_t m, int64_t n, int64_t k, T alpha, c
   const int threads = static_cast<int>(std::clamp<int64_t>(
       std::min(m * n * k / kMinMultiplyAddsPerThread, longer), 1, omp_get_max_threads()));
   if (threads == 1) return gemm(op_a, op_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  hold_blas_to_one_thread();
+  use_single_threaded_blas();
   const bool split_rows = m >= n;
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (int t = 0; t < threads; ++t) {

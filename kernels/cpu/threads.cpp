@@ -1,18 +1,33 @@
-// Thread count shared by OpenMP loops and OpenBLAS.
+// Thread count shared by every CPU kernel, and the rule that OpenBLAS runs single-threaded.
 #include <omp.h>
 
+#include <mutex>
+
+#include "kernels/cpu/gemm.h"
 #include "kernels/ops.h"
 
-extern "C" void openblas_set_num_threads(int);
+// Note [BLAS threads]
+// Our CPU kernels parallelise with OpenMP and call BLAS from inside parallel regions, one
+// single-threaded GEMM per thread on disjoint data (conv2d: one per chunk of images). OpenBLAS
+// is the pthread build: allowed n threads, it hands every such call to its own thread pool,
+// which then fights the OpenMP team for the cores (measured at 2 threads: resnet conv shapes
+// 10-20x slower). So OpenBLAS is held at one thread and the n threads all belong to OpenMP.
 
 namespace ringgrad::kernels {
 
 void set_num_threads(int n) {
   RG_CHECK_GE(n, 1, "thread count");
   omp_set_num_threads(n);
-  openblas_set_num_threads(n);
+  cpu::use_single_threaded_blas();
 }
 
 int num_threads() { return omp_get_max_threads(); }
+
+namespace cpu {
+void use_single_threaded_blas() {
+  static std::once_flag once;
+  std::call_once(once, [] { openblas_set_num_threads(1); });
+}
+}  // namespace cpu
 
 }  // namespace ringgrad::kernels
