@@ -47,8 +47,9 @@ void ring_broadcast(Transport& t, const void* input, void* output, size_t bytes,
 
 enum class AllreduceAlgorithm { ring, tree };
 // Messages up to kTreeMaxBytes use the tree: below that, the ring's 2(n-1) latency-bound steps
-// cost more than the tree's extra bytes (measured with all_reduce_perf on loopback, see
-// docs/ring-allreduce.md). RINGGRAD_ALGO=ring|tree forces one (`forced`, empty = by size).
+// cost more than the tree's extra bytes (all_reduce_perf on loopback: the two cross between
+// 32 KiB and 512 KiB with 2-4 ranks; re-tune on a quiet machine). RINGGRAD_ALGO=ring|tree
+// forces one (`forced`, empty = by size).
 constexpr size_t kTreeMaxBytes = 64 << 10;
 AllreduceAlgorithm choose_allreduce_algorithm(size_t bytes, int world, const std::string& forced);
 

@@ -2,12 +2,15 @@
 // the collective's factor, an injected bit flip gives #wrong > 0 and a non-zero exit, and bad
 // flags fail with one line. Ranks are separate processes started with RANK/WORLD_SIZE set.
 #include <doctest/doctest.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -21,9 +24,21 @@ struct Run {
 
 // Runs `ranks` copies of a perf binary on loopback; returns rank 0's stdout+stderr and the
 // worst exit code.
-Run run_perf(const std::string& binary, int ranks, const std::string& flags, const std::string& env = "") {
-  static std::mt19937 rng(std::random_device{}());
-  const int port = 30000 + static_cast<int>(rng() % 20000);
+// A port the kernel just handed out (and we released): free unless someone races us for it.
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
+  socklen_t len = sizeof sa;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
+  close(fd);
+  return ntohs(sa.sin_port);
+}
+
+Run run_once(const std::string& binary, int ranks, const std::string& flags, const std::string& env) {
+  const int port = free_port();
   std::string cmd = "cd /tmp && codes=0; ";
   for (int r = ranks - 1; r >= 0; --r)
     cmd += (ranks > 1 ? "RANK=" + std::to_string(r) + " WORLD_SIZE=" + std::to_string(ranks) +
@@ -38,6 +53,14 @@ Run run_perf(const std::string& binary, int ranks, const std::string& flags, con
   while (size_t n = fread(buf, 1, sizeof buf, p)) run.out.append(buf, n);
   const int status = pclose(p);
   run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+  return run;
+}
+
+// Retries when the store port was taken between free_port() and the store's bind.
+Run run_perf(const std::string& binary, int ranks, const std::string& flags, const std::string& env = "") {
+  Run run = run_once(binary, ranks, flags, env);
+  for (int attempt = 0; attempt < 3 && run.out.find("address already in use") != std::string::npos; ++attempt)
+    run = run_once(binary, ranks, flags, env);
   return run;
 }
 
