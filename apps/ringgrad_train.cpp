@@ -39,6 +39,17 @@ int main(int argc, char** argv) {
   app.add_option("--log-json", c.log_json_path, "write one JSON object per logged step and per epoch");
   app.add_option("--log-every", c.log_every, "steps between progress lines and JSON step records")
       ->check(CLI::PositiveNumber);
+  app.add_option("--checkpoint-every", c.checkpoint_every,
+                 "steps between checkpoints written to --save (0: only at the end)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--backend", c.backend, "collectives for multi-process runs: ring, nccl or auto")
+      ->check(CLI::IsMember({"ring", "nccl", "auto"}));
+  app.add_option("--bucket-cap-mb", c.bucket_cap_mb, "DDP gradient bucket size in MiB")
+      ->check(CLI::PositiveNumber);
+  app.add_flag("--sync-bn", c.sync_bn, "BatchNorm statistics over all ranks (SyncBatchNorm)");
+  app.add_option("--grad-compression", c.grad_compression,
+                 "all-reduce gradients as none, fp16 or bf16")
+      ->check(CLI::IsMember({"none", "fp16", "bf16"}));
   bool no_eval = false;
   app.add_flag("--no-eval", no_eval, "skip the test-set evaluation after each epoch");
   try {

@@ -17,6 +17,21 @@ namespace ringgrad::nn {
 namespace {
 
 thread_local bool t_grad_enabled = true;
+thread_local std::vector<std::function<void()>>* t_backward_callbacks = nullptr;
+
+// Makes queued callbacks available for the duration of one backward on this thread.
+class CallbackScope {
+ public:
+  CallbackScope() : previous_(t_backward_callbacks) { t_backward_callbacks = &callbacks_; }
+  ~CallbackScope() { t_backward_callbacks = previous_; }
+  void run() {
+    for (size_t i = 0; i < callbacks_.size(); ++i) callbacks_[i]();  // may queue more
+  }
+
+ private:
+  std::vector<std::function<void()>> callbacks_;
+  std::vector<std::function<void()>>* previous_;
+};
 
 // The first gradient of a backward is taken over without a copy when nothing else holds it
 // and the leaf's gradient storage is not pinned (a DDP bucket view is, and gets copied into).
@@ -112,11 +127,13 @@ void backward(const Variable& root) {
   }
 
   // Pass 2: run nodes whose output gradient is complete.
+  CallbackScope callbacks;
   Tensor seed = Tensor::empty(root.shape(), root.value().dtype(), root.value().device());
   seed.fill_(1.0);
   if (!start->grad_fn) {
     accumulate_leaf(*start, seed);
     for (auto& hook : start->grad_ready_hooks) hook();
+    callbacks.run();
     return;
   }
   start->pending_grad = seed;
@@ -151,6 +168,13 @@ void backward(const Variable& root) {
       }
     }
   }
+  callbacks.run();
+}
+
+void queue_backward_callback(std::function<void()> callback) {
+  RG_CHECK(t_backward_callbacks != nullptr,
+           "queue_backward_callback is for grad-ready hooks, during backward()");
+  t_backward_callbacks->push_back(std::move(callback));
 }
 
 bool grad_enabled() { return t_grad_enabled; }

@@ -5,6 +5,10 @@
 #include "kernels/ops.h"
 #include "nn/autograd/variable.h"
 
+namespace ringgrad::comm {
+class ProcessGroup;
+}
+
 namespace ringgrad::nn {
 
 // x: (N, C, H, W)  w: (K, C, R, S)  bias: (K) or undefined  ->  (N, K, P, Q)
@@ -19,6 +23,13 @@ Variable linear(const Variable& x, const Variable& w, const Variable& bias);
 Variable batch_norm(const Variable& x, const Variable& gamma, const Variable& beta,
                     Tensor& running_mean, Tensor& running_var, bool training, double momentum,
                     double eps);
+
+// SyncBatchNorm's training forward: the batch statistics are those of the global batch, over
+// every rank of `group` (per-channel sums all-reduced), and so are the reductions of backward.
+// Collective: every rank calls it for the same layers in the same order.
+Variable sync_batch_norm(const Variable& x, const Variable& gamma, const Variable& beta,
+                         Tensor& running_mean, Tensor& running_var, double momentum, double eps,
+                         comm::ProcessGroup& group);
 
 Variable relu(const Variable& x);
 Variable add(const Variable& a, const Variable& b);

@@ -67,8 +67,12 @@ class Variable {
   VariablePtr impl_;
 };
 
-// Runs backward from a scalar (one-element) variable: d(root)/d(root) = 1.
+// Runs backward from a scalar (one-element) variable: d(root)/d(root) = 1. Callbacks queued
+// during it (queue_backward_callback) run, in order, after the last node.
 void backward(const Variable& root);
+// For grad-ready hooks: run `callback` once this backward has finished (DDP waits for its
+// buckets there). Throws outside a backward.
+void queue_backward_callback(std::function<void()> callback);
 
 // Grad mode: while a NoGradGuard lives, operations record no graph (evaluation, updates).
 bool grad_enabled();

@@ -49,6 +49,9 @@ BatchNorm2d::BatchNorm2d(int channels, double momentum, double eps)
 
 Variable BatchNorm2d::forward(const Variable& x) {
   if (is_training() && num_batches_tracked_.is_cpu()) num_batches_tracked_.data<int64_t>()[0]++;
+  if (is_training() && sync_group_)
+    return sync_batch_norm(x, weight_, bias_, running_mean_, running_var_, momentum_, eps_,
+                           *sync_group_);
   return batch_norm(x, weight_, bias_, running_mean_, running_var_, is_training(), momentum_,
                     eps_);
 }
@@ -60,6 +63,12 @@ Linear::Linear(int in_features, int out_features, Generator& rng)
                                uniform_tensor({out_features}, 1.0 / std::sqrt(in_features), rng))) {}
 
 Variable Linear::forward(const Variable& x) { return linear(x, weight_, bias_); }
+
+void convert_sync_batchnorm(Module& model, comm::ProcessGroup& group) {
+  model.apply([&](Module& m) {
+    if (auto* bn = dynamic_cast<BatchNorm2d*>(&m)) bn->set_sync_group(&group);
+  });
+}
 
 MaxPool2d::MaxPool2d(int kernel, int stride, int padding) {
   params_.kernel_h = params_.kernel_w = kernel;

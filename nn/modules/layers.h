@@ -27,8 +27,11 @@ class BatchNorm2d : public Module {
  public:
   explicit BatchNorm2d(int channels, double momentum = 0.1, double eps = 1e-5);
   Variable forward(const Variable& x) override;
+  // With a group, training statistics span all its ranks (SyncBatchNorm); null: per rank.
+  void set_sync_group(comm::ProcessGroup* group) { sync_group_ = group; }
 
  private:
+  comm::ProcessGroup* sync_group_ = nullptr;
   Variable& weight_;
   Variable& bias_;
   Tensor& running_mean_;
@@ -52,6 +55,10 @@ class ReLU : public Module {
  public:
   Variable forward(const Variable& x) override { return relu(x); }
 };
+
+// Makes every BatchNorm2d in `model` a SyncBatchNorm over `group` (PyTorch's
+// SyncBatchNorm.convert_sync_batchnorm).
+void convert_sync_batchnorm(Module& model, comm::ProcessGroup& group);
 
 class MaxPool2d : public Module {
  public:

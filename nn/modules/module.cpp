@@ -74,6 +74,10 @@ int64_t Module::num_parameters() const {
   return n;
 }
 
+void Module::apply(const std::function<void(Module&)>& f) {
+  visit("", [&](const std::string&, Module& m) { f(m); });
+}
+
 void Module::train(bool on) {
   visit("", [&](const std::string&, Module& m) { m.training_ = on; });
 }

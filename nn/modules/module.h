@@ -4,6 +4,7 @@
 // PyTorch's too: a module's own parameters, then its own buffers, then each child in turn.
 #pragma once
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -29,6 +30,7 @@ class Module {
                        bool strict = true);
   int64_t num_parameters() const;
 
+  void apply(const std::function<void(Module&)>& f);  // this module and every descendant
   void train(bool on = true);
   void eval() { train(false); }
   bool is_training() const { return training_; }

@@ -26,6 +26,13 @@ struct TrainConfig {
   std::string log_json_path;       // one JSON object per logged step and per epoch
   int log_every = 50;              // steps between plain progress lines / JSON step records
   bool eval = true;                // test loss and accuracy after each epoch
+  int64_t checkpoint_every = 0;    // steps between checkpoints to save_path (0: only at the end)
+
+  // Data parallel (used when launched with WORLD_SIZE > 1, e.g. by ringgrad-run):
+  std::string backend = "auto";    // ring | nccl | auto
+  double bucket_cap_mb = 25;
+  bool sync_bn = false;            // BatchNorm statistics over all ranks (SyncBatchNorm)
+  std::string grad_compression = "none";  // none | fp16 | bf16
 };
 
 struct TrainResult {

@@ -1,22 +1,31 @@
 // Training loop. Each step: set the scheduled learning rate (and momentum for onecycle),
-// forward, cross-entropy, backward, SGD step. Resume restores weights, BN buffers, momentum
-// buffers and the position (epoch, batch), and the sampler's order is a function of
-// (seed, epoch), so the continued run sees exactly the batches the uninterrupted one would.
+// forward, cross-entropy, backward, SGD step. Launched with WORLD_SIZE > 1 (ringgrad-run,
+// torchrun-style environment, mpirun or srun) the model is wrapped in DistributedDataParallel:
+// each rank trains on its DistributedSampler shard with --batch-size images per step, the
+// gradients are averaged by the bucketed all-reduce, and rank 0 alone prints, logs and writes
+// checkpoints. Resume restores weights, BN buffers, momentum buffers and the position (epoch,
+// batch); the sampler's order is a function of (seed, epoch), so the continued run sees exactly
+// the batches the uninterrupted one would.
 #include "nn/train/trainer.h"
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
+#include "comm/store/worker_store.h"
+#include "core/env.h"
 #include "core/logging.h"
 #include "kernels/ops.h"
 #include "nn/autograd/ops.h"
 #include "nn/data/dataloader.h"
 #include "nn/models/resnet.h"
 #include "nn/optim/lr_schedule.h"
+#include "nn/parallel/distributed_data_parallel.h"
 #include "nn/train/checkpoint.h"
+#include "nn/train/evaluate.h"
 #include "nn/train/progress.h"
 
 namespace ringgrad::nn {
@@ -41,25 +50,29 @@ Splits load_data(const TrainConfig& c) {
   return {to_dataset(raw_train, norm), to_dataset(raw_test, norm)};
 }
 
-struct EvalResult {
-  double loss = 0, accuracy = 0;
+// The job this process belongs to: a world of one, or the ranks a launcher started.
+struct Job {
+  comm::WorkerEnv env;
+  std::optional<comm::WorkerStore> store;
+  std::unique_ptr<comm::ProcessGroup> group;  // null in a world of one
+  bool leader() const { return env.rank == 0; }
 };
 
-EvalResult evaluate(Module& model, const Dataset& test, int64_t batch_size) {
-  NoGradGuard no_grad;
-  model.eval();
-  double loss_sum = 0;
-  int64_t correct = 0;
-  const int64_t n = test.size();
-  for (int64_t start = 0; start < n; start += batch_size) {
-    const int64_t rows = std::min(batch_size, n - start);
-    Tensor labels = test.labels.narrow(start, rows);
-    Variable logits = model.forward(Variable(test.images.narrow(start, rows)));
-    loss_sum += cross_entropy(logits, labels).value().item() * static_cast<double>(rows);
-    correct += kernels::count_correct(logits.value(), labels);
-  }
-  model.train();
-  return {n ? loss_sum / n : 0, n ? static_cast<double>(correct) / n : 0};
+Job join_job(const TrainConfig& c) {
+  Job job;
+  const bool launched = env_get("RANK") || env_get("OMPI_COMM_WORLD_RANK") || env_get("SLURM_PROCID");
+  if (!launched) return job;
+  job.env = comm::read_worker_env();
+  if (job.env.world_size == 1) return job;
+  set_log_rank(job.env.rank);
+  const comm::Milliseconds timeout = comm::default_collective_timeout();
+  job.store.emplace(comm::create_worker_store(job.env, timeout));
+  comm::ProcessGroupOptions options;
+  options.group_name = "ringgrad-train";
+  options.generation = job.env.generation;
+  job.group = comm::create_process_group(c.backend, job.store->store, job.env.rank,
+                                         job.env.world_size, options);
+  return job;
 }
 
 }  // namespace
@@ -70,6 +83,8 @@ TrainResult train(const TrainConfig& c) {
   const int threads = c.threads > 0 ? c.threads
                                     : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   kernels::set_num_threads(threads);
+  Job job = join_job(c);
+  const int world = job.env.world_size, rank = job.env.rank;
 
   Splits data = load_data(c);
   Generator init_rng(c.seed, /*stream=*/0);
@@ -81,32 +96,46 @@ TrainResult train(const TrainConfig& c) {
   sgd.nesterov = c.nesterov;
   Sgd optimizer(model->parameters(), sgd);
 
-  DataLoader loader(data.train, DistributedSampler(data.train.size(), 1, 0, true, c.seed),
+  DataLoader loader(data.train, DistributedSampler(data.train.size(), world, rank, true, c.seed),
                     c.batch_size);
   const int64_t steps_per_epoch = loader.num_batches();
   const int64_t total_steps = steps_per_epoch * c.epochs;
   LrSchedule schedule(parse_lr_schedule(c.lr_schedule), c.lr, total_steps, c.warmup_steps);
   CheckpointInfo info{c.model, c.seed, total_steps};
-
   TrainingPosition pos;
   if (!c.resume_path.empty()) {
     pos = load_checkpoint(c.resume_path, *model, optimizer, info);
-    log_info("resumed from ", c.resume_path, " at epoch ", pos.epoch + 1, ", step ",
-             pos.global_step);
+    if (job.leader())
+      log_info("resumed from ", c.resume_path, " at epoch ", pos.epoch + 1, ", step ", pos.global_step);
   }
 
-  ProgressReporter progress(true, c.log_every);
-  JsonLog json(c.log_json_path);
+  std::unique_ptr<DistributedDataParallel> ddp;
+  if (job.group) {
+    if (c.sync_bn) convert_sync_batchnorm(*model, *job.group);
+    DdpOptions options;
+    options.reducer.bucket_cap_bytes = static_cast<size_t>(c.bucket_cap_mb * (1 << 20));
+    options.reducer.compression = comm::parse_grad_compression(c.grad_compression);
+    ddp = std::make_unique<DistributedDataParallel>(model, *job.group, options);
+  }
+  auto forward = [&](const Variable& x) { return ddp ? ddp->forward(x) : model->forward(x); };
+  auto save = [&](const TrainingPosition& at) {
+    if (job.leader() && !c.save_path.empty()) save_checkpoint(c.save_path, *model, optimizer, at, info);
+  };
+
+  ProgressReporter progress(job.leader(), c.log_every);
+  JsonLog json(job.leader() ? c.log_json_path : "");
   progress.line(str_cat("ringgrad-train: ", c.model, " (", model->num_parameters(),
-                        " parameters), ", data.train.size(), " training images, batch ",
-                        c.batch_size, ", ", threads, " threads"));
+                        " parameters), ", data.train.size(), " training images, ", world,
+                        world == 1 ? " process" : " processes", " x batch ", c.batch_size, ", ",
+                        threads, " threads each", job.group ? ", backend " + job.group->backend_name() : ""));
   TrainResult result;
   double train_seconds = 0;
-  int64_t images_trained = 0;
+  int64_t images_trained = 0;  // on this rank
   bool stop = false;
   for (int64_t epoch = pos.epoch; epoch < c.epochs && !stop; ++epoch) {
-    loader.start_epoch(epoch, epoch == pos.epoch ? pos.batch_in_epoch : 0);
-    int64_t batch_index = epoch == pos.epoch ? pos.batch_in_epoch : 0;
+    const int64_t first_batch = epoch == pos.epoch ? pos.batch_in_epoch : 0;
+    loader.start_epoch(epoch, first_batch);
+    int64_t batch_index = first_batch;
     double epoch_loss = 0;
     int64_t epoch_correct = 0, epoch_images = 0;
     const auto epoch_start = Clock::now();
@@ -116,18 +145,17 @@ TrainResult train(const TrainConfig& c) {
       optimizer.set_lr(schedule.lr(pos.global_step));
       if (auto m = schedule.momentum(pos.global_step)) optimizer.set_momentum(*m);
       optimizer.zero_grad();
-      Variable logits = model->forward(Variable(batch.images));
+      Variable logits = forward(Variable(batch.images));
       Variable loss = cross_entropy(logits, batch.labels);
       backward(loss);
       optimizer.step();
 
       const int64_t rows = batch.labels.size(0);
       const double loss_value = loss.value().item();
-      const int64_t correct = kernels::count_correct(logits.value(), batch.labels);
+      epoch_correct += kernels::count_correct(logits.value(), batch.labels);
       train_seconds += seconds_since(step_start);
       images_trained += rows;
       epoch_loss += loss_value * static_cast<double>(rows);
-      epoch_correct += correct;
       epoch_images += rows;
       ++batch_index;
       ++pos.global_step;
@@ -142,13 +170,16 @@ TrainResult train(const TrainConfig& c) {
       s.loss = loss_value;
       s.accuracy = static_cast<double>(epoch_correct) / epoch_images;
       s.lr = optimizer.options().lr;
-      s.images_per_second = images_trained / std::max(1e-9, train_seconds);
-      s.eta_seconds = (total_steps - pos.global_step) * c.batch_size / std::max(1e-9, s.images_per_second);
+      s.images_per_second = world * images_trained / std::max(1e-9, train_seconds);
+      s.eta_seconds = (total_steps - pos.global_step) * c.batch_size * world /
+                      std::max(1e-9, s.images_per_second);
       progress.step(s);
       if (pos.global_step % c.log_every == 0 || batch_index == steps_per_epoch)
         json.write(nlohmann::json{{"type", "step"}, {"epoch", s.epoch}, {"step", pos.global_step},
                                   {"loss", loss_value}, {"accuracy", s.accuracy}, {"lr", s.lr},
                                   {"img_per_s", s.images_per_second}}.dump());
+      if (c.checkpoint_every > 0 && pos.global_step % c.checkpoint_every == 0)
+        save({epoch, batch_index, pos.global_step});
       if (c.max_steps > 0 && pos.global_step >= c.max_steps) {
         stop = true;
         break;
@@ -159,28 +190,26 @@ TrainResult train(const TrainConfig& c) {
     nlohmann::json record{{"type", "epoch"}, {"epoch", epoch + 1}, {"step", pos.global_step},
                           {"train_loss", epoch_images ? epoch_loss / epoch_images : 0.0},
                           {"train_accuracy", epoch_images ? double(epoch_correct) / epoch_images : 0.0},
-                          {"img_per_s", images_trained / std::max(1e-9, train_seconds)},
+                          {"img_per_s", world * images_trained / std::max(1e-9, train_seconds)},
                           {"seconds", seconds_since(epoch_start)}};
     if (c.eval && !stop) {
-      EvalResult ev = evaluate(*model, data.test, c.eval_batch_size);
+      EvalResult ev = evaluate(*model, data.test, c.eval_batch_size, job.group.get());
       result.test_loss = ev.loss;
       result.test_accuracy = ev.accuracy;
       record["test_loss"] = ev.loss;
       record["test_accuracy"] = ev.accuracy;
       progress.line(str_cat("epoch ", epoch + 1, "/", c.epochs, ": test loss ", ev.loss,
-                            ", test accuracy ", 100.0 * ev.accuracy, "% (", data.test.size(),
-                            " images)"));
+                            ", test accuracy ", 100.0 * ev.accuracy, "% (", ev.count, " images)"));
     }
     json.write(record.dump());
   }
   result.steps = pos.global_step;
-  result.images_per_second = images_trained / std::max(1e-9, train_seconds);
+  result.images_per_second = world * images_trained / std::max(1e-9, train_seconds);
   progress.line(str_cat("training throughput: ", static_cast<int64_t>(result.images_per_second),
-                        " img/s over ", images_trained, " images"));
-  if (!c.save_path.empty()) {
-    save_checkpoint(c.save_path, *model, optimizer, pos, info);
-    progress.line("saved checkpoint " + c.save_path);
-  }
+                        " img/s (all ranks) over ", world * images_trained, " images"));
+  save(pos);
+  if (job.leader() && !c.save_path.empty()) progress.line("saved checkpoint " + c.save_path);
+  if (job.store) job.store->finish(comm::default_collective_timeout());
   return result;
 }
 
