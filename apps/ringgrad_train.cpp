@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
                  "linear warm-up steps (constant, cosine); onecycle: steps of its rising phase (0: 30%)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--seed", c.seed, "seed for initialisation and data order");
-  app.add_option("--threads", c.threads, "CPU threads (0: all cores)")->check(CLI::NonNegativeNumber);
+  app.add_option("--threads", c.threads, "CPU threads per process (0: OMP_NUM_THREADS, else cores / processes on this node)")->check(CLI::NonNegativeNumber);
   app.add_option("--max-steps", c.max_steps, "stop after this many steps (0: no limit)")->check(CLI::NonNegativeNumber);
   app.add_option("--save", c.save_path, "write a checkpoint (safetensors) here at the end");
   app.add_option("--resume", c.resume_path, "continue from this checkpoint")->check(CLI::ExistingFile);

@@ -90,8 +90,7 @@ Tensor& Variable::grad() {
 void Variable::set_grad(Tensor grad) {
   RG_CHECK(grad.shape() == impl_->value.shape(), "set_grad: gradient shape ", grad.shape().str(),
            " differs from the value's ", impl_->value.shape().str());
-  impl_->grad = std::move(grad);
-  impl_->grad_is_zero = false;
+  impl_->grad = std::move(grad);  // a lazily zeroed gradient stays zero (grad_is_zero kept)
   impl_->grad_pinned = true;
 }
 

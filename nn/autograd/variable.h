@@ -57,7 +57,7 @@ class Variable {
   // zeroed lazily by zero_grad() is materialised as zeros here.
   Tensor& grad();
   // Sets the gradient storage, e.g. to a view into a DDP bucket; later gradients accumulate
-  // into it in place.
+  // into it in place. A gradient zeroed by zero_grad() stays zero whatever `grad` holds.
   void set_grad(Tensor grad);
   void zero_grad();  // lazy: marks the gradient as zero without touching memory
   // Called once per backward when this leaf's gradient is final (the DDP bucket hook).

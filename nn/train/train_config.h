@@ -19,7 +19,7 @@ struct TrainConfig {
   std::string lr_schedule = "onecycle";
   int64_t warmup_steps = 0;
   uint64_t seed = 0;
-  int threads = 0;                 // 0: all cores
+  int threads = 0;                 // 0: OMP_NUM_THREADS, else this node's cores / processes
   int64_t max_steps = 0;           // 0: no limit; stop (and save) after this many steps
   std::string save_path;           // checkpoint written at the end (and on --max-steps)
   std::string resume_path;         // checkpoint to continue from

@@ -80,10 +80,14 @@ Job join_job(const TrainConfig& c) {
 TrainResult train(const TrainConfig& c) {
   RG_CHECK(c.epochs >= 1, "--epochs must be at least 1, got ", c.epochs);
   RG_CHECK(c.batch_size >= 1, "--batch-size must be at least 1, got ", c.batch_size);
-  const int threads = c.threads > 0 ? c.threads
-                                    : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  kernels::set_num_threads(threads);
   Job job = join_job(c);
+  // Default: OMP_NUM_THREADS when set (ringgrad-run sets 1, as torchrun), else the cores
+  // shared among the processes of this node.
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = c.threads > 0 ? c.threads
+                      : static_cast<int>(env_int("OMP_NUM_THREADS",
+                                                 std::max(1, cores / job.env.local_world_size)));
+  kernels::set_num_threads(threads);
   const int world = job.env.world_size, rank = job.env.rank;
 
   Splits data = load_data(c);

@@ -1,0 +1,263 @@
+// Tests of DDP (nn/parallel + comm/reducer): ranks are threads on one HashStore with the ring
+// backend. Data-parallel training must equal single-process training on the same samples;
+// the first bucket's all-reduce must start before backward ends; replicas that differ, unused
+// parameters and no_sync accumulation behave as PyTorch's DDP (or better: a clear error).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+
+#include "comm/reducer/bucket_assignment.h"
+#include "nn/autograd/ops.h"
+#include "nn/data/mnist.h"
+#include "nn/models/resnet.h"
+#include "nn/modules/layers.h"
+#include "nn/optim/sgd.h"
+#include "nn/parallel/distributed_data_parallel.h"
+#include "tests/comm/ring_fixtures.h"
+#include "tests/kernels/gradcheck.h"
+
+using namespace ringgrad;
+using namespace ringgrad::nn;
+using comm::testing::make_ring_group;
+using comm::testing::spawn;
+
+namespace {
+
+kernels::SgdParams sgd_options() {
+  kernels::SgdParams o;
+  o.lr = 0.05;
+  o.momentum = 0.9;
+  o.weight_decay = 5e-4;
+  return o;
+}
+
+// K SGD steps of resnet8 on rows [offset, offset + rows) of each global batch of `data`.
+// group: null for one process; sync_bn makes the BN statistics global (as the reference's).
+std::vector<std::pair<std::string, Tensor>> train_steps(const Dataset& data, int steps,
+                                                        int64_t global_batch, int64_t offset,
+                                                        int64_t rows, comm::ProcessGroup* group) {
+  Generator rng(42);
+  auto model = make_model("resnet8", rng);
+  std::unique_ptr<DistributedDataParallel> ddp;
+  if (group) {
+    convert_sync_batchnorm(*model, *group);
+    ddp = std::make_unique<DistributedDataParallel>(model, *group);
+  }
+  Sgd sgd(model->parameters(), sgd_options());
+  for (int s = 0; s < steps; ++s) {
+    const int64_t start = s * global_batch + offset;
+    Variable x(data.images.narrow(start, rows));
+    Tensor labels = data.labels.narrow(start, rows);
+    sgd.zero_grad();
+    Variable logits = ddp ? ddp->forward(x) : model->forward(x);
+    backward(cross_entropy(logits, labels));
+    sgd.step();
+  }
+  auto sd = model->state_dict();
+  for (auto& [name, t] : sd) t = t.clone();
+  return sd;
+}
+
+void check_same_state(const std::vector<std::pair<std::string, Tensor>>& a,
+                      const std::vector<std::pair<std::string, Tensor>>& b, double tol) {
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!dtype_is_floating(a[i].second.dtype())) continue;
+    CAPTURE(a[i].first);
+    testing::check_close(a[i].second, b[i].second, tol, a[i].first.c_str());
+  }
+}
+
+}  // namespace
+
+TEST_CASE("ddp: data-parallel steps equal one process on the global batch (sync BN)") {
+  Dataset data = synthetic_mnist(96, 5);
+  for (int world : {2, 3}) {
+    CAPTURE(world);
+    const int64_t global = 24;
+    const int steps = 3;
+    auto reference = train_steps(data, steps, global, 0, global, nullptr);
+    auto store = std::make_shared<comm::HashStore>();
+    std::vector<std::vector<std::pair<std::string, Tensor>>> results(world);
+    spawn(world, [&](int rank) {
+      auto group = make_ring_group(store, rank, world, "equivalence");
+      const int64_t rows = global / world;
+      results[rank] = train_steps(data, steps, global, rank * rows, rows, group.get());
+    });
+    for (int r = 0; r < world; ++r) check_same_state(results[r], reference, 1e-5);
+  }
+}
+
+TEST_CASE("ddp: the first bucket's all-reduce starts before backward has finished") {
+  auto store = std::make_shared<comm::HashStore>();
+  Dataset data = synthetic_mnist(16, 2);
+  spawn(2, [&](int rank) {
+    auto group = make_ring_group(store, rank, 2, "overlap");
+    Generator rng(1);
+    auto model = make_model("resnet8", rng);
+    DdpOptions options;
+    options.reducer.first_bucket_bytes = 16 << 10;  // small buckets: several per backward
+    options.reducer.bucket_cap_bytes = 64 << 10;
+    DistributedDataParallel ddp(model, *group, options);
+    REQUIRE(ddp.reducer().buckets().size() >= 3);
+    for (int step = 0; step < 2; ++step) {  // step 2 runs with the rebuilt buckets
+      backward(cross_entropy(ddp.forward(Variable(data.images.narrow(rank * 8, 8))),
+                             data.labels.narrow(rank * 8, 8)));
+      const comm::ReducerTimeline& t = ddp.reducer().timeline();
+      CHECK(t.buckets.front().launched_s < t.last_grad_s);
+      for (const auto& b : t.buckets) CHECK(b.launched_s <= b.done_s);
+    }
+  });
+}
+
+TEST_CASE("ddp: resnet18's buckets with bucket_cap_mb 25") {
+  Generator rng(0);
+  auto model = make_model("resnet18", rng);
+  auto params = model->named_parameters();
+  std::vector<size_t> bytes;
+  for (auto& [name, p] : params) bytes.push_back(p.value().nbytes());
+  auto buckets = comm::compute_bucket_assignment(bytes, comm::kDefaultBucketCapBytes);
+  // Reverse order; the first bucket closes once it holds 1 MiB: the 9.4 MB layer4.1.conv2
+  // weight does that right after fc and layer4.1.bn2.
+  std::vector<std::string> first;
+  for (size_t i : buckets[0]) first.push_back(params[i].first);
+  CHECK(first == std::vector<std::string>{"fc.bias", "fc.weight", "layer4.1.bn2.bias",
+                                          "layer4.1.bn2.weight", "layer4.1.conv2.weight"});
+  REQUIRE(buckets.size() == 3);
+  size_t total = 0, second = 0;
+  for (size_t i : buckets[1]) second += bytes[i];
+  for (size_t b : bytes) total += b;
+  CHECK(second >= comm::kDefaultBucketCapBytes);
+  CHECK(second - bytes[buckets[1].back()] < comm::kDefaultBucketCapBytes);  // closed at the cap
+  CHECK(buckets[2].back() == 0);  // conv1.weight, registered first, reduced last
+  size_t counted = 0;
+  for (auto& b : buckets) counted += b.size();
+  CHECK(counted == params.size());
+  CHECK(total == 11175370 * sizeof(float));
+}
+
+TEST_CASE("bucket assignment: reverse order, small first bucket, explicit order") {
+  using comm::compute_bucket_assignment;
+  CHECK(compute_bucket_assignment({4096, 64, 1 << 20}, 1 << 20, 1 << 20) ==
+        comm::BucketAssignment{{2}, {1, 0}});
+  CHECK(compute_bucket_assignment({100, 100, 100, 100}, 150, 50) ==
+        comm::BucketAssignment{{3}, {2, 1}, {0}});
+  CHECK(compute_bucket_assignment({100, 100, 100}, 1000, 1000, {1, 0, 2}) ==
+        comm::BucketAssignment{{1, 0, 2}});
+  CHECK_THROWS_AS(compute_bucket_assignment({1, 2}, 10, 10, {0, 0}), Error);
+}
+
+TEST_CASE("ddp: replicas with different shapes fail on every rank naming the parameter") {
+  auto store = std::make_shared<comm::HashStore>();
+  std::vector<std::string> errors(2);
+  spawn(2, [&](int rank) {
+    auto group = make_ring_group(store, rank, 2, "mismatch");
+    Generator rng(1);
+    auto model = make_model("resnet8", rng, 1, rank == 0 ? 10 : 12);
+    try {
+      DistributedDataParallel ddp(model, *group);
+    } catch (const InvalidArgument& e) {
+      errors[rank] = e.what();
+    }
+  });
+  for (const std::string& e : errors) {
+    CAPTURE(e);
+    CHECK(e.find("'fc.weight' is float32 [10, 64] on rank 0 but float32 [12, 64] on rank 1") !=
+          std::string::npos);
+  }
+}
+
+TEST_CASE("ddp: no_sync accumulates locally; the next synchronised backward averages the sum") {
+  auto store = std::make_shared<comm::HashStore>();
+  Dataset data = synthetic_mnist(32, 3);
+  std::vector<Tensor> fc_grads(2), local_sums(2);
+  spawn(2, [&](int rank) {
+    auto group = make_ring_group(store, rank, 2, "no_sync");
+    Generator rng(1);
+    auto model = make_model("resnet8", rng);
+    DistributedDataParallel ddp(model, *group);
+    auto step = [&](int micro) {
+      const int64_t start = (rank * 2 + micro) * 8;
+      backward(cross_entropy(ddp.forward(Variable(data.images.narrow(start, 8))),
+                             data.labels.narrow(start, 8)));
+    };
+    Variable fc_weight = model->named_parameters().back().second;  // fc.bias
+    {
+      auto guard = ddp.no_sync();
+      step(0);
+    }
+    Tensor after_local = fc_weight.grad().clone();
+    step(1);
+    fc_grads[rank] = fc_weight.grad().clone();
+    local_sums[rank] = after_local;
+  });
+  // Both ranks hold the same averaged gradient, and it differs from either local one.
+  testing::check_close(fc_grads[0], fc_grads[1], 0, "averaged gradients agree");
+  CHECK(std::memcmp(fc_grads[0].raw_data(), local_sums[0].raw_data(), fc_grads[0].nbytes()) != 0);
+}
+
+namespace {
+// Two heads, of which forward uses only the first: "unused.weight" and "unused.bias" never get
+// a gradient.
+class OneHeadUnused : public Module {
+ public:
+  explicit OneHeadUnused(Generator& rng)
+      : used_(register_module("used", std::make_shared<Linear>(4, 3, rng))),
+        unused_(register_module("unused", std::make_shared<Linear>(4, 3, rng))) {}
+  Variable forward(const Variable& x) override { return used_->forward(x); }
+
+ private:
+  std::shared_ptr<Linear> used_, unused_;
+};
+}  // namespace
+
+TEST_CASE("ddp: parameters without a gradient are named in the error on every rank") {
+  auto store = std::make_shared<comm::HashStore>();
+  std::vector<std::string> errors(2);
+  spawn(2, [&](int rank) {
+    auto group = make_ring_group(store, rank, 2, "unused");
+    Generator rng(1);
+    auto model = std::make_shared<OneHeadUnused>(rng);
+    DistributedDataParallel ddp(model, *group);
+    Variable x(Tensor::full({2, 4}, 0.5));
+    try {
+      backward(cross_entropy(ddp.forward(x), Tensor::from_vector<int64_t>({0, 2}, {2})));
+    } catch (const Error& e) {
+      errors[rank] = e.what();
+    }
+  });
+  for (const std::string& e : errors) {
+    CAPTURE(e);
+    CHECK(e.find("received no gradient") != std::string::npos);
+    CHECK(e.find("reduced: unused.weight, unused.bias. ") != std::string::npos);
+  }
+}
+
+TEST_CASE("ddp: fp16 compression halves the bytes sent and stays close to fp32") {
+  auto store = std::make_shared<comm::HashStore>();
+  Dataset data = synthetic_mnist(16, 4);
+  std::map<std::string, std::vector<Tensor>> grads;
+  std::map<std::string, size_t> bytes;
+  std::mutex mu;
+  for (std::string mode : {"none", "fp16"}) {
+    spawn(2, [&](int rank) {
+      auto group = make_ring_group(store, rank, 2, "compress-" + mode);
+      Generator rng(1);
+      auto model = make_model("resnet8", rng);
+      DdpOptions options;
+      options.reducer.compression = comm::parse_grad_compression(mode);
+      DistributedDataParallel ddp(model, *group, options);
+      backward(cross_entropy(ddp.forward(Variable(data.images.narrow(rank * 8, 8))),
+                             data.labels.narrow(rank * 8, 8)));
+      if (rank != 0) return;
+      std::lock_guard<std::mutex> lock(mu);
+      for (auto& p : model->parameters()) grads[mode].push_back(p.grad().clone());
+      bytes[mode] = ddp.reducer().bytes_communicated();
+    });
+  }
+  CHECK(bytes["fp16"] * 2 == bytes["none"]);
+  for (size_t i = 0; i < grads["none"].size(); ++i)
+    testing::check_close(grads["fp16"][i], grads["none"][i], 2e-3, "fp16 vs fp32 gradient");
+}
