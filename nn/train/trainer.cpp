@@ -10,12 +10,11 @@
 
 #include <algorithm>
 #include <chrono>
-#include <optional>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
-#include "comm/store/worker_store.h"
+#include "comm/process_group/from_environment.h"
 #include "core/env.h"
 #include "core/logging.h"
 #include "kernels/ops.h"
@@ -50,37 +49,12 @@ Splits load_data(const TrainConfig& c) {
   return {to_dataset(raw_train, norm), to_dataset(raw_test, norm)};
 }
 
-// The job this process belongs to: a world of one, or the ranks a launcher started.
-struct Job {
-  comm::WorkerEnv env;
-  std::optional<comm::WorkerStore> store;
-  std::unique_ptr<comm::ProcessGroup> group;  // null in a world of one
-  bool leader() const { return env.rank == 0; }
-};
-
-Job join_job(const TrainConfig& c) {
-  Job job;
-  const bool launched = env_get("RANK") || env_get("OMPI_COMM_WORLD_RANK") || env_get("SLURM_PROCID");
-  if (!launched) return job;
-  job.env = comm::read_worker_env();
-  if (job.env.world_size == 1) return job;
-  set_log_rank(job.env.rank);
-  const comm::Milliseconds timeout = comm::default_collective_timeout();
-  job.store.emplace(comm::create_worker_store(job.env, timeout));
-  comm::ProcessGroupOptions options;
-  options.group_name = "ringgrad-train";
-  options.generation = job.env.generation;
-  job.group = comm::create_process_group(c.backend, job.store->store, job.env.rank,
-                                         job.env.world_size, options);
-  return job;
-}
-
 }  // namespace
 
 TrainResult train(const TrainConfig& c) {
   RG_CHECK(c.epochs >= 1, "--epochs must be at least 1, got ", c.epochs);
   RG_CHECK(c.batch_size >= 1, "--batch-size must be at least 1, got ", c.batch_size);
-  Job job = join_job(c);
+  comm::DistributedJob job = comm::join_distributed_job(c.backend, "ringgrad-train");
   // Default: OMP_NUM_THREADS when set (ringgrad-run sets 1, as torchrun), else the cores
   // shared among the processes of this node.
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -213,7 +187,7 @@ TrainResult train(const TrainConfig& c) {
                         " img/s (all ranks) over ", world * images_trained, " images"));
   save(pos);
   if (job.leader() && !c.save_path.empty()) progress.line("saved checkpoint " + c.save_path);
-  if (job.store) job.store->finish(comm::default_collective_timeout());
+  job.finish();
   return result;
 }
 

@@ -37,13 +37,16 @@ kernels::SgdParams sgd_options() {
 // group: null for one process; sync_bn makes the BN statistics global (as the reference's).
 std::vector<std::pair<std::string, Tensor>> train_steps(const Dataset& data, int steps,
                                                         int64_t global_batch, int64_t offset,
-                                                        int64_t rows, comm::ProcessGroup* group) {
+                                                        int64_t rows, comm::ProcessGroup* group,
+                                                        size_t bucket_cap = comm::kDefaultBucketCapBytes) {
   Generator rng(42);
   auto model = make_model("resnet8", rng);
   std::unique_ptr<DistributedDataParallel> ddp;
   if (group) {
     convert_sync_batchnorm(*model, *group);
-    ddp = std::make_unique<DistributedDataParallel>(model, *group);
+    DdpOptions options;
+    options.reducer.bucket_cap_bytes = options.reducer.first_bucket_bytes = bucket_cap;
+    ddp = std::make_unique<DistributedDataParallel>(model, *group, options);
   }
   Sgd sgd(model->parameters(), sgd_options());
   for (int s = 0; s < steps; ++s) {
@@ -72,10 +75,14 @@ void check_same_state(const std::vector<std::pair<std::string, Tensor>>& a,
 
 }  // namespace
 
-TEST_CASE("ddp: data-parallel steps equal one process on the global batch (sync BN)") {
+TEST_CASE("ddp: data-parallel steps equal one process on the global batch (sync BN, any buckets)") {
   Dataset data = synthetic_mnist(96, 5);
-  for (int world : {2, 3}) {
+  struct Case { int world; size_t bucket_cap; };
+  for (Case k : {Case{2, comm::kDefaultBucketCapBytes}, Case{3, comm::kDefaultBucketCapBytes},
+                 Case{2, 1024}, Case{2, size_t{1} << 40}}) {
+    const int world = k.world;
     CAPTURE(world);
+    CAPTURE(k.bucket_cap);
     const int64_t global = 24;
     const int steps = 3;
     auto reference = train_steps(data, steps, global, 0, global, nullptr);
@@ -84,7 +91,7 @@ TEST_CASE("ddp: data-parallel steps equal one process on the global batch (sync 
     spawn(world, [&](int rank) {
       auto group = make_ring_group(store, rank, world, "equivalence");
       const int64_t rows = global / world;
-      results[rank] = train_steps(data, steps, global, rank * rows, rows, group.get());
+      results[rank] = train_steps(data, steps, global, rank * rows, rows, group.get(), k.bucket_cap);
     });
     for (int r = 0; r < world; ++r) check_same_state(results[r], reference, 1e-5);
   }

@@ -1,0 +1,57 @@
+# The PyTorch side of compare_ddp.sh: DistributedDataParallel over Gloo, the same model, batch
+# per rank, threads and SGD settings as ddp_throughput, with sync or with every step under
+# no_sync(). Started once per rank with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set.
+# Rank 0 prints the same one-line format. Run with /usr/bin/python3 (Debian's python3-torch).
+import argparse
+import contextlib
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+
+from torch_train_throughput import make_model
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--model", default="resnet20")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--no-sync", action="store_true")
+    a = p.parse_args()
+    torch.set_num_threads(a.threads)
+    dist.init_process_group("gloo")
+    torch.manual_seed(0)
+    model = nn.parallel.DistributedDataParallel(make_model(a.model))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
+    x = torch.randn(a.batch_size, 1, 28, 28)
+    y = torch.randint(0, 10, (a.batch_size,))
+    loss_fn = nn.CrossEntropyLoss()
+
+    def step():
+        opt.zero_grad()
+        with model.no_sync() if a.no_sync else contextlib.nullcontext():
+            loss_fn(model(x), y).backward()
+        opt.step()
+
+    for _ in range(a.warmup):
+        step()
+    dist.barrier()
+    start = time.perf_counter()
+    for _ in range(a.steps):
+        step()
+    dist.barrier()
+    seconds = time.perf_counter() - start
+    world = dist.get_world_size()
+    if dist.get_rank() == 0:
+        mode = "no_sync" if a.no_sync else "sync"
+        print(f"{a.model} world {world} batch {a.batch_size} {mode} img/s "
+              f"{a.batch_size * a.steps * world / seconds:.1f}")
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
