@@ -2,9 +2,12 @@
 // backward for dw and, except for the stem, dx) for every distinct conv shape of resnet20 and
 // resnet18 at batch 64. `conv_bench --list-shapes` prints the shape table that
 // conv_compare_torch.py times in PyTorch; compare_conv.sh runs both and prints the ratios.
+// `--threads N` (default 2) sets the thread count; 1 gives steadier numbers on a busy machine.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -16,7 +19,7 @@ using namespace ringgrad;
 namespace {
 
 constexpr int64_t kBatch = 64;
-constexpr int kThreads = 2;
+int threads = 2;
 
 // One distinct conv of a network; `count` says how often it occurs there. The stem reads the
 // data batch, which needs no gradient (input_grad false).
@@ -70,7 +73,7 @@ Tensor random_tensor(const Shape& shape, Generator& gen) {
 }
 
 void conv_step(benchmark::State& state, const ConvShape& s) {
-  kernels::set_num_threads(kThreads);
+  kernels::set_num_threads(threads);
   kernels::Conv2dParams p;
   p.stride_h = p.stride_w = s.stride;
   p.pad_h = p.pad_w = s.pad;
@@ -109,6 +112,12 @@ int main(int argc, char** argv) {
   if (argc == 2 && std::strcmp(argv[1], "--list-shapes") == 0) {
     print_shapes();
     return 0;
+  }
+  if (argc >= 3 && std::strcmp(argv[1], "--threads") == 0) {
+    threads = std::max(1, std::atoi(argv[2]));
+    argv[2] = argv[0];  // drop the two arguments before Google Benchmark parses the rest
+    argc -= 2;
+    argv += 2;
   }
   for (const ConvShape& s : shapes())
     benchmark::RegisterBenchmark(shape_name(s).c_str(), conv_step, s)

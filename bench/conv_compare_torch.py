@@ -1,11 +1,11 @@
 #!/usr/bin/python3
 """Times every conv shape of `conv_bench --list-shapes` in PyTorch (forward + backward, batch 64,
-2 threads) and, unless --torch-only, beside it ours: per round and per shape, one PyTorch block
-then one conv_bench run filtered to that shape, so both sides see the same load on a shared
-machine. Each side keeps its fastest block over the rounds. Prints ours/PyTorch per shape and
+2 threads unless --threads) and, unless --torch-only, beside it ours: per round and per shape,
+one PyTorch block then one conv_bench run filtered to that shape, so both sides see the same load
+on a shared machine. Each side keeps its fastest block over the rounds. Prints ours/PyTorch per shape and
 summed per network (each shape times its count). Run with /usr/bin/python3 (PyTorch 1.13).
 
-  conv_compare_torch.py PATH/TO/conv_bench [--rounds N] [--torch-only]
+  conv_compare_torch.py PATH/TO/conv_bench [--rounds N] [--threads N] [--torch-only]
 """
 import argparse
 import json
@@ -17,7 +17,6 @@ import torch
 import torch.nn.functional as F
 
 BATCH = 64
-THREADS = 2
 BLOCK_S = 0.3  # one timed block per side, shape and round
 
 
@@ -54,11 +53,11 @@ class TorchConv:
         return (time.perf_counter() - start) / iters * 1e3
 
 
-def ours_block_ms(bench, name):
+def ours_block_ms(bench, name, threads):
     # Names hold no regex metacharacters (and Google Benchmark's regex rejects escaped '-').
     assert re.fullmatch(r"[\w/-]+", name), name
     run = subprocess.run(
-        [bench, f"--benchmark_filter=^{name}/", "--benchmark_format=json",
+        [bench, "--threads", str(threads), f"--benchmark_filter=^{name}/", "--benchmark_format=json",
          f"--benchmark_min_time={BLOCK_S}"], check=True, capture_output=True, text=True)
     (result,) = json.loads(run.stdout)["benchmarks"]
     assert result["time_unit"] == "ms", "conv_bench reports milliseconds"
@@ -69,9 +68,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("bench", help="path to the conv_bench binary")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--torch-only", action="store_true")
     args = parser.parse_args()
-    torch.set_num_threads(THREADS)
+    torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     shapes = read_shapes(args.bench)
     convs = {s["name"]: TorchConv(s) for s in shapes}
@@ -81,7 +81,7 @@ def main():
         for s in shapes:
             theirs[s["name"]] = min(theirs[s["name"]], convs[s["name"]].block_ms())
             if not args.torch_only:
-                ours[s["name"]] = min(ours[s["name"]], ours_block_ms(args.bench, s["name"]))
+                ours[s["name"]] = min(ours[s["name"]], ours_block_ms(args.bench, s["name"], args.threads))
 
     if args.torch_only:
         for s in shapes:

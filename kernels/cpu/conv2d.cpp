@@ -1,4 +1,5 @@
-// 2-D convolution on the CPU (f32, f64) as im2col + GEMM, forward and backward.
+// 2-D convolution on the CPU (f32, f64) as im2col + GEMM, forward and backward (for stride 1,
+// dx is the forward conv of dy with the flipped kernel; otherwise GEMM + col2im).
 // Work split: each OpenMP thread owns whole images, taken in chunks that become one GEMM each,
 // so forward outputs and dx never overlap between threads and need no locks; dw is summed from
 // one partial per thread. BLAS runs single-threaded inside the region (Note [BLAS threads]).
@@ -202,6 +203,33 @@ void bias_grad(T* dbias, const T* dy, int64_t N, const ConvGeometry& g) {
   }
 }
 
+// With stride 1 the input gradient is itself a convolution. From
+//   dx[c][i][j] = sum_{k,r,s} w[k][c][r][s] dy[k][i + pad_h - r][j + pad_w - s]
+// and r' = R-1-r, s' = S-1-s: dx = conv(dy, w') with w'[c][k][r'][s'] = w[k][c][R-1-r'][S-1-s']
+// and padding R-1-pad_h, S-1-pad_w (a real padding while pad <= kernel - 1). That runs the
+// forward path (im2col + GEMM straight into dx) instead of GEMM into a column matrix nine
+// times the size of dx, from a product with inner dimension K only, and col2im.
+bool input_grad_is_conv(const ConvGeometry& g) {
+  return g.stride_h == 1 && g.stride_w == 1 && g.pad_h <= g.R - 1 && g.pad_w <= g.S - 1;
+}
+
+ConvGeometry input_grad_geometry(const ConvGeometry& g) {
+  return {g.K, g.P, g.Q, g.C, g.R, g.S, g.H, g.W, 1, 1, g.R - 1 - g.pad_h, g.S - 1 - g.pad_w};
+}
+
+// w' (C, K, R, S) from w (K, C, R, S), as above.
+template <class T>
+Tensor flipped_transposed_kernel(const T* w, const ConvGeometry& g) {
+  Tensor flipped = Tensor::empty({g.C, g.K, g.R, g.S}, DTypeOf<T>::value);
+  T* f = flipped.data<T>();
+  const int64_t RS = g.R * g.S;
+  for (int64_t k = 0; k < g.K; ++k)
+    for (int64_t c = 0; c < g.C; ++c)
+      for (int64_t rs = 0; rs < RS; ++rs)
+        f[(c * g.K + k) * RS + RS - 1 - rs] = w[(k * g.C + c) * RS + rs];
+  return flipped;
+}
+
 // Per chunk, with dY the chunk's output gradient as (K, columns):
 //   dw^T (CRS, K)      += col(x) dY^T       (one partial per thread, summed and transposed last)
 //   dcol (CRS, columns) = w^T dY,  dx = col2im(dcol)
@@ -224,6 +252,12 @@ void backward(T* dx, T* dw, const T* dy, const T* x, const T* w, int64_t N, cons
                           [&](int64_t full, int64_t at) { dw[full] = at >= 0 ? dc[at] : T(0); });
     }
     return;
+  }
+  if (dx && input_grad_is_conv(g)) {
+    const Tensor flipped = flipped_transposed_kernel(w, g);
+    forward(dx, dy, flipped.data<T>(), static_cast<const T*>(nullptr), N, input_grad_geometry(g));
+    if (!dw) return;
+    dx = nullptr;
   }
   const ChunkPlan plan = plan_chunks(N, g, sizeof(T));
   const bool x_is_col = g.is_pointwise() && plan.images == 1;  // and dx is dcol
