@@ -47,7 +47,8 @@ void walk_columns(const ConvGeometry& g, int64_t images, ImageRun&& image_run,
 // shortcut. Output (p, q) of tap (r, s) reads flat input index p*W + q + shift with the constant
 // shift = (r - pad_h)*W + (s - pad_w), so each (tap, image) block of the column matrix is one
 // shifted copy of the plane, after which the entries that wrapped across a row edge (q outside
-// the tap's valid range) are cleared. Small images then cost one copy per block, not per row.
+// the tap's valid range) are cleared, column by column: a 3x3 tap wraps at most one column, so
+// clearing it row by row would cost a call per row. Small images then cost one copy per block.
 template <class T>
 void im2col_shifted(T* col, const T* x, int64_t images, const ConvGeometry& g) {
   const int64_t columns = images * g.output_plane(), Q = g.Q;
@@ -68,10 +69,11 @@ void im2col_shifted(T* col, const T* x, int64_t images, const ConvGeometry& g) {
           std::fill_n(out, ps.begin * Q, T(0));
           const int64_t begin = ps.begin * Q + qs.begin, end = (ps.end - 1) * Q + qs.end;
           std::memcpy(out + begin, plane + begin + shift, (end - begin) * sizeof(T));
-          for (int64_t p = ps.begin; p < ps.end; ++p) {
-            std::fill_n(out + p * Q, qs.begin, T(0));
-            std::fill_n(out + p * Q + qs.end, Q - qs.end, T(0));
-          }
+          auto clear_column = [&](int64_t q) {
+            for (int64_t p = ps.begin; p < ps.end; ++p) out[p * Q + q] = T(0);
+          };
+          for (int64_t q = 0; q < qs.begin; ++q) clear_column(q);
+          for (int64_t q = qs.end; q < Q; ++q) clear_column(q);
           std::fill_n(out + ps.end * Q, (g.P - ps.end) * Q, T(0));
         }
       }
