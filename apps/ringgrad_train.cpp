@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
   app.add_option("--model", c.model, "resnet8, resnet18 or resnet20")
       ->check(CLI::IsMember(ringgrad::nn::model_names()));
   app.add_option("--epochs", c.epochs, "passes over the training set")->check(CLI::PositiveNumber);
-  app.add_option("--batch-size", c.batch_size, "images per step")->check(CLI::PositiveNumber);
+  app.add_option("--batch-size", c.batch_size, "images per step, per process")->check(CLI::PositiveNumber);
   app.add_option("--eval-batch-size", c.eval_batch_size, "images per evaluation batch")->check(CLI::PositiveNumber);
   app.add_option("--lr", c.lr, "peak learning rate")->check(CLI::NonNegativeNumber);
   app.add_option("--momentum", c.momentum, "SGD momentum (onecycle cycles it between 0.85 and 0.95, as PyTorch)")

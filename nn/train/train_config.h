@@ -10,7 +10,9 @@ struct TrainConfig {
   bool synthetic = false;          // random data of MNIST shape, for throughput runs
   std::string model = "resnet20";
   int epochs = 1;
-  int batch_size = 64;
+  // Per process. 32 makes the main job (2 processes) train on the tutorial's global batch of
+  // 64; one epoch of it reaches ~89.8% on Fashion-MNIST where 2 x 64 stays at ~88.7%.
+  int batch_size = 32;
   int eval_batch_size = 500;
   double lr = 0.1;                 // peak learning rate
   double momentum = 0.9;           // (onecycle cycles momentum itself, as PyTorch)
