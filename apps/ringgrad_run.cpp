@@ -1,12 +1,18 @@
 // ringgrad-run: the launcher, a drop-in for torchrun. Flag parsing only; the work is done by
-// comm::run_launcher (comm/launcher/). Bad input exits 2 with one line; setup failures
-// (port in use, store unreachable, rendezvous timeout) exit 1 with one line.
+// comm::run_launcher (comm/launcher/), or with --hostfile by comm::run_ssh_launch, which
+// starts this same program on every host over SSH. Bad input exits 2 with one line; setup
+// failures (port in use, store unreachable, rendezvous timeout) exit 1 with one line.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <climits>
 #include <csignal>
 #include <cstdio>
+#include <sstream>
 
 #include "comm/launcher/launch_config.h"
 #include "comm/launcher/launcher.h"
+#include "comm/launcher/ssh_launch.h"
 #include "core/error.h"
 
 namespace {
@@ -26,6 +32,54 @@ int fail(int code, const std::string& message) {
   return code;
 }
 
+std::vector<std::string> split_words(const std::string& text, char sep) {
+  std::vector<std::string> words;
+  std::istringstream in(text);
+  for (std::string w; sep == ' ' ? bool(in >> w) : bool(std::getline(in, w, sep));)
+    if (!w.empty()) words.push_back(w);
+  return words;
+}
+
+std::string self_path() {
+  char path[PATH_MAX] = {};
+  const ssize_t n = ::readlink("/proc/self/exe", path, sizeof path - 1);
+  return n > 0 ? std::string(path, static_cast<size_t>(n)) : "ringgrad-run";
+}
+
+// --hostfile: the hostfile decides the node flags; the flags every node shares go on to each
+// remote ringgrad-run as they were given.
+struct SshFlags {
+  std::string hostfile, ssh_opts, exports, remote_run;
+  int ssh_port = 0;
+};
+
+ringgrad::comm::SshLaunchConfig ssh_launch_config(const CLI::App& app, const SshFlags& f,
+                                                  const ringgrad::comm::LaunchConfig& c) {
+  using ringgrad::InvalidArgument;
+  for (const char* owned : {"--nnodes", "--node-rank", "--nproc-per-node", "--master-addr",
+                            "--rdzv-backend", "--rdzv-endpoint", "--standalone"})
+    if (app.get_option(owned)->count())
+      RG_THROW(InvalidArgument, owned, " cannot be combined with --hostfile (the hostfile '",
+               f.hostfile, "' gives the nodes, their order and slots)");
+  ringgrad::comm::SshLaunchConfig s;
+  s.hosts = ringgrad::comm::read_hostfile(f.hostfile);
+  s.ssh_port = f.ssh_port;
+  s.ssh_opts = split_words(f.ssh_opts, ' ');
+  s.export_vars = split_words(f.exports, ',');
+  s.master_port = c.master_port;
+  s.command = c.command;
+  s.stop_grace = c.stop_grace;
+  s.remote_binary = f.remote_run.empty() ? self_path() : f.remote_run;
+  char cwd[PATH_MAX] = {};
+  s.remote_workdir = ::getcwd(cwd, sizeof cwd) ? cwd : ".";
+  for (const char* shared : {"--rdzv-id", "--rdzv-conf", "--max-restarts", "--monitor-interval",
+                             "--stop-grace", "--log-dir", "--redirects", "--tee",
+                             "--local-ranks-filter"})
+    for (const auto& value : app.get_option(shared)->results())
+      s.launcher_flags.insert(s.launcher_flags.end(), {shared, value});
+  return s;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -41,6 +95,7 @@ int main(int argc, char** argv) {
               ranks_filter;
   double monitor_interval = 0.1, stop_grace = 5;
   bool no_python = false;
+  SshFlags ssh;
   app.add_option("--nnodes", nnodes, "N or MIN:MAX nodes");
   app.add_option("--nproc-per-node,--nproc_per_node", nproc, "workers per node: N, auto, cpu, gpu");
   app.add_option("--node-rank,--node_rank", c.node_rank, "this node's rank (default: assigned)");
@@ -67,6 +122,17 @@ int main(int argc, char** argv) {
                  "local ranks shown on the console, e.g. 0,1");
   app.add_flag("--no-python,--no_python", no_python,
                "accepted for torchrun compatibility (implied)");
+  app.add_option("--hostfile", ssh.hostfile,
+                 "'host slots=N' lines: start one ringgrad-run per host over SSH");
+  app.add_option("--ssh-port", ssh.ssh_port, "--hostfile: the hosts' SSH port");
+  app.add_option("--ssh-opts", ssh.ssh_opts, "--hostfile: extra ssh arguments, space-separated");
+  app.add_option("--export", ssh.exports, "--hostfile: VAR,... carried to every host");
+  app.add_option("--remote-run", ssh.remote_run,
+                 "--hostfile: ringgrad-run's path on the hosts (default: this one's)");
+  app.add_option("--console-label", c.console_label,
+                 "prefix every worker line with [LABEL:rank]: (set by --hostfile)");
+  app.add_flag("--stop-on-stdin-eof", c.stop_on_stdin_eof,
+               "stop the job when stdin closes (set by --hostfile)");
   app.footer("PROGRAM [ARGS...] follow the options: ringgrad-run [OPTIONS] PROGRAM [ARGS...]");
   app.prefix_command();  // everything from PROGRAM on belongs to the program
   try {
@@ -93,9 +159,21 @@ int main(int argc, char** argv) {
     c.stop_grace = std::chrono::milliseconds(static_cast<int64_t>(stop_grace * 1000));
     c.command = app.remaining();
     if (!c.command.empty() && c.command[0] == "--") c.command.erase(c.command.begin());
+    if (!ssh.hostfile.empty()) {
+      LaunchConfig shared = c;  // the node flags are the hostfile's; check the rest here
+      shared.min_nodes = shared.max_nodes = 2;
+      shared.node_rank = 0;
+      validate(shared);
+      return run_ssh_launch(ssh_launch_config(app, ssh, c));
+    }
+    for (const char* ssh_only : {"--ssh-port", "--ssh-opts", "--export", "--remote-run"})
+      if (app.get_option(ssh_only)->count())
+        RG_THROW(InvalidArgument, ssh_only, " only applies with --hostfile");
     validate(c);
   } catch (const InvalidArgument& e) {
     return fail(2, user_message(e));
+  } catch (const std::exception& e) {
+    return fail(1, user_message(e));
   }
   try {
     return run_launcher(c);

@@ -46,6 +46,9 @@ struct LaunchConfig {
   StreamSelection tee;
   std::set<int> local_ranks_filter;  // empty: every local rank on the console
   std::vector<std::string> command;  // program and its arguments
+  // Set by --hostfile on each remote launcher it starts over SSH:
+  std::string console_label;       // non-empty: every console line gets "[label:rank]: "
+  bool stop_on_stdin_eof = false;  // stdin closing (the SSH session ended) stops the job
 };
 
 // "2" -> {2, 2}; "1:4" -> {1, 4}.

@@ -4,9 +4,11 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <csignal>
 #include <map>
 #include <optional>
+#include <thread>
 
 #include "comm/launcher/job_status.h"
 #include "comm/launcher/network_probe.h"
@@ -116,7 +118,9 @@ std::vector<WorkerSpec> worker_specs(const LaunchConfig& c, const Placement& p,
     set("TORCHELASTIC_USE_AGENT_STORE", "False");
     if (!env.count("OMP_NUM_THREADS")) set("OMP_NUM_THREADS", 1);
     for (const auto& [k, v] : env) spec.env.push_back(k + "=" + v);
-    spec.output.prefix = str_cat("[", p.round.node_rank, ":", spec.global_rank, "]: ");
+    const std::string node = c.console_label.empty() ? str_cat(p.round.node_rank) : c.console_label;
+    spec.output.prefix = str_cat("[", node, ":", spec.global_rank, "]: ");
+    spec.output.prefix_console = !c.console_label.empty();
     spec.output.redirect_bits = c.redirects.for_rank(local);
     spec.output.tee_bits = c.tee.for_rank(local);
     spec.output.console = c.local_ranks_filter.empty() || c.local_ranks_filter.count(local);
@@ -197,10 +201,26 @@ Outcome supervise(const LaunchConfig& c, const Placement& p, JobStatus& status,
   }
 }
 
+// Under `--hostfile` this launcher runs at the end of an SSH session whose stdin nobody writes:
+// end-of-file there means the session is gone (the front end stopped it, or died), and SSH
+// without a terminal sends no SIGHUP, so we raise it ourselves. It takes the signal path:
+// workers stopped, the other nodes told.
+void raise_sighup_at_stdin_eof() {
+  std::thread([] {
+    char buf[256];
+    for (;;) {
+      const ssize_t n = ::read(STDIN_FILENO, buf, sizeof buf);
+      if (n == 0 || (n < 0 && errno != EINTR)) break;
+    }
+    ::kill(::getpid(), SIGHUP);
+  }).detach();
+}
+
 }  // namespace
 
 int run_launcher(const LaunchConfig& c) {
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);  // orphaned grandchildren come to us to be reaped
+  if (c.stop_on_stdin_eof) raise_sighup_at_stdin_eof();
   const std::string token = c.token.empty() ? env_str("RINGGRAD_STORE_TOKEN", "") : c.token;
   const std::string hostname = local_hostname();
   LauncherStore store = open_launcher_store(c, token);

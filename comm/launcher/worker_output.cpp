@@ -88,7 +88,7 @@ void WorkerOutput::emit(int stream, const std::string& line) {
   const bool tee = config_.tee_bits & bit;
   if (!config_.console || ((config_.redirect_bits & bit) && !tee)) return;
   const int fd = stream == 1 ? STDOUT_FILENO : STDERR_FILENO;
-  write_all(fd, tee ? config_.prefix + line : line);
+  write_all(fd, tee || config_.prefix_console ? config_.prefix + line : line);
 }
 
 }  // namespace ringgrad::comm

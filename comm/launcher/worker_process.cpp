@@ -38,14 +38,15 @@ struct Pipe {
 };
 
 // In the child, between fork and exec: only async-signal-safe calls, then _exit on failure.
-[[noreturn]] void exec_child(pid_t launcher, const Pipe& out, const Pipe& err, const Pipe& status,
-                             char* const* argv, char* const* envp) {
+[[noreturn]] void exec_child(pid_t launcher, const Pipe* in, const Pipe& out, const Pipe& err,
+                             const Pipe& status, char* const* argv, char* const* envp) {
   ::setpgid(0, 0);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != launcher) ::_exit(127);  // the launcher died before prctl took effect
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  if (in) ::dup2(in->read, STDIN_FILENO);
   ::dup2(out.write, STDOUT_FILENO);
   ::dup2(err.write, STDERR_FILENO);
   // Only stdin/stdout/stderr cross exec: a worker holding the launcher's store sockets would
@@ -60,19 +61,26 @@ struct Pipe {
 }  // namespace
 
 WorkerProcess::WorkerProcess(const std::vector<std::string>& command,
-                             const std::vector<std::string>& env) {
+                             const std::vector<std::string>& env, bool stdin_pipe) {
   RG_CHECK(!command.empty(), "WorkerProcess: empty command");
   std::vector<char*> argv, envp;
   for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
+  std::optional<Pipe> in;
+  if (stdin_pipe) in.emplace();
   Pipe out, err, status;
   const pid_t launcher = ::getpid();
   pid_ = ::fork();
   RG_CHECK(pid_ >= 0, "fork failed: ", std::strerror(errno));
-  if (pid_ == 0) exec_child(launcher, out, err, status, argv.data(), envp.data());
+  if (pid_ == 0)
+    exec_child(launcher, in ? &*in : nullptr, out, err, status, argv.data(), envp.data());
   ::setpgid(pid_, pid_);  // also here, so the group exists before we ever signal it
+  if (in) {
+    ::close(in->read);
+    stdin_fd_ = in->write;
+  }
   ::close(out.write);
   ::close(err.write);
   ::close(status.write);
@@ -88,6 +96,7 @@ WorkerProcess::WorkerProcess(const std::vector<std::string>& command,
     exit_ = ExitStatus{127, 0};
     close_stdout();
     close_stderr();
+    close_stdin();
     RG_THROW(Error, "cannot run '", command[0], "': ", std::strerror(exec_errno));
   }
   ::fcntl(stdout_fd_, F_SETFL, O_NONBLOCK);
@@ -104,6 +113,7 @@ WorkerProcess::~WorkerProcess() {
   reap_strays();
   close_stdout();
   close_stderr();
+  close_stdin();
 }
 
 void WorkerProcess::close_stdout() {
@@ -113,6 +123,10 @@ void WorkerProcess::close_stdout() {
 void WorkerProcess::close_stderr() {
   if (stderr_fd_ >= 0) ::close(stderr_fd_);
   stderr_fd_ = -1;
+}
+void WorkerProcess::close_stdin() {
+  if (stdin_fd_ >= 0) ::close(stdin_fd_);
+  stdin_fd_ = -1;
 }
 
 std::optional<ExitStatus> WorkerProcess::poll_exit() {

@@ -1,7 +1,8 @@
 // WorkerProcess: one launched worker, owned RAII. The child leads its own process group (so
 // the whole tree it spawns can be signalled at once) and has PR_SET_PDEATHSIG = SIGKILL (so it
 // dies with the launcher, even a kill -9'd one). stdout and stderr arrive on non-blocking pipes;
-// no other descriptor of the launcher is inherited.
+// stdin is inherited, or (stdin_pipe) a pipe the owner writes and closes; no other descriptor
+// of the launcher is inherited.
 // The destructor SIGKILLs the group and reaps the child if it is still there.
 #pragma once
 #include <sys/types.h>
@@ -26,7 +27,8 @@ class WorkerProcess {
  public:
   // `env` is the complete environment ("KEY=VALUE"). Throws Error naming the program when it
   // cannot be started (not found, not executable).
-  WorkerProcess(const std::vector<std::string>& command, const std::vector<std::string>& env);
+  WorkerProcess(const std::vector<std::string>& command, const std::vector<std::string>& env,
+                bool stdin_pipe = false);
   ~WorkerProcess();
   WorkerProcess(const WorkerProcess&) = delete;
   WorkerProcess& operator=(const WorkerProcess&) = delete;
@@ -34,8 +36,10 @@ class WorkerProcess {
   pid_t pid() const { return pid_; }
   int stdout_fd() const { return stdout_fd_; }
   int stderr_fd() const { return stderr_fd_; }
+  int stdin_fd() const { return stdin_fd_; }  // -1 without stdin_pipe or once closed
   void close_stdout();
   void close_stderr();
+  void close_stdin();  // the child reads end-of-file
 
   // Reaps the child if it has ended; the status stays available afterwards.
   std::optional<ExitStatus> poll_exit();
@@ -51,6 +55,7 @@ class WorkerProcess {
   pid_t pid_ = -1;
   int stdout_fd_ = -1;
   int stderr_fd_ = -1;
+  int stdin_fd_ = -1;
   std::optional<ExitStatus> exit_;
 };
 

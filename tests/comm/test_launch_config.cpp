@@ -1,8 +1,11 @@
 // Tests of comm/launcher/launch_config: the flag value parsers and the cross-flag rules,
-// each rejection carrying the flag's name.
+// each rejection carrying the flag's name; and of the --hostfile pieces that are pure
+// functions (comm/launcher/hostfile, the ssh command of comm/launcher/ssh_launch).
 #include <doctest/doctest.h>
 
+#include "comm/launcher/hostfile.h"
 #include "comm/launcher/launch_config.h"
+#include "comm/launcher/ssh_launch.h"
 #include "tests/comm/store_fixtures.h"
 
 using namespace ringgrad;
@@ -106,4 +109,67 @@ TEST_CASE("launch config: cross-flag rules") {
   range.max_nodes = 3;
   range.node_rank = 0;
   rejects(range, "needs --rdzv-backend c10d");
+}
+
+TEST_CASE("hostfile: format, comments, slots") {
+  const auto hosts = parse_hostfile(
+      "# the cluster\n"
+      "node-a slots=4\n"
+      "\n"
+      "  node-b   slots=2   # a comment after the entry\n"
+      "localhost\n",
+      "hosts.txt");
+  CHECK(hosts == std::vector<HostfileEntry>{{"node-a", 4}, {"node-b", 2}, {"localhost", 1}});
+}
+
+TEST_CASE("hostfile: each error names the file, the line and the problem") {
+  auto rejects = [](const std::string& text, const std::string& fragment) {
+    auto msg = message_of<InvalidArgument>([&] { parse_hostfile(text, "hf"); });
+    CHECK_MESSAGE(msg.find(fragment) != std::string::npos, msg);
+  };
+  rejects("a slots=2\nb slots\n", "hostfile hf:2: 'slots' is not key=value");
+  rejects("slots=2\n", "hostfile hf:1: 'slots=2' is not a host name");
+  rejects("a =3\n", "hf:1: '=3' is not key=value");
+  rejects("a cores=2\n", "hostfile hf:1: unknown key 'cores'");
+  rejects("a slots=0\n", "hf:1: slots=0 must be at least 1");
+  rejects("# x\na slots=-3\n", "hf:2: slots=-3 must be at least 1");
+  rejects("a slots=two\n", "hf:1: slots 'two' is not an integer");
+  rejects("a slots=99999999999\n", "slots '99999999999' is not an integer");
+  rejects("a\nb\na slots=2\n", "hf:3: host 'a' is listed twice");
+  rejects("# only comments\n\n", "hostfile hf: no hosts in it");
+  CHECK(message_of<IoError>([] { read_hostfile("/nonexistent/hosts"); })
+            .find("cannot read hostfile '/nonexistent/hosts'") != std::string::npos);
+}
+
+TEST_CASE("ssh launch: the command each host runs") {
+  CHECK(shell_quote("it's") == "'it'\\''s'");
+  CHECK(master_address({{"localhost", 1}, {"127.0.0.1", 1}}) == "localhost");
+  CHECK(master_address({{"gpu-1", 8}, {"localhost", 8}}) == "gpu-1");
+  CHECK(master_address({{"localhost", 8}, {"gpu-2", 8}}) != "localhost");  // our host name
+
+  SshLaunchConfig c;
+  c.hosts = {{"a", 2}, {"b", 3}};
+  c.ssh_port = 2222;
+  c.ssh_opts = {"-i", "/k"};
+  c.export_vars = {"FOO"};
+  c.remote_workdir = "/w d";
+  c.remote_binary = "/bin/ringgrad-run";
+  c.master_port = 29511;
+  c.launcher_flags = {"--max-restarts", "1"};
+  c.command = {"./train", "--epochs", "2"};
+  const auto argv = ssh_command(c, 1, {"FOO=x y", "BAR=z"});
+  REQUIRE(argv.size() == 11);
+  CHECK(std::vector<std::string>(argv.begin(), argv.end() - 1) ==
+        std::vector<std::string>{"ssh", "-o", "BatchMode=yes", "-i", "/k", "-o", "LogLevel=ERROR",
+                                 "-p", "2222", "b"});
+  const std::string& remote = argv.back();
+  CAPTURE(remote);
+  CHECK(remote.find("cd '/w d' && if [ ! -x '/bin/ringgrad-run' ]") == 0);
+  CHECK(remote.find("exec env 'FOO=x y' '/bin/ringgrad-run' '--nnodes' '2' '--node-rank' '1' "
+                    "'--nproc-per-node' '3' '--master-addr' 'a' '--master-port' '29511' "
+                    "'--console-label' 'b' '--stop-on-stdin-eof' '--max-restarts' '1' '--' "
+                    "'./train' '--epochs' '2'") != std::string::npos);
+  CHECK(remote.find("BAR") == std::string::npos);  // only what --export names
+  CHECK(message_of<InvalidArgument>([&] { ssh_command(c, 0, {}); })
+            .find("--export FOO: not set") != std::string::npos);
 }

@@ -1,0 +1,66 @@
+// Hostfile parsing (see hostfile.h for the format).
+#include "comm/launcher/hostfile.h"
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace ringgrad::comm {
+
+std::vector<HostfileEntry> parse_hostfile(const std::string& text, const std::string& path) {
+  std::vector<HostfileEntry> hosts;
+  std::istringstream in(text);
+  int line_no = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++line_no;
+    if (auto hash = line.find('#'); hash != std::string::npos) line.erase(hash);
+    std::istringstream words(line);
+    HostfileEntry entry;
+    if (!(words >> entry.host)) continue;  // blank or comment-only
+    const std::string where = path + ":" + std::to_string(line_no);
+    if (entry.host.find('=') != std::string::npos)
+      RG_THROW(InvalidArgument, "hostfile ", where, ": '", entry.host,
+               "' is not a host name (expected 'host slots=N')");
+    for (std::string word; words >> word;) {
+      const auto eq = word.find('=');
+      if (eq == std::string::npos || eq == 0)
+        RG_THROW(InvalidArgument, "hostfile ", where, ": '", word,
+                 "' is not key=value (expected 'host slots=N')");
+      const std::string key = word.substr(0, eq), value = word.substr(eq + 1);
+      if (key != "slots")
+        RG_THROW(InvalidArgument, "hostfile ", where, ": unknown key '", key,
+                 "' (the only key is slots)");
+      char* end = nullptr;
+      errno = 0;
+      const long slots = std::strtol(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || errno == ERANGE || slots > INT_MAX)
+        RG_THROW(InvalidArgument, "hostfile ", where, ": slots '", value, "' is not an integer");
+      if (slots <= 0)
+        RG_THROW(InvalidArgument, "hostfile ", where, ": slots=", slots,
+                 " must be at least 1");
+      entry.slots = static_cast<int>(slots);
+    }
+    for (const auto& seen : hosts)
+      if (seen.host == entry.host)
+        RG_THROW(InvalidArgument, "hostfile ", where, ": host '", entry.host,
+                 "' is listed twice (give it one line with all its slots)");
+    hosts.push_back(entry);
+  }
+  if (hosts.empty()) RG_THROW(InvalidArgument, "hostfile ", path, ": no hosts in it");
+  return hosts;
+}
+
+std::vector<HostfileEntry> read_hostfile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) RG_THROW(IoError, "cannot read hostfile '", path, "': ", std::strerror(errno));
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_hostfile(text.str(), path);
+}
+
+}  // namespace ringgrad::comm
