@@ -65,80 +65,149 @@ void write_channels(Tensor& t, const ChannelVector& v, const char* op, const cha
 }
 
 // ---- the four passes over the data ----------------------------------------------------------
-// Reductions run one channel per thread (each channel's N planes, HW contiguous); elementwise
-// passes run over the N*C planes.
+// Each pass is written once, for one channel (its N planes of HW contiguous values) or one
+// plane. The split entry points run a pass over every channel (reductions) or plane
+// (elementwise) in parallel; the whole training forward and backward run reduction and
+// elementwise pass of a channel back to back in one parallel loop over channels (fused_*
+// below), so the channel's planes are still in cache and one fork serves both. The arithmetic
+// is the same either way, so the results are bit-identical to the split functions'.
 
-// sum[c] = sum x, sum_sq[c] = sum x^2 over (n, hw).
+// sum = sum x, sum_sq = sum x^2 over channel c's (n, hw).
+template <class T>
+void channel_sums_of(const T* x, Layout l, int64_t c, double& sum, double& sum_sq) {
+  double s = 0, s2 = 0;
+  for (int64_t n = 0; n < l.n; ++n) {
+    const T* plane = x + (n * l.c + c) * l.hw;
+#pragma omp simd reduction(+ : s, s2)
+    for (int64_t i = 0; i < l.hw; ++i) {
+      const double v = plane[i];
+      s += v;
+      s2 += v * v;
+    }
+  }
+  sum = s;
+  sum_sq = s2;
+}
+
+// y = (x - mean) * scale + beta over one plane.
+template <class T>
+void apply_plane(T* y, const T* x, int64_t hw, double mean, double scale, double beta) {
+  const T m = static_cast<T>(mean), k = static_cast<T>(scale), b = static_cast<T>(beta);
+#pragma omp simd
+  for (int64_t i = 0; i < hw; ++i) y[i] = bn_normalize(x[i], m, k, b);
+}
+
+// sum_dy = sum dy, sum_dy_xmu = sum dy * (x - mean) over channel c's (n, hw).
+template <class T>
+void backward_reduce_of(const T* dy, const T* x, Layout l, int64_t c, double mean,
+                        double& sum_dy, double& sum_dy_xmu) {
+  double s = 0, sx = 0;
+  for (int64_t n = 0; n < l.n; ++n) {
+    const int64_t base = (n * l.c + c) * l.hw;
+#pragma omp simd reduction(+ : s, sx)
+    for (int64_t i = 0; i < l.hw; ++i) {
+      const double g = dy[base + i];
+      s += g;
+      sx += g * (static_cast<double>(x[base + i]) - mean);
+    }
+  }
+  sum_dy = s;
+  sum_dy_xmu = sx;
+}
+
+// Per-channel factors of the input gradient (kernels/batchnorm_math.h, bn_input_grad).
+struct InputGradFactors {
+  double scale, mean_dy, xmu_coeff;
+};
+
+InputGradFactors input_grad_factors(double gamma, double invstd, double sum_dy,
+                                    double sum_dy_xhat, double count) {
+  return {gamma * invstd, sum_dy / count, invstd * sum_dy_xhat / count};
+}
+
+// dx = scale * (dy - mean_dy - (x - mean) * xmu_coeff) over one plane.
+template <class T>
+void backward_apply_plane(T* dx, const T* dy, const T* x, int64_t hw, double mean,
+                          const InputGradFactors& f) {
+  const T m = static_cast<T>(mean), k = static_cast<T>(f.scale);
+  const T mdy = static_cast<T>(f.mean_dy), kx = static_cast<T>(f.xmu_coeff);
+#pragma omp simd
+  for (int64_t i = 0; i < hw; ++i) dx[i] = bn_input_grad(dy[i], x[i], m, k, mdy, kx);
+}
+
 template <class T>
 void channel_sums_loop(const T* x, Layout l, double* sum, double* sum_sq) {
 #pragma omp parallel for schedule(static)
-  for (int64_t c = 0; c < l.c; ++c) {
-    double s = 0, s2 = 0;
-    for (int64_t n = 0; n < l.n; ++n) {
-      const T* plane = x + (n * l.c + c) * l.hw;
-#pragma omp simd reduction(+ : s, s2)
-      for (int64_t i = 0; i < l.hw; ++i) {
-        const double v = plane[i];
-        s += v;
-        s2 += v * v;
-      }
-    }
-    sum[c] = s;
-    sum_sq[c] = s2;
-  }
+  for (int64_t c = 0; c < l.c; ++c) channel_sums_of(x, l, c, sum[c], sum_sq[c]);
 }
 
-// y = (x - mean) * scale + beta.
 template <class T>
 void apply_loop(T* y, const T* x, Layout l, const double* mean, const double* scale,
                 const double* beta) {
 #pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t n = 0; n < l.n; ++n) {
+  for (int64_t n = 0; n < l.n; ++n)
     for (int64_t c = 0; c < l.c; ++c) {
       const int64_t base = (n * l.c + c) * l.hw;
-      const T m = static_cast<T>(mean[c]), k = static_cast<T>(scale[c]);
-      const T b = static_cast<T>(beta[c]);
-#pragma omp simd
-      for (int64_t i = 0; i < l.hw; ++i) y[base + i] = bn_normalize(x[base + i], m, k, b);
+      apply_plane(y + base, x + base, l.hw, mean[c], scale[c], beta[c]);
     }
-  }
 }
 
-// sum_dy[c] = sum dy, sum_dy_xmu[c] = sum dy * (x - mean) over (n, hw).
 template <class T>
 void backward_reduce_loop(const T* dy, const T* x, Layout l, const double* mean, double* sum_dy,
                           double* sum_dy_xmu) {
 #pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < l.c; ++c)
+    backward_reduce_of(dy, x, l, c, mean[c], sum_dy[c], sum_dy_xmu[c]);
+}
+
+template <class T>
+void backward_apply_loop(T* dx, const T* dy, const T* x, Layout l, const double* mean,
+                         const InputGradFactors* factors) {
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t n = 0; n < l.n; ++n)
+    for (int64_t c = 0; c < l.c; ++c) {
+      const int64_t base = (n * l.c + c) * l.hw;
+      backward_apply_plane(dx + base, dy + base, x + base, l.hw, mean[c], factors[c]);
+    }
+}
+
+// Training forward per channel: sums, batch statistics, then y. Writes mean, invstd and the
+// biased variance of every channel.
+template <class T>
+void fused_forward_train_loop(T* y, const T* x, Layout l, const double* gamma, const double* beta,
+                              double eps, double* mean, double* invstd, double* var) {
+  const double count = l.count();
+#pragma omp parallel for schedule(static)
   for (int64_t c = 0; c < l.c; ++c) {
-    const double m = mean[c];
-    double s = 0, sx = 0;
+    double sum, sum_sq;
+    channel_sums_of(x, l, c, sum, sum_sq);
+    var[c] = bn_biased_var(sum, sum_sq, count);
+    mean[c] = sum / count;
+    invstd[c] = bn_invstd(var[c], eps);
+    const double scale = invstd[c] * gamma[c];
     for (int64_t n = 0; n < l.n; ++n) {
       const int64_t base = (n * l.c + c) * l.hw;
-#pragma omp simd reduction(+ : s, sx)
-      for (int64_t i = 0; i < l.hw; ++i) {
-        const double g = dy[base + i];
-        s += g;
-        sx += g * (static_cast<double>(x[base + i]) - m);
-      }
+      apply_plane(y + base, x + base, l.hw, mean[c], scale, beta[c]);
     }
-    sum_dy[c] = s;
-    sum_dy_xmu[c] = sx;
   }
 }
 
-// dx = scale * (dy - mean_dy - (x - mean) * xmu_coeff).
+// Training backward per channel: sum_dy and sum_dy_xhat, then dx (when dx is not null).
 template <class T>
-void backward_apply_loop(T* dx, const T* dy, const T* x, Layout l, const double* mean,
-                         const double* scale, const double* mean_dy, const double* xmu_coeff) {
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t n = 0; n < l.n; ++n) {
-    for (int64_t c = 0; c < l.c; ++c) {
+void fused_backward_loop(T* dx, const T* dy, const T* x, Layout l, const double* mean,
+                         const double* invstd, const double* gamma, double* sum_dy,
+                         double* sum_dy_xhat) {
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < l.c; ++c) {
+    double sum_dy_xmu;
+    backward_reduce_of(dy, x, l, c, mean[c], sum_dy[c], sum_dy_xmu);
+    sum_dy_xhat[c] = sum_dy_xmu * invstd[c];
+    if (!dx) continue;
+    const InputGradFactors f =
+        input_grad_factors(gamma[c], invstd[c], sum_dy[c], sum_dy_xhat[c], l.count());
+    for (int64_t n = 0; n < l.n; ++n) {
       const int64_t base = (n * l.c + c) * l.hw;
-      const T m = static_cast<T>(mean[c]), k = static_cast<T>(scale[c]);
-      const T mdy = static_cast<T>(mean_dy[c]), kx = static_cast<T>(xmu_coeff[c]);
-#pragma omp simd
-      for (int64_t i = 0; i < l.hw; ++i)
-        dx[base + i] = bn_input_grad(dy[base + i], x[base + i], m, k, mdy, kx);
+      backward_apply_plane(dx + base, dy + base, x + base, l.hw, mean[c], f);
     }
   }
 }
@@ -188,16 +257,12 @@ void backward_apply(Tensor& dx, const Tensor& dy, const Tensor& x, Layout l,
   check_like_x(dx, x, op, "dx");
   check_like_x(dy, x, op, "dy");
   RG_CHECK_GT(count, 0, op, ": count (elements per channel over all ranks) must be positive");
-  ChannelVector scale(l.c), mean_dy(l.c), xmu_coeff(l.c);
-  for (int64_t c = 0; c < l.c; ++c) {
-    scale[c] = gamma[c] * invstd[c];
-    mean_dy[c] = sum_dy[c] / count;
-    xmu_coeff[c] = invstd[c] * sum_dy_xhat[c] / count;
-  }
+  std::vector<InputGradFactors> factors(l.c);
+  for (int64_t c = 0; c < l.c; ++c)
+    factors[c] = input_grad_factors(gamma[c], invstd[c], sum_dy[c], sum_dy_xhat[c], count);
   cpu::dispatch_float(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
-    backward_apply_loop(dx.data<T>(), dy.data<T>(), x.data<T>(), l, mean.data(), scale.data(),
-                        mean_dy.data(), xmu_coeff.data());
+    backward_apply_loop(dx.data<T>(), dy.data<T>(), x.data<T>(), l, mean.data(), factors.data());
   });
 }
 
@@ -238,17 +303,18 @@ void batchnorm_forward_train(Tensor& y, Tensor& save_mean, Tensor& save_invstd,
   const ChannelVector g = read_channels_or(gamma, l, 1.0, op, "gamma");
   const ChannelVector b = read_channels_or(beta, l, 0.0, op, "beta");
 
-  ChannelVector sum, sum_sq, mean(l.c), invstd(l.c);
-  channel_sums(sum, sum_sq, x, l, op);
+  check_like_x(y, x, op, "y");
+  ChannelVector mean(l.c), invstd(l.c), var(l.c);
+  cpu::dispatch_float(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    fused_forward_train_loop(y.data<T>(), x.data<T>(), l, g.data(), b.data(), eps, mean.data(),
+                             invstd.data(), var.data());
+  });
   for (int64_t c = 0; c < l.c; ++c) {
-    const double var = bn_biased_var(sum[c], sum_sq[c], count);
-    mean[c] = sum[c] / count;
-    invstd[c] = bn_invstd(var, eps);
     if (running_mean.defined()) run_mean[c] = bn_running_update(run_mean[c], mean[c], momentum);
     if (running_var.defined())
-      run_var[c] = bn_running_update(run_var[c], var * count / (count - 1), momentum);
+      run_var[c] = bn_running_update(run_var[c], var[c] * count / (count - 1), momentum);
   }
-  apply(y, x, l, mean, invstd, g, b, op);
   write_channels(save_mean, mean, op, "save_mean");
   write_channels(save_invstd, invstd, op, "save_invstd");
   write_channels(running_mean, run_mean, op, "running_mean");
@@ -296,11 +362,16 @@ void batchnorm_backward(Tensor& dx, Tensor& dgamma, Tensor& dbeta, const Tensor&
   const Layout l = layout_of(x, op);
   const ChannelVector mean = read_channels(save_mean, l, op, "save_mean");
   const ChannelVector invstd = read_channels(save_invstd, l, op, "save_invstd");
-  ChannelVector sum_dy, sum_dy_xhat;
-  backward_reduce(sum_dy, sum_dy_xhat, dy, x, l, mean, invstd, op);
-  if (dx.defined())
-    backward_apply(dx, dy, x, l, mean, invstd, read_channels_or(gamma, l, 1.0, op, "gamma"),
-                   sum_dy, sum_dy_xhat, l.count(), op);
+  const ChannelVector gamma_c = read_channels_or(gamma, l, 1.0, op, "gamma");
+  check_like_x(dy, x, op, "dy");
+  if (dx.defined()) check_like_x(dx, x, op, "dx");
+  ChannelVector sum_dy(l.c), sum_dy_xhat(l.c);
+  cpu::dispatch_float(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    fused_backward_loop(dx.defined() ? dx.data<T>() : nullptr, dy.data<T>(), x.data<T>(), l,
+                        mean.data(), invstd.data(), gamma_c.data(), sum_dy.data(),
+                        sum_dy_xhat.data());
+  });
   write_channels(dgamma, sum_dy_xhat, op, "dgamma");
   write_channels(dbeta, sum_dy, op, "dbeta");
 }

@@ -208,23 +208,26 @@ void bias_grad(T* dbias, const T* dy, int64_t N, const ConvGeometry& g) {
 // and r' = R-1-r, s' = S-1-s: dx = conv(dy, w') with w'[c][k][r'][s'] = w[k][c][R-1-r'][S-1-s']
 // and padding R-1-pad_h, S-1-pad_w (a real padding while pad <= kernel - 1). That runs the
 // forward path (im2col + GEMM straight into dx) instead of GEMM into a column matrix nine
-// times the size of dx, from a product with inner dimension K only, and col2im.
+// times the size of dx, from a product with inner dimension K only, and col2im. A 1x1 kernel
+// gains nothing (its column matrix is no larger than dx) and keeps the direct path.
 bool input_grad_is_conv(const ConvGeometry& g) {
-  return g.stride_h == 1 && g.stride_w == 1 && g.pad_h <= g.R - 1 && g.pad_w <= g.S - 1;
+  return g.R * g.S > 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h <= g.R - 1 &&
+         g.pad_w <= g.S - 1;
 }
 
 ConvGeometry input_grad_geometry(const ConvGeometry& g) {
   return {g.K, g.P, g.Q, g.C, g.R, g.S, g.H, g.W, 1, 1, g.R - 1 - g.pad_h, g.S - 1 - g.pad_w};
 }
 
-// w' (C, K, R, S) from w (K, C, R, S), as above.
+// w' (C, K, R, S) from w (K, C, R, S), as above; parallel, since ResNet-18's kernels reach 9 MB.
 template <class T>
 Tensor flipped_transposed_kernel(const T* w, const ConvGeometry& g) {
   Tensor flipped = Tensor::empty({g.C, g.K, g.R, g.S}, DTypeOf<T>::value);
   T* f = flipped.data<T>();
   const int64_t RS = g.R * g.S;
-  for (int64_t k = 0; k < g.K; ++k)
-    for (int64_t c = 0; c < g.C; ++c)
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < g.C; ++c)
+    for (int64_t k = 0; k < g.K; ++k)
       for (int64_t rs = 0; rs < RS; ++rs)
         f[(c * g.K + k) * RS + RS - 1 - rs] = w[(k * g.C + c) * RS + rs];
   return flipped;
