@@ -3,6 +3,8 @@
 
 #include <chrono>
 
+#include "comm/store/prefix_store.h"
+#include "comm/store/tcp_store.h"
 #include "core/env.h"
 #include "core/error.h"
 #include "core/logging.h"
@@ -38,6 +40,18 @@ void check_rank(int r, int size, const char* operation, const char* role) {
     RG_THROW(InvalidArgument, operation, ": ", role, " ", r, " is outside the group of size ", size);
 }
 
+// The host the store lives on, which the transport routes towards to pick its interface: a
+// TcpStore's server (under any PrefixStores), else MASTER_ADDR, else "" (an in-process store,
+// so all ranks share this host).
+std::string store_host_of(const Store* store) {
+  while (auto* prefixed = dynamic_cast<const PrefixStore*>(store)) store = prefixed->base().get();
+  if (auto* tcp = dynamic_cast<const TcpStore*>(store)) {
+    const std::string address = tcp->address();
+    return address.substr(0, address.rfind(':'));
+  }
+  return env_str("MASTER_ADDR", "");
+}
+
 }  // namespace
 
 RingProcessGroup::RingProcessGroup(std::shared_ptr<Store> store, int rank, int size,
@@ -52,6 +66,7 @@ RingProcessGroup::RingProcessGroup(std::shared_ptr<Store> store, int rank, int s
         t.generation = options.generation;
         t.setup_timeout = options.setup_timeout.count() > 0 ? options.setup_timeout : timeout_;
         t.ifname = env_get("RINGGRAD_SOCKET_IFNAME");
+        t.store_host = store_host_of(store.get());
         const std::string prefix =
             "ringpg/" + options.group_name + "/g" + std::to_string(options.generation) + "/";
         return std::make_unique<tcp::TcpTransport>(std::move(store), prefix, rank, size, t);
@@ -61,9 +76,6 @@ RingProcessGroup::RingProcessGroup(std::shared_ptr<Store> store, int rank, int s
   ring::choose_allreduce_algorithm(0, size, forced_algorithm_);  // rejects a bad RINGGRAD_ALGO now
   for (int r = 0; r < size; ++r)
     if (r != rank) all_peers_.push_back(r);
-  const auto& nic = transport_->local_interface();
-  log_info("ring process group '", name_, "': rank ", rank, "/", size, " on interface ", nic.name,
-           " (", nic.address, "), ", transport_->describe_peer(rank));
   worker_ = std::thread([this] { worker_loop(); });
 }
 

@@ -1,9 +1,11 @@
-// Socket plumbing: POSIX sockets, poll() for deadlines, getifaddrs() for interface choice.
+// Socket plumbing: POSIX sockets, poll() for deadlines, getifaddrs() and a routing probe for
+// the interface choice.
 #include "comm/transport/tcp/socket.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
+#include <netdb.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -64,6 +66,31 @@ std::vector<InterfaceAddress> list_ipv4_interfaces() {
   return out;
 }
 
+// The local IPv4 address the kernel's routing table uses towards `host`: a UDP socket's
+// connect() only picks a route and a source address, it sends nothing.
+std::string source_address_towards(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (int rc = ::getaddrinfo(host.c_str(), "9", &hints, &found); rc != 0)
+    RG_THROW(IoError, "choosing the ring interface: cannot resolve the store host '", host,
+             "': ", ::gai_strerror(rc), " (set RINGGRAD_SOCKET_IFNAME to choose one)");
+  Socket probe(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  const int rc = probe.valid() ? ::connect(probe.fd(), found->ai_addr, found->ai_addrlen) : -1;
+  const int err = errno;
+  ::freeaddrinfo(found);
+  if (rc != 0)
+    RG_THROW(IoError, "choosing the ring interface: no route to the store host '", host, "': ",
+             errno_text(err), " (set RINGGRAD_SOCKET_IFNAME; available: ", describe_interfaces(), ")");
+  sockaddr_in local{};
+  socklen_t len = sizeof local;
+  ::getsockname(probe.fd(), reinterpret_cast<sockaddr*>(&local), &len);
+  char text[INET_ADDRSTRLEN];
+  ::inet_ntop(AF_INET, &local.sin_addr, text, sizeof text);
+  return text;
+}
+
 sockaddr_in to_sockaddr(const std::string& host, int port) {
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
@@ -96,25 +123,29 @@ void Socket::abort() {
   close();
 }
 
-LocalInterface select_interface(const std::optional<std::string>& ifname_setting) {
-  auto all = list_ipv4_interfaces();
+std::string describe_interfaces() {
+  std::string out;
+  for (const auto& a : list_ipv4_interfaces())
+    out += (out.empty() ? "" : ", ") + a.name + " (" + a.address + (a.up ? "" : ", down") + ")";
+  return out.empty() ? "none" : out;
+}
+
+LocalInterface select_interface(const std::optional<std::string>& ifname_setting,
+                                const std::string& store_host) {
+  const auto all = list_ipv4_interfaces();
   if (ifname_setting) {
     std::stringstream names(*ifname_setting);
     for (std::string name; std::getline(names, name, ',');)
       for (const auto& a : all)
-        if (a.name == name && a.up) return {a.name, a.address};
-    std::string available;
-    for (const auto& a : all)
-      available += (available.empty() ? "" : ", ") + a.name + " (" + a.address +
-                   (a.up ? "" : ", down") + ")";
+        if (a.name == name && a.up) return {a.name, a.address, "RINGGRAD_SOCKET_IFNAME=" + *ifname_setting};
     RG_THROW(InvalidArgument, "RINGGRAD_SOCKET_IFNAME='", *ifname_setting,
-             "' matches no up IPv4 interface; available: ", available.empty() ? "none" : available);
+             "' matches no up IPv4 interface; available: ", describe_interfaces());
   }
+  if (store_host.empty()) return {"lo", "127.0.0.1", "in-process store, so one host: loopback"};
+  const std::string address = source_address_towards(store_host);
   for (const auto& a : all)
-    if (a.up && !a.loopback && a.name.rfind("docker", 0) != 0) return {a.name, a.address};
-  for (const auto& a : all)
-    if (a.up && a.loopback) return {a.name, a.address};
-  return {"lo", "127.0.0.1"};
+    if (a.address == address) return {a.name, a.address, "route to the store host " + store_host};
+  return {"?", address, "route to the store host " + store_host + " (no interface lists it)"};
 }
 
 Socket listen_on(const std::string& address, int& port) {

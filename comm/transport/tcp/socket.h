@@ -33,17 +33,24 @@ struct Endpoint {
   std::string host;
   int port = 0;
   std::string str() const { return host + ":" + std::to_string(port); }
+  bool is_loopback() const { return host.rfind("127.", 0) == 0; }  // 127.0.0.0/8
 };
 
-// The interface this rank talks on. With RINGGRAD_SOCKET_IFNAME (one name or a comma list,
-// first match wins) that interface's IPv4 address, else the first up non-loopback,
-// non-docker IPv4 interface, else loopback. An unknown name throws InvalidArgument listing
-// every interface and its address.
+// The interface this rank talks on, and why (for the per-rank log line and errors).
+// With RINGGRAD_SOCKET_IFNAME (one name or a comma list, first match wins): that interface's
+// IPv4 address; an unknown name throws InvalidArgument listing every interface and address.
+// Otherwise the address the kernel's routing picks to reach `store_host` (the store's host,
+// which every rank reaches, so peers reach this rank the same way; a master on 127.0.0.1 means
+// loopback and nothing else). No store host known (an in-process store): loopback.
 struct LocalInterface {
-  std::string name;
-  std::string address;
+  std::string name;     // "lo", "eth0"
+  std::string address;  // "127.0.0.1"
+  std::string reason;   // "RINGGRAD_SOCKET_IFNAME=lo", "route to the store host 127.0.0.1"
 };
-LocalInterface select_interface(const std::optional<std::string>& ifname_setting);
+LocalInterface select_interface(const std::optional<std::string>& ifname_setting,
+                                const std::string& store_host);
+// "lo (127.0.0.1), eth0 (10.0.0.5)": every IPv4 interface, for error messages.
+std::string describe_interfaces();
 
 // Listening socket on `address`, kernel-chosen port; returns the port through `port`.
 Socket listen_on(const std::string& address, int& port);

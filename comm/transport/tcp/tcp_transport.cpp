@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -38,10 +39,19 @@ uint64_t fnv1a(const std::string& s) {
   return h;
 }
 
-Endpoint parse_endpoint(const std::string& text) {
-  auto colon = text.rfind(':');
-  RG_CHECK(colon != std::string::npos, "malformed address '", text, "' in the store");
-  return {text.substr(0, colon), std::stoi(text.substr(colon + 1))};
+std::string local_hostname() {
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  return name;
+}
+
+// "ip:port hostname", as each rank publishes itself.
+void parse_published(const std::string& text, Endpoint& endpoint, std::string& hostname) {
+  const auto space = text.find(' '), colon = text.rfind(':', space);
+  RG_CHECK(space != std::string::npos && colon != std::string::npos,
+           "malformed ring address '", text, "' in the store");
+  endpoint = {text.substr(0, colon), std::stoi(text.substr(colon + 1, space - colon - 1))};
+  hostname = text.substr(space + 1);
 }
 
 }  // namespace
@@ -51,13 +61,15 @@ TcpTransport::TcpTransport(std::shared_ptr<Store> store, std::string key_prefix,
     : Transport(rank, size), store_(std::move(store)), prefix_(std::move(key_prefix)),
       peers_(static_cast<size_t>(size)) {
   RG_CHECK(size >= 1 && rank >= 0 && rank < size, "rank ", rank, " outside world size ", size);
-  interface_ = select_interface(options.ifname);
+  interface_ = select_interface(options.ifname, options.store_host);
   int port = 0;
   Socket listener = listen_on(interface_.address, port);
   peers_[rank].endpoint = {interface_.address, port};
-  log_debug("ring transport: rank ", rank, " uses interface ", interface_.name, " ",
-            interface_.address, ", listening on port ", port);
-  store_->set(prefix_ + "addr/" + std::to_string(rank), peers_[rank].endpoint.str());
+  peers_[rank].hostname = local_hostname();
+  log_info("ring transport '", prefix_, "': rank ", rank, "/", size, " on ", peers_[rank].hostname, " uses interface ",
+           interface_.name, " (", interface_.address, ":", port, "; ", interface_.reason, ")");
+  store_->set(prefix_ + "addr/" + std::to_string(rank),
+              peers_[rank].endpoint.str() + " " + peers_[rank].hostname);
   connect_mesh(options, listener);
 }
 
@@ -79,7 +91,8 @@ void TcpTransport::connect_mesh(const TcpTransportOptions& options, const Socket
              " (did they start, and do they use the same store and group name?)");
   }
   for (int r = 0; r < size(); ++r)
-    if (r != rank()) peers_[r].endpoint = parse_endpoint(store_->get(keys[r]));
+    if (r != rank()) parse_published(store_->get(keys[r]), peers_[r].endpoint, peers_[r].hostname);
+  refuse_loopback_across_hosts();
 
   const Hello mine{kHelloMagic, rank(), -1, size(), options.generation, fnv1a(options.run_id)};
   // Higher ranks connect to lower ones; acks flow only after accepts, so no wait cycle exists.
@@ -123,6 +136,25 @@ void TcpTransport::connect_mesh(const TcpTransportOptions& options, const Socket
   }
   for (int r = 0; r < size(); ++r)
     if (r != rank()) tune_stream(peers_[r].socket, options.socket_buffer_bytes);
+}
+
+// Loopback reaches only this host: a group that spans hosts (as their names say) and has a
+// rank on loopback would hang in connect, so every rank refuses it up front, naming who is where.
+void TcpTransport::refuse_loopback_across_hosts() const {
+  std::string on_loopback, hosts;
+  bool one_host = true;
+  for (int r = 0; r < size(); ++r) {
+    one_host = one_host && peers_[r].hostname == peers_[0].hostname;
+    if (peers_[r].endpoint.is_loopback())
+      on_loopback += (on_loopback.empty() ? "" : ", ") + std::to_string(r);
+    hosts += (r ? ", " : "") + std::to_string(r) + " on " + peers_[r].hostname;
+  }
+  if (one_host || on_loopback.empty()) return;
+  RG_THROW(InvalidArgument, "ring process group setup: ranks ", on_loopback,
+           " listen on loopback, which other hosts cannot reach, but the group spans hosts (",
+           hosts, "); rank ", rank(), " chose ", interface_.name, " (", interface_.address, "; ",
+           interface_.reason, "). Set RINGGRAD_SOCKET_IFNAME to an interface the hosts share "
+           "(here: ", describe_interfaces(), ")");
 }
 
 std::string TcpTransport::describe_peer(int peer) const {

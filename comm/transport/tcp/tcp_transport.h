@@ -1,5 +1,5 @@
 // TcpTransport: a full mesh of TCP connections between the ranks of one process group, set up
-// through the Store (each rank publishes "<prefix>addr/<rank>" = host:port; a higher rank
+// through the Store (each rank publishes "<prefix>addr/<rank>" = "ip:port hostname"; a higher rank
 // connects to every lower one and a handshake checks run id, generation and both ranks), then
 // driven by non-blocking writev/readv and poll() on the calling thread (the group's worker).
 #pragma once
@@ -21,11 +21,13 @@ struct TcpTransportOptions {
   Milliseconds setup_timeout{300'000};
   int socket_buffer_bytes = 4 << 20;
   std::optional<std::string> ifname;  // RINGGRAD_SOCKET_IFNAME
+  std::string store_host;  // the store's host (MASTER_ADDR); "" for an in-process store
 };
 
 class TcpTransport : public Transport {
  public:
   // Blocks until every rank is connected or throws TimeoutError naming the missing ranks.
+  // Throws InvalidArgument when a rank listens on loopback while the ranks span hosts.
   TcpTransport(std::shared_ptr<Store> store, std::string key_prefix, int rank, int size,
                const TcpTransportOptions& options);
   ~TcpTransport() override;
@@ -52,12 +54,14 @@ class TcpTransport : public Transport {
   struct Peer {
     Socket socket;
     Endpoint endpoint;
+    std::string hostname;
     std::vector<PendingIo> sends, recvs;  // FIFO; *_head is the oldest unfinished entry
     size_t send_head = 0, recv_head = 0;
     uint64_t recvs_posted = 0, recvs_waited = 0, recvs_done = 0;  // counts, for wait_recv
   };
 
   void connect_mesh(const TcpTransportOptions& options, const Socket& listener);
+  void refuse_loopback_across_hosts() const;
   bool progress_peer(int peer);           // one non-blocking pass; true if bytes moved
   bool progress_all();
   void block_until_ready();               // poll() the peers with pending I/O
