@@ -127,7 +127,7 @@ TEST_CASE("an injected bit flip gives #wrong > 0 and a non-zero exit") {
   CHECK(rows[0].wrong[0] > 0);
 }
 
-TEST_CASE("bad flags fail with one line; world size 1 warns") {
+TEST_CASE("bad flags fail with one line, world size 1 warns") {
   const std::pair<const char*, const char*> cases[] = {
       {"-b 1M -e 1K", "larger than -e/--maxbytes"},
       {"-b 1K -e 1M -f 1 -i 0", "never reaches -e"},

@@ -121,7 +121,7 @@ TEST_CASE("rendezvous: MIN:MAX closes with the nodes present after the last call
   CHECK(msg.find("closed before this node") != std::string::npos);
 }
 
-TEST_CASE("rendezvous: generations move forward; a stale node is refused") {
+TEST_CASE("rendezvous: generations move forward, a stale node is refused") {
   auto store = std::make_shared<HashStore>();
   auto gen0 = join_all(store, {node_config(1, 1, -1, 2, "a")}, 0);
   CHECK(gen0[0].generation == 0);

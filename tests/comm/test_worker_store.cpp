@@ -95,7 +95,7 @@ TEST_CASE("worker env: clear errors for conflicting or missing variables") {
         }).find("RANK='x'") != std::string::npos);
 }
 
-TEST_CASE("worker store: rank 0 hosts, everyone meets; a missing rank is named") {
+TEST_CASE("worker store: rank 0 hosts, everyone meets, a missing rank is named") {
   int port;
   {
     TcpStoreServer probe(TcpStoreServerOptions{});

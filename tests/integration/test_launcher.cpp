@@ -56,7 +56,7 @@ TEST_CASE("ringgrad-run: 4 workers get the full, consistent torchrun environment
   CHECK(r.err.find("rendezvous store listening on 127.0.0.1:") != std::string::npos);  // loopback
 }
 
-TEST_CASE("ringgrad-run: a worker exiting 3 stops the others; the summary names it") {
+TEST_CASE("ringgrad-run: a worker exiting 3 stops the others, the summary names it") {
   TempDir dir;
   auto r = run(probe_job("3", dir, {"--fail-rank", "2", "--exit-code", "3", "--sleep", "120"}),
                seconds(30));
@@ -142,7 +142,7 @@ TEST_CASE("ringgrad-run: kill -9 of the launcher takes its workers with it") {
   CHECK(all_gone(read_pids(dir.path(), "pid."), seconds(5)));  // PR_SET_PDEATHSIG
 }
 
-TEST_CASE("ringgrad-run: a master port in use is one clear line; port 0 runs side by side") {
+TEST_CASE("ringgrad-run: a master port in use is one clear line, port 0 runs side by side") {
   comm::TcpStoreServer squatter(comm::TcpStoreServerOptions{});
   const std::string port = std::to_string(squatter.port());
   auto r = run(launcher({"--master-port", port, "--nproc-per-node", "1", "true"}), seconds(10));
@@ -204,7 +204,7 @@ TEST_CASE("ringgrad-run: --tee prefixes node:rank, --local-ranks-filter hides ra
   CHECK(line == "probe rank 1 of 2 ready");  // ... but still in its log file
 }
 
-TEST_CASE("ringgrad-run: --redirects sends chosen streams to files only; '--' ends the options") {
+TEST_CASE("ringgrad-run: --redirects sends chosen streams to files only, '--' ends the options") {
   TempDir logs;
   auto r = run(launcher({"--standalone", "--nproc-per-node", "2", "--redirects", "0:1", "--log-dir",
                          logs.path(), "--rdzv-id", "redir", "--", "sh", "-c",
@@ -220,7 +220,7 @@ TEST_CASE("ringgrad-run: --redirects sends chosen streams to files only; '--' en
   CHECK(line == "out-0");
 }
 
-TEST_CASE("worker env: Slurm variables start a job without RANK; a conflicting RANK fails") {
+TEST_CASE("worker env: Slurm variables start a job without RANK, a conflicting RANK fails") {
   const int port = free_port();
   auto slurm = [&](int rank) {
     return std::map<std::string, std::string>{{"SLURM_PROCID", std::to_string(rank)},

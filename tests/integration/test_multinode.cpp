@@ -106,7 +106,7 @@ TEST_CASE("two nodes: a worker failing on node 1 stops node 0's workers too") {
   CHECK(all_gone(read_pids(dir.path(), "pid."), seconds(10)));
 }
 
-TEST_CASE("two nodes: --max-restarts restarts every node; all see TORCHELASTIC_RESTART_COUNT=1") {
+TEST_CASE("two nodes: --max-restarts restarts every node, all see TORCHELASTIC_RESTART_COUNT=1") {
   TempDir dir;
   const int port = free_port();
   const std::vector<std::string> probe = {"--fail-rank", "2", "--fail-generation", "0"};

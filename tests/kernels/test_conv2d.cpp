@@ -175,7 +175,7 @@ TEST_CASE("conv2d refuses CUDA tensors until the CUDA kernel exists") {
                        doctest::Contains("CUDA kernel for this op is not built yet"), Error);
 }
 
-TEST_CASE("conv2d worked by hand: 3x3 input, 2x2 kernel, bias; forward and backward") {
+TEST_CASE("conv2d worked by hand: 3x3 input, 2x2 kernel, bias, forward and backward") {
   // x = 1 2 3    w = 1 2     y[p][q] = sum_rs w[r][s] x[p+r][q+s] + 0.5:
   //     4 5 6        3 4     y00 = 1+4+12+20, y01 = 2+6+15+24, y10 = 4+10+21+32, y11 = 5+12+24+36
   //     7 8 9

@@ -92,7 +92,7 @@ TEST_CASE("autograd: grad-ready hooks fire once per backward, after the last con
   check_close(grad_at_hook, w.grad(), 0, "hook saw the final gradient");
 }
 
-TEST_CASE("autograd: no_grad records nothing; backward needs a scalar that requires grad") {
+TEST_CASE("autograd: no_grad records nothing, backward needs a scalar that requires grad") {
   Variable w(Tensor::from_vector<double>({1.0, 2.0}, {1, 2}), true);
   Variable x(Tensor::from_vector<double>({1.0, 1.0}, {1, 2}));
   {

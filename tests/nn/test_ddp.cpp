@@ -176,7 +176,7 @@ TEST_CASE("ddp: replicas with different shapes fail on every rank naming the par
   }
 }
 
-TEST_CASE("ddp: no_sync accumulates locally; the next synchronised backward averages the sum") {
+TEST_CASE("ddp: no_sync accumulates locally, the next synchronised backward averages the sum") {
   auto store = std::make_shared<comm::HashStore>();
   Dataset data = synthetic_mnist(32, 3);
   std::vector<Tensor> fc_grads(2), local_sums(2);
