@@ -86,6 +86,30 @@ std::vector<Row> table_rows(const std::string& out) {
 
 bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
+Run run_shell(const std::string& cmd) {
+  Run run{0, ""};
+  FILE* p = popen(("cd /tmp && " + cmd + " 2>&1").c_str(), "r");
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) run.out.append(buf, n);
+  const int status = pclose(p);
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+  return run;
+}
+
+// What a launched all_reduce_perf must show: both ranks in the header, a checked table.
+void check_launched_run(const Run& run) {
+  CAPTURE(run.out);
+  CHECK(run.exit_code == 0);
+  CHECK(has(run.out, "#  Rank 0 Pid"));
+  CHECK(has(run.out, "#  Rank 1 Pid"));
+  CHECK(has(run.out, "# Out of bounds values : 0 OK"));
+  const auto rows = table_rows(run.out);
+  CHECK(rows.size() == 3);
+  for (const auto& r : rows) CHECK(r.wrong[0] + r.wrong[1] == 0);
+}
+
+const std::string kLaunchedFlags = " -b 8 -e 64K -f 32 -n 2 -w 1 -c 1";
+
 }  // namespace
 
 TEST_CASE("all_reduce_perf on 3 ranks: nccl-tests table, busbw = algbw * 2(n-1)/n, checked") {
@@ -104,6 +128,23 @@ TEST_CASE("all_reduce_perf on 3 ranks: nccl-tests table, busbw = algbw * 2(n-1)/
       CHECK(r.wrong[k] == 0);
       CHECK(std::abs(r.busbw[k] - r.algbw[k] * 2.0 * 2 / 3) <= 0.011);  // both printed to 0.01
     }
+}
+
+TEST_CASE("all_reduce_perf runs under ringgrad-run, which provides the whole environment") {
+  check_launched_run(run_shell("RINGGRAD_LOG=warn timeout 60 " + std::string(PERF_BIN_DIR) +
+                               "/ringgrad-run --standalone --nproc-per-node 2 " +
+                               std::string(PERF_BIN_DIR) + "/all_reduce_perf" + kLaunchedFlags));
+}
+
+TEST_CASE("all_reduce_perf runs under mpirun (OMPI_COMM_WORLD_* with MASTER_ADDR/PORT)") {
+  if (run_shell("command -v mpirun").exit_code != 0) {
+    MESSAGE("skipped: mpirun not found (Debian openmpi-bin)");
+    return;
+  }
+  check_launched_run(run_shell(
+      "timeout 60 mpirun --allow-run-as-root --oversubscribe -np 2 --mca btl tcp,self "
+      "-x RINGGRAD_LOG=warn -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=" + std::to_string(free_port()) +
+      " " + std::string(PERF_BIN_DIR) + "/all_reduce_perf" + kLaunchedFlags));
 }
 
 TEST_CASE("the other perf binaries check their results on 2 ranks") {
