@@ -36,6 +36,9 @@ int main(int argc, char** argv) {
   app.add_option("--max-steps", c.max_steps, "stop after this many steps (0: no limit)")->check(CLI::NonNegativeNumber);
   app.add_option("--save", c.save_path, "write a checkpoint (safetensors) here at the end");
   app.add_option("--resume", c.resume_path, "continue from this checkpoint")->check(CLI::ExistingFile);
+  app.add_flag("--auto-resume", c.auto_resume,
+               "continue from --save when it exists (for ringgrad-run --max-restarts)")
+      ->needs("--save");
   app.add_option("--log-json", c.log_json_path, "write one JSON object per logged step and per epoch");
   app.add_option("--log-every", c.log_every, "steps between progress lines and JSON step records")
       ->check(CLI::PositiveNumber);

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -81,10 +82,17 @@ TrainResult train(const TrainConfig& c) {
   LrSchedule schedule(parse_lr_schedule(c.lr_schedule), c.lr, total_steps, c.warmup_steps);
   CheckpointInfo info{c.model, c.seed, total_steps};
   TrainingPosition pos;
-  if (!c.resume_path.empty()) {
-    pos = load_checkpoint(c.resume_path, *model, optimizer, info);
+  // Under ringgrad-run --max-restarts every restart runs the same command, so the checkpoint the
+  // failed attempt left in --save is where it continues (torchrun's snapshot pattern).
+  const std::string resume_path =
+      c.resume_path.empty() && c.auto_resume && std::filesystem::exists(c.save_path)
+          ? c.save_path
+          : c.resume_path;
+  if (!resume_path.empty()) {
+    pos = load_checkpoint(resume_path, *model, optimizer, info);
     if (job.leader())
-      log_info("resumed from ", c.resume_path, " at epoch ", pos.epoch + 1, ", step ", pos.global_step);
+      log_info("resumed from ", resume_path, " at epoch ", pos.epoch + 1, ", step ", pos.global_step,
+               resume_path == c.resume_path ? "" : " (--auto-resume)");
   }
 
   std::unique_ptr<DistributedDataParallel> ddp;
