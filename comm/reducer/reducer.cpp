@@ -125,7 +125,8 @@ void Reducer::finalize_backward() {
       if (!ready_[i]) missing += (missing.empty() ? "" : ", ") + names_[i];
     RG_THROW(Error, "DDP: these parameters received no gradient in this backward, so their "
              "buckets could not be reduced: ", missing,
-             ". Every parameter must take part in the loss on every rank.");
+             ". Every parameter must take part in the loss on every rank, or construct "
+             "DistributedDataParallel with find_unused_parameters.");
   }
   for (size_t b = 0; b < buckets_.size(); ++b) {
     Bucket& bucket = buckets_[b];

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <queue>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "kernels/ops.h"
 #include "nn/autograd/variable.h"
@@ -48,6 +49,25 @@ void accumulate_leaf(VariableImpl& leaf, const Tensor& g) {
     kernels::add_(leaf.grad, g);
   }
   leaf.grad_is_zero = false;
+}
+
+// Recorded uses of every variable reachable from `start` through the graph (start: 0).
+std::unordered_map<VariableImpl*, int> count_uses(VariableImpl* start) {
+  std::unordered_map<VariableImpl*, int> uses;
+  std::vector<VariableImpl*> stack = {start};
+  uses[start] = 0;
+  while (!stack.empty()) {
+    VariableImpl* v = stack.back();
+    stack.pop_back();
+    if (!v->grad_fn) continue;
+    for (const VariablePtr& in : v->grad_fn->inputs) {
+      if (!in) continue;
+      auto [it, first_visit] = uses.try_emplace(in.get(), 0);
+      it->second++;
+      if (first_visit) stack.push_back(in.get());
+    }
+  }
+  return uses;
 }
 
 void accumulate_pending(VariableImpl& v, const Tensor& g) {
@@ -110,20 +130,7 @@ void backward(const Variable& root) {
   VariableImpl* start = root.impl().get();
 
   // Pass 1: count the uses of every reachable variable.
-  std::unordered_map<VariableImpl*, int> uses;
-  std::vector<VariableImpl*> stack = {start};
-  uses[start] = 0;
-  while (!stack.empty()) {
-    VariableImpl* v = stack.back();
-    stack.pop_back();
-    if (!v->grad_fn) continue;
-    for (const VariablePtr& in : v->grad_fn->inputs) {
-      if (!in) continue;
-      auto [it, first_visit] = uses.try_emplace(in.get(), 0);
-      it->second++;
-      if (first_visit) stack.push_back(in.get());
-    }
-  }
+  std::unordered_map<VariableImpl*, int> uses = count_uses(start);
 
   // Pass 2: run nodes whose output gradient is complete.
   CallbackScope callbacks;
@@ -168,6 +175,14 @@ void backward(const Variable& root) {
     }
   }
   callbacks.run();
+}
+
+std::unordered_set<const VariableImpl*> reachable_leaves(const Variable& root) {
+  std::unordered_set<const VariableImpl*> leaves;
+  if (!root.defined()) return leaves;
+  for (const auto& [v, n] : count_uses(root.impl().get()))
+    if (!v->grad_fn) leaves.insert(v);
+  return leaves;
 }
 
 void queue_backward_callback(std::function<void()> callback) {

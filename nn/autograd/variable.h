@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "core/tensor.h"
@@ -70,6 +71,9 @@ class Variable {
 // Runs backward from a scalar (one-element) variable: d(root)/d(root) = 1. Callbacks queued
 // during it (queue_backward_callback) run, in order, after the last node.
 void backward(const Variable& root);
+// The leaves (parameters, inputs) a backward from `root` would reach: what DDP's
+// find_unused_parameters uses to find, after forward, the parameters that get no gradient.
+std::unordered_set<const VariableImpl*> reachable_leaves(const Variable& root);
 // For grad-ready hooks: run `callback` once this backward has finished (DDP waits for its
 // buckets there). Throws outside a backward.
 void queue_backward_callback(std::function<void()> callback);

@@ -86,8 +86,18 @@ Variable DistributedDataParallel::forward(const Variable& x) {
              "use no_sync() for forwards whose gradients are accumulated locally");
     reducer_->prepare_for_backward();
     backward_pending_ = true;
+    if (options_.find_unused_parameters) mark_unused_ready(out);
   }
   return out;
+}
+
+void DistributedDataParallel::mark_unused_ready(const Variable& out) {
+  const auto reached = reachable_leaves(out);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (reached.count(params_[i].impl().get())) continue;
+    params_[i].grad();  // materialises a lazily zeroed gradient, so its slot holds zeros
+    reducer_->mark_ready(i);
+  }
 }
 
 void DistributedDataParallel::on_grad_ready(size_t param) {

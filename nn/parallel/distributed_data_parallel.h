@@ -15,6 +15,10 @@ namespace ringgrad::nn {
 struct DdpOptions {
   comm::ReducerOptions reducer;
   bool broadcast_buffers = true;
+  // After each synchronised forward, walk the graph and mark the parameters it cannot reach
+  // ready at once (their bucket slots hold this rank's contribution: zeros, or what no_sync
+  // accumulated), so models whose forward skips parameters still reduce every bucket.
+  bool find_unused_parameters = false;
 };
 
 class DistributedDataParallel {
@@ -46,6 +50,7 @@ class DistributedDataParallel {
 
  private:
   void on_grad_ready(size_t param);
+  void mark_unused_ready(const Variable& out);
   void broadcast_buffers();
 
   std::shared_ptr<Module> module_;

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <optional>
 
 #include "comm/reducer/bucket_assignment.h"
 #include "nn/autograd/ops.h"
@@ -240,6 +241,103 @@ TEST_CASE("ddp: parameters without a gradient are named in the error on every ra
     CHECK(e.find("received no gradient") != std::string::npos);
     CHECK(e.find("reduced: unused.weight, unused.bias. ") != std::string::npos);
   }
+}
+
+namespace {
+// A trunk and two heads; forward uses the head chosen by use_b (PyTorch issue #69031's
+// alternating branches).
+class TwoHeads : public Module {
+ public:
+  explicit TwoHeads(Generator& rng)
+      : trunk_(register_module("trunk", std::make_shared<Linear>(4, 4, rng))),
+        a_(register_module("a", std::make_shared<Linear>(4, 3, rng))),
+        b_(register_module("b", std::make_shared<Linear>(4, 3, rng))) {}
+  Variable forward(const Variable& x) override {
+    Variable h = relu(trunk_->forward(x));
+    return use_b ? b_->forward(h) : a_->forward(h);
+  }
+  bool use_b = false;
+
+ private:
+  std::shared_ptr<Linear> trunk_, a_, b_;
+};
+
+struct MicroBatch {
+  Tensor x, labels;
+};
+
+MicroBatch micro_batch(uint64_t seed) {
+  Generator rng(seed);
+  std::vector<float> x(6 * 4);
+  for (float& v : x) v = rng.normal();
+  std::vector<int64_t> y(6);
+  for (int64_t& v : y) v = static_cast<int64_t>(rng.below(3));
+  return {Tensor::from_vector(x, {6, 4}), Tensor::from_vector(y, {6})};
+}
+
+// Rank r's plan in iteration it: micro-batch 0 under no_sync with head a, then the
+// synchronised micro-batch 1 with head b on rank 0 and head a on rank 1 (so "b" is unused
+// on rank 1 and "a" takes part on one rank only in the synchronised backward).
+bool uses_b(int rank, int micro) { return micro == 1 && rank == 0; }
+uint64_t batch_seed(int it, int rank, int micro) { return 100 + it * 10 + rank * 2 + micro; }
+}  // namespace
+
+TEST_CASE("ddp: find_unused_parameters with no_sync and alternating heads equals one process") {
+  constexpr int kIterations = 2;  // the second runs on the buckets rebuilt after the first
+  // Reference: one process accumulates all four micro-batches; DDP averages over 2 ranks.
+  std::vector<std::vector<Tensor>> expected(kIterations);
+  {
+    Generator rng(7);
+    auto model = std::make_shared<TwoHeads>(rng);
+    for (int it = 0; it < kIterations; ++it) {
+      for (auto& p : model->parameters()) p.zero_grad();
+      for (int rank = 0; rank < 2; ++rank)
+        for (int micro = 0; micro < 2; ++micro) {
+          model->use_b = uses_b(rank, micro);
+          const MicroBatch mb = micro_batch(batch_seed(it, rank, micro));
+          backward(cross_entropy(model->forward(Variable(mb.x)), mb.labels));
+        }
+      for (auto& p : model->parameters()) {
+        Tensor g = p.grad().clone();
+        for (int64_t k = 0; k < g.numel(); ++k) g.data<float>()[k] /= 2;
+        expected[it].push_back(g);
+      }
+    }
+  }
+  auto store = std::make_shared<comm::HashStore>();
+  std::vector<std::vector<std::vector<Tensor>>> got(2, std::vector<std::vector<Tensor>>(kIterations));
+  spawn(2, [&](int rank) {
+    auto group = make_ring_group(store, rank, 2, "find_unused");
+    Generator rng(7);
+    auto model = std::make_shared<TwoHeads>(rng);
+    DdpOptions options;
+    options.find_unused_parameters = true;
+    DistributedDataParallel ddp(model, *group, options);
+    for (int it = 0; it < kIterations; ++it) {
+      for (auto& p : model->parameters()) p.zero_grad();
+      for (int micro = 0; micro < 2; ++micro) {
+        model->use_b = uses_b(rank, micro);
+        const MicroBatch mb = micro_batch(batch_seed(it, rank, micro));
+        std::optional<DistributedDataParallel::NoSync> guard;
+        if (micro == 0) guard.emplace(ddp);
+        backward(cross_entropy(ddp.forward(Variable(mb.x)), mb.labels));
+      }
+      for (auto& p : model->parameters()) got[rank][it].push_back(p.grad().clone());
+    }
+  });
+  const auto names = [] {
+    Generator rng(7);
+    std::vector<std::string> out;
+    for (auto& [name, p] : TwoHeads(rng).named_parameters()) out.push_back(name);
+    return out;
+  }();
+  for (int rank = 0; rank < 2; ++rank)
+    for (int it = 0; it < kIterations; ++it)
+      for (size_t i = 0; i < names.size(); ++i) {
+        CAPTURE(rank);
+        CAPTURE(it);
+        testing::check_close(got[rank][it][i], expected[it][i], 1e-5, names[i].c_str());
+      }
 }
 
 TEST_CASE("ddp: fp16 compression halves the bytes sent and stays close to fp32") {
