@@ -340,6 +340,35 @@ TEST_CASE("ddp: find_unused_parameters with no_sync and alternating heads equals
       }
 }
 
+TEST_CASE("ddp: uneven batch counts fail on both ranks with both collectives named, no hang") {
+  // Rank 0 has a third batch while rank 1 has finished its epoch and calls the barrier that
+  // ends it: rank 0's next DDP collective meets rank 1's barrier.
+  auto store = std::make_shared<comm::HashStore>();
+  std::vector<std::string> errors(2);
+  spawn(2, [&](int rank) {
+    auto group = make_ring_group(store, rank, 2, "uneven");
+    Generator rng(7);
+    auto model = std::make_shared<TwoHeads>(rng);  // head b unused
+    DdpOptions options;
+    options.find_unused_parameters = true;
+    DistributedDataParallel ddp(model, *group, options);
+    try {
+      for (int step = 0; step < (rank == 0 ? 3 : 2); ++step) {
+        const MicroBatch mb = micro_batch(batch_seed(0, rank, step));
+        backward(cross_entropy(ddp.forward(Variable(mb.x)), mb.labels));
+      }
+      group->barrier()->wait();
+    } catch (const Error& e) {
+      errors[rank] = e.what();
+    }
+  });
+  for (const std::string& e : errors) {
+    CAPTURE(e);
+    CHECK(e.find("collective mismatch") != std::string::npos);
+    CHECK(e.find("barrier #") != std::string::npos);
+  }
+}
+
 TEST_CASE("ddp: fp16 compression halves the bytes sent and stays close to fp32") {
   auto store = std::make_shared<comm::HashStore>();
   Dataset data = synthetic_mnist(16, 4);
