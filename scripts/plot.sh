@@ -6,10 +6,13 @@
 #   scripts/plot.sh busbw OUT.png RUN.json[=LABEL]...
 #       all_reduce_perf --json RUN: bus bandwidth against message size (log scale), one line
 #       per run (out of place); LABEL defaults to "backend, N ranks" from the file.
+#   scripts/plot.sh timeline TIMELINE.txt OUT.png
+#       bench/ddp_throughput --timeline: each DDP bucket's all-reduce from launch to done,
+#       against the end of backward (when the last gradient arrived).
 # Exit codes: 0 drawn, 1 bad input, 2 usage, 3 gnuplot missing and not installable (says why).
 set -euo pipefail
 
-usage() { sed -n '3,8p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '3,11p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 need_gnuplot() {
   command -v gnuplot >/dev/null && return 0
@@ -108,10 +111,37 @@ plot $plots
 GP
 }
 
+plot_timeline() {
+  local timeline=$1 out=$2 last xmax
+  xmax=$(awk '!/^#/ && $6 > m { m = $6 } END { print m * 1000 * 1.2 }' "$timeline")
+  last=$(sed -n 's/.*last gradient at \([0-9.e+-]*\) s.*/\1/p' "$timeline")
+  [[ -n $last ]] || { echo "plot.sh: $timeline is not a ddp_throughput --timeline file" >&2; exit 1; }
+  gnuplot <<GP
+set terminal pngcairo size 900,500 noenhanced
+set output '$out'
+set title 'DDP buckets in one backward: all-reduce from launch to done (ms since backward began)'
+set grid x
+set xlabel 'ms since the start of backward'
+set ylabel 'bucket (launch order)'
+set yrange [*:*] reverse
+set offsets 0, 0, 0.6, 0.6
+set ytics 1
+set xrange [0:$xmax]
+set key outside bottom center horizontal
+set arrow from $last*1000, graph 0 to $last*1000, graph 1 nohead dt 2 lw 2 lc 'black'
+set label 'backward ends (last gradient)' at $last*1000, graph 0.03 right offset -0.5,0
+plot '$timeline' using (1000*\$5):1:(1000*(\$6-\$5)):(0) with vectors nohead lw 12 lc 'steelblue' \
+       title 'launched -> finalize_backward saw it done', \
+     '' using (1000*\$4):1 with points pt 7 ps 1.5 lc 'orange' title 'bucket ready', \
+     '' using (1000*\$6):1:(sprintf('%.1f MB', \$3/1e6)) with labels left offset 1,0 notitle
+GP
+}
+
 (($# >= 1)) || usage
 case $1 in
   train) (($# == 3)) || usage; out=$3; need_gnuplot; plot_train "$2" "$3" ;;
   busbw) (($# >= 3)) || usage; out=$2; need_gnuplot; shift; plot_busbw "$@" ;;
+  timeline) (($# == 3)) || usage; out=$3; need_gnuplot; plot_timeline "$2" "$3" ;;
   *) usage ;;
 esac
 echo "plot.sh: wrote $out" >&2
