@@ -191,6 +191,8 @@ int main(int argc, char** argv) {
     }
     c.command = app.remaining();
     if (!c.command.empty() && c.command[0] == "--") c.command.erase(c.command.begin());
+    if (check.port != 0 && !check.check)
+      RG_THROW(InvalidArgument, "--check-port only applies with --check");
     if (check.check) {
       if (!c.command.empty())
         RG_THROW(InvalidArgument, "--check runs no PROGRAM; drop '", c.command[0], "'");
@@ -203,6 +205,9 @@ int main(int argc, char** argv) {
       validate(shared);
       return run_ssh_launch(ssh_launch_config(app, ssh, c));
     }
+    for (const char* ssh_only : {"--ssh-port", "--ssh-opts", "--export", "--remote-run"})
+      if (app.get_option(ssh_only)->count())
+        RG_THROW(InvalidArgument, ssh_only, " only applies with --hostfile");
     if (check.check) {
       validate(c);
       c.command.clear();
@@ -212,9 +217,6 @@ int main(int argc, char** argv) {
       o.worker_port = check.port;
       return run_env_check(c, o);
     }
-    for (const char* ssh_only : {"--ssh-port", "--ssh-opts", "--export", "--remote-run"})
-      if (app.get_option(ssh_only)->count())
-        RG_THROW(InvalidArgument, ssh_only, " only applies with --hostfile");
     validate(c);
   } catch (const InvalidArgument& e) {
     return fail(2, user_message(e));

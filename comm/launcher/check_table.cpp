@@ -38,8 +38,9 @@ std::string format_check_table(const std::vector<CheckRow>& rows) {
   line("NODE", "CHECK", "RESULT", "DETAIL");
   for (const auto& r : rows)
     line(r.node, r.check, std::string(check_status_name(r.status)) + "  ", r.detail);
-  const auto failed = std::count_if(rows.begin(), rows.end(),
-                                    [](const CheckRow& r) { return r.status == CheckStatus::fail; });
+  const auto failed = std::count_if(rows.begin(), rows.end(), [](const CheckRow& r) {
+    return r.status == CheckStatus::fail;
+  });
   if (failed == 0)
     out << "ringgrad-run --check: all " << rows.size() << " checks passed\n";
   else
@@ -83,7 +84,8 @@ std::vector<CheckRow> parse_check_rows(const std::string& text) {
     for (int i = 0; i < 3; ++i) {
       const size_t tab = line.find('\t', start);
       if (tab == std::string::npos)
-        RG_THROW(InvalidArgument, "check report line ", number, ": expected 4 tab-separated fields");
+        RG_THROW(InvalidArgument, "check report line ", number,
+                 ": expected 4 tab-separated fields");
       fields.push_back(line.substr(start, tab - start));
       start = tab + 1;
     }

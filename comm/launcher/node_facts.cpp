@@ -102,7 +102,8 @@ NodeFacts parse_node_facts(const std::string& text) {
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) {
     const auto eq = line.find('=');
-    if (eq == std::string::npos) RG_THROW(InvalidArgument, "node facts: malformed line '", line, "'");
+    if (eq == std::string::npos)
+      RG_THROW(InvalidArgument, "node facts: malformed line '", line, "'");
     kv[line.substr(0, eq)] = line.substr(eq + 1);
   }
   auto number = [&](const char* key) {

@@ -133,3 +133,12 @@ TEST_CASE("check: a node that never joins is a failed rendezvous row naming the 
   CHECK(rdzv.find("1/2") != std::string::npos);
   CHECK(rdzv.find(std::to_string(port)) != std::string::npos);
 }
+
+TEST_CASE("check: a PROGRAM after --check, or --check-port alone, is bad input") {
+  auto with_program = run(launcher({"--check", "--standalone", "./train"}), seconds(20));
+  CHECK(with_program.status.code == 2);
+  CHECK(with_program.err.find("--check runs no PROGRAM") != std::string::npos);
+  auto port_alone = run(launcher({"--check-port", "40000", "--standalone", "true"}), seconds(20));
+  CHECK(port_alone.status.code == 2);
+  CHECK(port_alone.err.find("--check-port only applies with --check") != std::string::npos);
+}
