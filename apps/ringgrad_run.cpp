@@ -177,7 +177,9 @@ int main(int argc, char** argv) {
       if (c.rdzv_backend == "static")
         std::tie(c.master_addr, c.master_port) = {c.rdzv_host, c.rdzv_port};
     }
-    apply_rdzv_conf(c, parse_key_values(rdzv_conf, "--rdzv-conf"));
+    const auto conf = parse_key_values(rdzv_conf, "--rdzv-conf");
+    apply_rdzv_conf(c, conf);
+    if (check.check && !conf.count("timeout")) c.rdzv_timeout = kCheckRendezvousTimeout;
     c.redirects = parse_stream_selection(redirects, "--redirects");
     c.tee = parse_stream_selection(tee, "--tee");
     c.local_ranks_filter = parse_rank_list(ranks_filter, "--local-ranks-filter");

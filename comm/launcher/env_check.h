@@ -7,11 +7,16 @@
 // rendezvous endpoint's + 1): the first store may still be closing when a node moves on.
 // Node 0 prints the table (check_table.h); the other nodes print one verdict line.
 #pragma once
+#include <chrono>
 #include <string>
 
 #include "comm/launcher/launch_config.h"
 
 namespace ringgrad::comm {
+
+// A check is interactive: a node that does not come within a minute is reported rather than
+// waited for for torchrun's 15 minutes (--rdzv-conf timeout=S still decides).
+constexpr std::chrono::milliseconds kCheckRendezvousTimeout{60'000};
 
 struct EnvCheckOptions {
   std::string self;       // this ringgrad-run, started again as `--check-node REPORT`

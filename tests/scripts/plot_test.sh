@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# scripts/plot.sh on a small training log (the JSON lines ringgrad-train --log-json writes)
-# and on two real all_reduce_perf --json runs: each PNG must exist, start with the PNG
+# scripts/plot.sh on a small training log (the JSON lines ringgrad-train --log-json writes),
+# on two real all_reduce_perf --json runs and on a ddp_throughput --timeline file: each PNG must exist, start with the PNG
 # signature and have a plausible size. Exits 77 (skip) with the reason when gnuplot is missing.
 set -uo pipefail
 run=$1 perf=$2
@@ -38,6 +38,11 @@ done
 bash scripts/plot.sh busbw "$dir/busbw.png" "$dir/run2.json" "$dir/run3.json=three ranks" ||
   fail "plot.sh busbw exited $?"
 check_png "$dir/busbw.png"
+
+# The DDP bucket timeline of docs/ddp-buckets.md (a real ddp_throughput --timeline file).
+bash scripts/plot.sh timeline docs/figures/ddp-timeline.txt "$dir/timeline.png" ||
+  fail "plot.sh timeline exited $?"
+check_png "$dir/timeline.png"
 
 # Bad input is one line and exit 1, not a half-drawn figure.
 echo '{"type":"step"}' >"$dir/empty.jsonl"
