@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "comm/store/worker_store.h"
@@ -55,22 +56,38 @@ int bound_port(const Socket& s) {
   return ntohs(sa.sin_port);
 }
 
-// Answers every probe with this node's rank until `stop`.
-void serve_probes(const Socket& listener, int32_t rank, const std::atomic<bool>& stop) {
-  while (!stop) {
-    pollfd p{listener.fd(), POLLIN, 0};
-    if (::poll(&p, 1, 50) <= 0) continue;
-    Socket peer(::accept4(listener.fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
-    if (!peer.valid()) continue;
-    try {
-      const auto deadline = Clock::now() + std::chrono::seconds(5);
-      int32_t from = 0;
-      tcp::read_fully(peer, &from, sizeof from, deadline, "worker port probe");
-      tcp::write_fully(peer, &rank, sizeof rank, deadline, "worker port probe");
-    } catch (const Error&) {  // that prober reports its own failure
+// Answers every probe of `listener` with this node's rank, on its own thread, until destroyed
+// (RAII: a store error that unwinds run_node_check must not leave a joinable thread).
+class ProbeServer {
+ public:
+  ProbeServer(const Socket& listener, int32_t rank)
+      : thread_([this, &listener, rank] { serve(listener, rank); }) {}
+  ~ProbeServer() {
+    stop_ = true;
+    thread_.join();
+  }
+  ProbeServer(const ProbeServer&) = delete;
+  ProbeServer& operator=(const ProbeServer&) = delete;
+
+ private:
+  void serve(const Socket& listener, int32_t rank) {
+    while (!stop_) {
+      pollfd p{listener.fd(), POLLIN, 0};
+      if (::poll(&p, 1, 50) <= 0) continue;
+      Socket peer(::accept4(listener.fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+      if (!peer.valid()) continue;
+      try {
+        const auto deadline = Clock::now() + std::chrono::seconds(5);
+        int32_t from = 0;
+        tcp::read_fully(peer, &from, sizeof from, deadline, "worker port probe");
+        tcp::write_fully(peer, &rank, sizeof rank, deadline, "worker port probe");
+      } catch (const Error&) {  // that prober reports its own failure
+      }
     }
   }
-}
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
 
 // "" when `to` answered as node `expect`, else what went wrong.
 std::string probe(const std::string& host, int port, int32_t self, int expect,
@@ -166,11 +183,10 @@ int run_node_check(const NodeCheckOptions& o) {
   mine.address = tcp::select_interface(env_get("RINGGRAD_SOCKET_IFNAME"), env.master_addr).address;
   const int port = o.port_base == 0 ? 0 : o.port_base + rank;
   Socket listener = listen_at(port, mine.listen_error);
-  std::atomic<bool> stop{false};
-  std::thread server;
+  std::optional<ProbeServer> server;
   if (listener.valid()) {
     mine.listen = str_cat(mine.address, ":", bound_port(listener));
-    server = std::thread(serve_probes, std::cref(listener), rank, std::cref(stop));
+    server.emplace(listener, rank);
   }
   store.set(key("facts", rank), serialize_node_facts(mine.facts));
   store.set(key("address", rank), mine.address);
@@ -189,8 +205,7 @@ int run_node_check(const NodeCheckOptions& o) {
     store.set(key("reach", to, rank), "=" + outcome);  // '=' keeps an empty outcome non-empty
   }
   store_barrier(store, "check_probed", rank, world, o.timeout);
-  stop = true;
-  if (server.joinable()) server.join();
+  server.reset();
 
   std::vector<NodeRecord> nodes(world);
   for (int n = 0; n < world; ++n) {
