@@ -57,7 +57,8 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", warmup)->check(CLI::NonNegativeNumber);
   app.add_option("--steps", steps)->check(CLI::PositiveNumber);
   app.add_flag("--no-sync", no_sync, "every step under no_sync(): no gradient communication");
-  app.add_option("--bucket-cap-mb", bucket_cap_mb, "DDP bucket size in MiB")->check(CLI::PositiveNumber);
+  app.add_option("--bucket-cap-mb", bucket_cap_mb, "DDP bucket size in MiB")
+      ->check(CLI::PositiveNumber);
   app.add_option("--timeline", timeline_path, "rank 0 writes the last step's bucket timeline here");
   CLI11_PARSE(app, argc, argv);
   try {
