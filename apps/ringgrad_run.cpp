@@ -11,7 +11,9 @@
 #include <sstream>
 
 #include "comm/launcher/launch_config.h"
+#include "comm/launcher/env_check.h"
 #include "comm/launcher/launcher.h"
+#include "comm/launcher/node_check.h"
 #include "comm/launcher/ssh_launch.h"
 #include "core/error.h"
 
@@ -53,6 +55,13 @@ struct SshFlags {
   int ssh_port = 0;
 };
 
+// --check: the environment check instead of a program; --check-node is what it starts.
+struct CheckFlags {
+  bool check = false;
+  std::string node_report;
+  int port = 0;
+};
+
 ringgrad::comm::SshLaunchConfig ssh_launch_config(const CLI::App& app, const SshFlags& f,
                                                   const ringgrad::comm::LaunchConfig& c) {
   using ringgrad::InvalidArgument;
@@ -74,10 +83,19 @@ ringgrad::comm::SshLaunchConfig ssh_launch_config(const CLI::App& app, const Ssh
   s.remote_workdir = ::getcwd(cwd, sizeof cwd) ? cwd : ".";
   for (const char* shared : {"--rdzv-id", "--rdzv-conf", "--max-restarts", "--monitor-interval",
                              "--stop-grace", "--log-dir", "--redirects", "--tee",
-                             "--local-ranks-filter"})
+                             "--local-ranks-filter", "--check-port"})
     for (const auto& value : app.get_option(shared)->results())
       s.launcher_flags.insert(s.launcher_flags.end(), {shared, value});
+  if (app.get_option("--check")->count()) {  // every host runs the check; no program
+    s.launcher_flags.push_back("--check");
+    s.command.clear();
+  }
   return s;
+}
+
+std::string sibling_path(const std::string& self, const std::string& name) {
+  const auto slash = self.rfind('/');
+  return slash == std::string::npos ? name : self.substr(0, slash + 1) + name;
 }
 
 }  // namespace
@@ -96,6 +114,7 @@ int main(int argc, char** argv) {
   double monitor_interval = 0.1, stop_grace = 5;
   bool no_python = false;
   SshFlags ssh;
+  CheckFlags check;
   app.add_option("--nnodes", nnodes, "N or MIN:MAX nodes");
   app.add_option("--nproc-per-node,--nproc_per_node", nproc, "workers per node: N, auto, cpu, gpu");
   app.add_option("--node-rank,--node_rank", c.node_rank, "this node's rank (default: assigned)");
@@ -133,6 +152,13 @@ int main(int argc, char** argv) {
                  "prefix every worker line with [LABEL:rank]: (set by --hostfile)");
   app.add_flag("--stop-on-stdin-eof", c.stop_on_stdin_eof,
                "stop the job when stdin closes (set by --hostfile)");
+  app.add_flag("--check", check.check,
+               "check the nodes instead of running PROGRAM: rendezvous, worker ports, build, "
+               "CPUs, CUDA, then a short all_reduce_perf; a PASS/FAIL table, exit 0 if all pass");
+  app.add_option("--check-port", check.port,
+                 "--check: node k probes worker port P+k instead of a free one");
+  app.add_option("--check-node", check.node_report, "(internal) one node's checker for --check")
+      ->group("");
   app.footer("PROGRAM [ARGS...] follow the options: ringgrad-run [OPTIONS] PROGRAM [ARGS...]");
   app.prefix_command();  // everything from PROGRAM on belongs to the program
   try {
@@ -151,14 +177,29 @@ int main(int argc, char** argv) {
       if (c.rdzv_backend == "static")
         std::tie(c.master_addr, c.master_port) = {c.rdzv_host, c.rdzv_port};
     }
-    apply_rdzv_conf(c, parse_key_values(rdzv_conf, "--rdzv-conf"));
+    const auto conf = parse_key_values(rdzv_conf, "--rdzv-conf");
+    apply_rdzv_conf(c, conf);
+    if (check.check && !conf.count("timeout")) c.rdzv_timeout = kCheckRendezvousTimeout;
     c.redirects = parse_stream_selection(redirects, "--redirects");
     c.tee = parse_stream_selection(tee, "--tee");
     c.local_ranks_filter = parse_rank_list(ranks_filter, "--local-ranks-filter");
     c.monitor_interval = std::chrono::milliseconds(static_cast<int64_t>(monitor_interval * 1000));
     c.stop_grace = std::chrono::milliseconds(static_cast<int64_t>(stop_grace * 1000));
+    if (!check.node_report.empty()) {
+      NodeCheckOptions o;
+      o.report_path = check.node_report;
+      o.port_base = check.port;
+      return run_node_check(o);
+    }
     c.command = app.remaining();
     if (!c.command.empty() && c.command[0] == "--") c.command.erase(c.command.begin());
+    if (check.port != 0 && !check.check)
+      RG_THROW(InvalidArgument, "--check-port only applies with --check");
+    if (check.check) {
+      if (!c.command.empty())
+        RG_THROW(InvalidArgument, "--check runs no PROGRAM; drop '", c.command[0], "'");
+      c.command = {"check"};  // a stand-in: validate() wants a program
+    }
     if (!ssh.hostfile.empty()) {
       LaunchConfig shared = c;  // the node flags are the hostfile's; check the rest here
       shared.min_nodes = shared.max_nodes = 2;
@@ -169,6 +210,15 @@ int main(int argc, char** argv) {
     for (const char* ssh_only : {"--ssh-port", "--ssh-opts", "--export", "--remote-run"})
       if (app.get_option(ssh_only)->count())
         RG_THROW(InvalidArgument, ssh_only, " only applies with --hostfile");
+    if (check.check) {
+      validate(c);
+      c.command.clear();
+      EnvCheckOptions o;
+      o.self = self_path();
+      o.perf = sibling_path(o.self, "all_reduce_perf");
+      o.worker_port = check.port;
+      return run_env_check(c, o);
+    }
     validate(c);
   } catch (const InvalidArgument& e) {
     return fail(2, user_message(e));

@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake libasio-dev doctest-dev libopenblas-dev zlib1g-dev libcli11-dev
-          nlohmann-json3-dev libbenchmark-dev dataset-fashion-mnist iproute2)
+          nlohmann-json3-dev libbenchmark-dev dataset-fashion-mnist iproute2 gnuplot-nox)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# Figures from ringgrad's JSON outputs, drawn with gnuplot (Debian gnuplot-nox; installed here
+# when missing and run as root, as scripts/build.sh does).
+#   scripts/plot.sh train LOG.jsonl OUT.png
+#       ringgrad-train --log-json LOG: training loss, test accuracy and img/s per epoch.
+#   scripts/plot.sh busbw OUT.png RUN.json[=LABEL]...
+#       all_reduce_perf --json RUN: bus bandwidth against message size (log scale), one line
+#       per run (out of place); LABEL defaults to "backend, N ranks" from the file.
+#   scripts/plot.sh timeline TIMELINE.txt OUT.png
+#       bench/ddp_throughput --timeline: each DDP bucket's all-reduce from launch to done,
+#       against the end of backward (when the last gradient arrived).
+# Exit codes: 0 drawn, 1 bad input, 2 usage, 3 gnuplot missing and not installable (says why).
+set -euo pipefail
+
+usage() { sed -n '3,11p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+
+need_gnuplot() {
+  command -v gnuplot >/dev/null && return 0
+  if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+    echo "plot.sh: installing gnuplot-nox" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q gnuplot-nox >/dev/null 2>&1 ||
+      { apt-get update -q >/dev/null 2>&1 &&
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q gnuplot-nox >/dev/null 2>&1; } || true
+  fi
+  command -v gnuplot >/dev/null && return 0
+  echo "plot.sh: gnuplot is not installed (apt-get install gnuplot-nox as root)" >&2
+  exit 3
+}
+
+# JSON to whitespace-separated columns; python3 is what the rest of the scripts use.
+epoch_table() {  # LOG -> "epoch train_loss test_accuracy(%) img_per_s" per epoch record
+  python3 - "$1" <<'PY'
+import json, sys
+rows = 0
+for n, line in enumerate(open(sys.argv[1]), 1):
+    if not line.strip():
+        continue
+    try:
+        r = json.loads(line)
+    except ValueError:
+        sys.exit(f"plot.sh: {sys.argv[1]}:{n}: not a JSON line")
+    if r.get("type") != "epoch":
+        continue
+    acc = r.get("test_accuracy")
+    print(r["epoch"], r["train_loss"], "NaN" if acc is None else 100 * acc, r["img_per_s"])
+    rows += 1
+if rows == 0:
+    sys.exit(f"plot.sh: {sys.argv[1]} has no epoch records (was it written by ringgrad-train --log-json?)")
+PY
+}
+
+busbw_table() {  # RUN.json -> "size busbw" per row
+  python3 - "$1" <<'PY'
+import json, sys
+try:
+    rows = json.load(open(sys.argv[1]))["rows"]
+except (ValueError, KeyError) as e:
+    sys.exit(f"plot.sh: {sys.argv[1]} is not all_reduce_perf --json output ({e})")
+for r in rows:
+    print(r["size"], r["out_of_place"]["busbw"])
+PY
+}
+
+run_label() {  # RUN.json -> "ring, 4 ranks"
+  python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print("%s, %d ranks" % (j.get("backend","?"), j.get("world_size",0)))' "$1"
+}
+
+plot_train() {
+  local log=$1 out=$2 dir
+  dir=$(mktemp -d); trap 'rm -rf "$dir"' RETURN
+  epoch_table "$log" >"$dir/epochs"
+  gnuplot <<GP
+set terminal pngcairo size 900,900 noenhanced
+set output '$out'
+set multiplot layout 3,1 title 'ringgrad-train: $(basename "$log")'
+set grid
+set xlabel 'epoch'
+set xtics 1
+set ylabel 'train loss'
+plot '$dir/epochs' using 1:2 with linespoints lw 2 pt 7 title 'training loss'
+set ylabel 'test accuracy (%)'
+plot '$dir/epochs' using 1:3 with linespoints lw 2 pt 7 title 'test accuracy'
+set ylabel 'images/s'
+set yrange [0:*]
+plot '$dir/epochs' using 1:4 with linespoints lw 2 pt 7 title 'throughput (all ranks)'
+unset multiplot
+GP
+}
+
+plot_busbw() {
+  local out=$1 dir plots="" i=0; shift
+  dir=$(mktemp -d); trap 'rm -rf "$dir"' RETURN
+  for arg in "$@"; do
+    local file=${arg%%=*} label
+    busbw_table "$file" >"$dir/run$i"
+    label=$([[ $arg == *=* ]] && echo "${arg#*=}" || run_label "$file")
+    plots+="${plots:+, }'$dir/run$i' using 1:2 with linespoints lw 2 pt 7 title '${label//\'/}'"
+    i=$((i + 1))
+  done
+  gnuplot <<GP
+set terminal pngcairo size 900,600 noenhanced
+set output '$out'
+set title 'all-reduce bus bandwidth (out of place)'
+set grid
+set logscale x 2
+set format x '%.0b %BB'
+set xlabel 'message size'
+set ylabel 'busbw (GB/s)'
+set key top left
+plot $plots
+GP
+}
+
+plot_timeline() {
+  local timeline=$1 out=$2 last xmax
+  xmax=$(awk '!/^#/ && $6 > m { m = $6 } END { print m * 1000 * 1.2 }' "$timeline")
+  last=$(sed -n 's/.*last gradient at \([0-9.e+-]*\) s.*/\1/p' "$timeline")
+  [[ -n $last ]] || { echo "plot.sh: $timeline is not a ddp_throughput --timeline file" >&2; exit 1; }
+  gnuplot <<GP
+set terminal pngcairo size 900,500 noenhanced
+set output '$out'
+set title 'DDP buckets in one backward: all-reduce from launch to done (ms since backward began)'
+set grid x
+set xlabel 'ms since the start of backward'
+set ylabel 'bucket (launch order)'
+set yrange [*:*] reverse
+set offsets 0, 0, 0.6, 0.6
+set ytics 1
+set xrange [0:$xmax]
+set key outside bottom center horizontal
+set arrow from $last*1000, graph 0 to $last*1000, graph 1 nohead dt 2 lw 2 lc 'black'
+set label 'backward ends (last gradient)' at $last*1000, graph 0.03 right offset -0.5,0
+plot '$timeline' using (1000*\$5):1:(1000*(\$6-\$5)):(0) with vectors nohead lw 12 lc 'steelblue' \
+       title 'launched -> finalize_backward saw it done', \
+     '' using (1000*\$4):1 with points pt 7 ps 1.5 lc 'orange' title 'bucket ready', \
+     '' using (1000*\$6):1:(sprintf('%.1f MB', \$3/1e6)) with labels left offset 1,0 notitle
+GP
+}
+
+(($# >= 1)) || usage
+case $1 in
+  train) (($# == 3)) || usage; out=$3; need_gnuplot; plot_train "$2" "$3" ;;
+  busbw) (($# >= 3)) || usage; out=$2; need_gnuplot; shift; plot_busbw "$@" ;;
+  timeline) (($# == 3)) || usage; out=$3; need_gnuplot; plot_timeline "$2" "$3" ;;
+  *) usage ;;
+esac
+echo "plot.sh: wrote $out" >&2
