@@ -1,4 +1,5 @@
-// Fully connected layer on the CPU (f32, f64; f16 and bf16 through f32): three GEMMs, each split over OpenMP threads.
+// Fully connected layer on the CPU (f32, f64; f16 and bf16 through f32): three GEMMs, each
+// split over OpenMP threads.
 //   forward   y (N, OUT) = x (N, IN) w^T + bias
 //   backward  dx = dy w,  dw = dy^T x,  dbias = column sums of dy
 #include <algorithm>

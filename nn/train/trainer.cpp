@@ -1,12 +1,13 @@
 // Training loop. Each step: set the scheduled learning rate (and momentum for onecycle),
 // forward and cross-entropy (under autocast with --amp), backward of the loss (scaled for
-// fp16), SGD step (skipped by the GradScaler when fp16 gradients overflowed). Launched with WORLD_SIZE > 1 (ringgrad-run,
-// torchrun-style environment, mpirun or srun) the model is wrapped in DistributedDataParallel:
-// each rank trains on its DistributedSampler shard with --batch-size images per step, the
-// gradients are averaged by the bucketed all-reduce, and rank 0 alone prints, logs and writes
-// checkpoints. Resume restores weights, BN buffers, momentum buffers, the loss scale and the
-// position (epoch, batch); the sampler's order is a function of (seed, epoch), so the continued run sees exactly
-// the batches the uninterrupted one would.
+// fp16), SGD step (skipped by the GradScaler when fp16 gradients overflowed). Launched with
+// WORLD_SIZE > 1 (ringgrad-run, torchrun-style environment, mpirun or srun) the model is
+// wrapped in DistributedDataParallel: each rank trains on its DistributedSampler shard with
+// --batch-size images per step, the gradients are averaged by the bucketed all-reduce, and
+// rank 0 alone prints, logs and writes checkpoints. Resume restores weights, BN buffers,
+// momentum buffers, the loss scale and the position (epoch, batch); the sampler's order is a
+// function of (seed, epoch), so the continued run sees exactly the batches the uninterrupted
+// one would.
 #include "nn/train/trainer.h"
 
 #include <algorithm>
@@ -79,6 +80,7 @@ TrainResult train(const TrainConfig& c) {
   const std::optional<DType> amp_dtype = amp::parse_amp_mode(c.amp);
   amp::GradScalerOptions scaler_options;
   scaler_options.enabled = amp_dtype == DType::f16;  // bf16 has f32's range: nothing underflows
+  scaler_options.init_scale = c.amp_init_scale;
   amp::GradScaler scaler(scaler_options);
 
   DataLoader loader(data.train, DistributedSampler(data.train.size(), world, rank, true, c.seed),
@@ -104,7 +106,8 @@ TrainResult train(const TrainConfig& c) {
   }
   auto forward = [&](const Variable& x) { return ddp ? ddp->forward(x) : model->forward(x); };
   auto save = [&](const TrainingPosition& at) {
-    if (job.leader() && !c.save_path.empty()) save_checkpoint(c.save_path, *model, optimizer, at, info, &scaler);
+    if (job.leader() && !c.save_path.empty())
+      save_checkpoint(c.save_path, *model, optimizer, at, info, &scaler);
   };
 
   ProgressReporter progress(job.leader(), c.log_every);

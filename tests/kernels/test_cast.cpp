@@ -148,7 +148,8 @@ TEST_CASE("half precision conv2d and linear: the f32 kernels on the same values,
     const Tensor dy = random_tensor(ys, g, half);
     Tensor dx = Tensor::empty(x.shape(), half), dw = Tensor::empty(w.shape(), half),
            db = Tensor::empty({4}, half);
-    Tensor dx32 = Tensor::empty(x.shape()), dw32 = Tensor::empty(w.shape()), db32 = Tensor::empty({4});
+    Tensor dx32 = Tensor::empty(x.shape()), dw32 = Tensor::empty(w.shape());
+    Tensor db32 = Tensor::empty({4});
     kernels::conv2d_backward(dx, dw, db, dy, x, w, p);
     kernels::conv2d_backward(dx32, dw32, db32, dy.to(DType::f32), x.to(DType::f32),
                              w.to(DType::f32), p);

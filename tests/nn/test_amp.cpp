@@ -27,7 +27,8 @@ namespace {
 
 Tensor random_f32(const Shape& shape, Generator& g, double scale = 1.0) {
   Tensor t = Tensor::empty(shape);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = static_cast<float>(scale * g.normal());
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<float>(scale * g.normal());
   return t;
 }
 
@@ -222,7 +223,8 @@ TEST_CASE("grad scaler: the scale doubles after growth_interval good steps in a 
 }
 
 TEST_CASE("grad scaler: an inf or NaN gradient skips the step and backs the scale off") {
-  for (float bad : {std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  for (float bad : {kInf, std::numeric_limits<float>::quiet_NaN()}) {
     CAPTURE(bad);
     ScalarModel m;
     amp::GradScalerOptions o;
