@@ -1,7 +1,8 @@
 // Tests for mixed precision (nn/amp): the autocast policy (which op runs in which dtype, that
 // master weights get f32 gradients close to those of an f32 run), GradScaler's state machine
 // (PyTorch's defaults, growth, backoff and skipped steps, unscaling, misuse, its state through
-// a checkpoint) and short CPU training runs in bf16 and fp16 next to the f32 run.
+// a checkpoint), short CPU training runs in bf16 and fp16 next to the f32 run, and evaluation
+// under autocast.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include "nn/models/resnet.h"
 #include "nn/modules/layers.h"
 #include "nn/train/checkpoint.h"
+#include "nn/train/evaluate.h"
 #include "tests/nn/temp_dir.h"
 
 using namespace ringgrad;
@@ -379,5 +381,20 @@ TEST_CASE("amp training: bf16 and fp16 on the CPU lower the loss and track the f
       CHECK(std::abs(half[i] - f32[i]) < 0.02);  // measured: below 0.002 in both
     }
     CHECK(half.back() < 0.5 * half.front());
+  }
+}
+
+TEST_CASE("amp evaluation: under autocast the model scores as in f32, within rounding") {
+  Generator rng(8);
+  auto model = make_model("resnet8", rng);
+  const Dataset test = synthetic_mnist(64, 12);
+  const EvalResult f32 = evaluate(*model, test, 32, nullptr);
+  for (DType half : {DType::bf16, DType::f16}) {
+    CAPTURE(std::string(dtype_name(half)));
+    AutocastGuard autocast(half);
+    const EvalResult ev = evaluate(*model, test, 32, nullptr);  // half logits: count_correct widens
+    CHECK(ev.count == 64);
+    CHECK(ev.loss == doctest::Approx(f32.loss).epsilon(0.01));
+    CHECK(std::abs(ev.accuracy - f32.accuracy) <= 2.0 / 64);  // a near-tie may flip
   }
 }
