@@ -31,7 +31,7 @@ void GradScaler::unscale_(Sgd& optimizer) {
   if (!options_.enabled) return;
   RG_CHECK(stage_ == Stage::ready,
            "GradScaler: unscale_ was already called (or step taken) since the last update()");
-  const double inv_scale = 1.0 / state_.scale;  // exact: the scale is a power of two by default
+  const double inv_scale = 1.0 / state_.scale;  // exact for power-of-two scales (the default)
   int64_t nonfinite = 0;
   for (const Variable& p : optimizer.params()) {
     VariableImpl& impl = *p.impl();
