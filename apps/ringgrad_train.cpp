@@ -53,6 +53,13 @@ int main(int argc, char** argv) {
   app.add_option("--grad-compression", c.grad_compression,
                  "all-reduce gradients as none, fp16 or bf16")
       ->check(CLI::IsMember({"none", "fp16", "bf16"}));
+  app.add_option("--amp", c.amp,
+                 "mixed precision: none, fp16 (with loss scaling) or bf16; convolutions and "
+                 "linears in half precision, BN and the loss in fp32, fp32 master weights")
+      ->check(CLI::IsMember({"none", "fp16", "bf16"}));
+  app.add_option("--amp-init-scale", c.amp_init_scale,
+                 "--amp fp16: the first loss scale (halved on every overflowing step)")
+      ->check(CLI::PositiveNumber);
   bool no_eval = false;
   app.add_flag("--no-eval", no_eval, "skip the test-set evaluation after each epoch");
   try {

@@ -3,7 +3,8 @@
 // Conventions: outputs first, then inputs, then parameters. Outputs are preallocated by the
 // caller with the right shape and are overwritten (never accumulated into) unless the name
 // ends in '_' (in place). Optional tensors are passed undefined (Tensor()) to skip them.
-// Floating kernels support f32 and f64 on the CPU (f64 is what the gradient checks use).
+// Floating kernels support f32 and f64 on the CPU (f64 is what the gradient checks use);
+// conv2d, linear and count_correct take f16 and bf16 too (mixed precision), computed in f32.
 #pragma once
 #include "core/tensor.h"
 
@@ -96,6 +97,14 @@ void cross_entropy_backward(Tensor& dlogits, const Tensor& log_probs, const Tens
                             double dloss);
 // Number of rows whose argmax equals the label.
 int64_t count_correct(const Tensor& logits, const Tensor& labels);
+
+// ---- mixed precision ------------------------------------------------------------------------
+// dst = src converted to dst's dtype (any of f32, f64, f16, bf16; same numel), rounding to
+// nearest even; NaN stays NaN, values beyond the half range become inf. Equal dtypes: a copy.
+void cast(Tensor& dst, const Tensor& src);
+// Number of inf and NaN elements of a floating tensor: GradScaler's check for an overflowed
+// step. Blocking (the count comes back to the host).
+int64_t count_nonfinite(const Tensor& t);
 
 // ---- optimiser -------------------------------------------------------------------------
 // PyTorch SGD, one parameter: g = grad + weight_decay * param; with momentum:

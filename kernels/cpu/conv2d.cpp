@@ -1,5 +1,6 @@
-// 2-D convolution on the CPU (f32, f64) as im2col + GEMM, forward and backward (for stride 1,
-// dx is the forward conv of dy with the flipped kernel; otherwise GEMM + col2im).
+// 2-D convolution on the CPU (f32, f64; f16 and bf16 through f32) as im2col + GEMM, forward
+// and backward (for stride 1, dx is the forward conv of dy with the flipped kernel; otherwise
+// GEMM + col2im).
 // Work split: each OpenMP thread owns whole images, taken in chunks that become one GEMM each,
 // so forward outputs and dx never overlap between threads and need no locks; dw is summed from
 // one partial per thread. BLAS runs single-threaded inside the region (Note [BLAS threads]).
@@ -9,6 +10,7 @@
 
 #include "kernels/cpu/cpu_dispatch.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/half_via_f32.h"
 #include "kernels/cpu/im2col.h"
 #include "kernels/ops.h"
 
@@ -339,6 +341,12 @@ void conv2d_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b
   constexpr const char* op = "conv2d_forward";
   RG_CHECK(x.defined() && w.defined(), op, ": x and w must be defined");
   cpu::check_cpu(x, op);
+  if (cpu::is_half(x.dtype())) {
+    cpu::check_half_operands(op, x, {&w, &bias, &y});
+    Tensor y32 = cpu::f32_output(y);
+    conv2d_forward(y32, cpu::widened(x), cpu::widened(w), cpu::widened(bias), p);
+    return cpu::round_into(y, y32);
+  }
   const ConvGeometry g = geometry(x.shape(), w.shape(), p);
   cpu::check_operand(w, w.shape(), x.dtype(), op, "w");
   cpu::check_operand(y, conv2d_output_shape(x.shape(), w.shape(), p), x.dtype(), op, "y");
@@ -357,6 +365,14 @@ void conv2d_backward(Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& dy, co
   constexpr const char* op = "conv2d_backward";
   RG_CHECK(x.defined() && w.defined(), op, ": x and w must be defined");
   cpu::check_cpu(x, op);
+  if (cpu::is_half(x.dtype())) {
+    cpu::check_half_operands(op, x, {&w, &dy, &dx, &dw, &dbias});
+    Tensor dx32 = cpu::f32_output(dx), dw32 = cpu::f32_output(dw), db32 = cpu::f32_output(dbias);
+    conv2d_backward(dx32, dw32, db32, cpu::widened(dy), cpu::widened(x), cpu::widened(w), p);
+    cpu::round_into(dx, dx32);
+    cpu::round_into(dw, dw32);
+    return cpu::round_into(dbias, db32);
+  }
   const ConvGeometry g = geometry(x.shape(), w.shape(), p);
   cpu::check_operand(w, w.shape(), x.dtype(), op, "w");
   cpu::check_operand(dy, conv2d_output_shape(x.shape(), w.shape(), p), x.dtype(), op, "dy");

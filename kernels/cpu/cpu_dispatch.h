@@ -1,5 +1,5 @@
 // Private helpers shared by the CPU kernels in kernels/cpu/*.cpp: argument checks with messages
-// that name the op, and the f32/f64 dispatch that turns a runtime DType into a template type.
+// that name the op, and the dispatches that turn a runtime DType into a template type.
 // Not part of the kernels API; nothing outside kernels/cpu includes it.
 #pragma once
 #include "core/error.h"
@@ -38,5 +38,22 @@ void dispatch_float(DType t, const char* op, F&& f) {
   if (t == DType::f64) return f(double{});
   RG_THROW(InvalidArgument, op, ": CPU kernel supports float32 and float64, got ", dtype_name(t));
 }
+
+// Calls f(T{}) with T = float, double, Half or BFloat16 according to t (casts and the inf/NaN
+// check, which every floating dtype goes through).
+template <class F>
+void dispatch_floating(DType t, const char* op, F&& f) {
+  switch (t) {
+    case DType::f32: return f(float{});
+    case DType::f64: return f(double{});
+    case DType::f16: return f(Half{});
+    case DType::bf16: return f(BFloat16{});
+    default:
+      RG_THROW(InvalidArgument, op, ": needs a floating dtype (float32, float64, float16, "
+               "bfloat16), got ", dtype_name(t));
+  }
+}
+
+inline bool is_half(DType t) { return t == DType::f16 || t == DType::bf16; }
 
 }  // namespace ringgrad::kernels::cpu

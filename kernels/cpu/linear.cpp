@@ -1,4 +1,5 @@
-// Fully connected layer on the CPU (f32, f64): three GEMMs, each split over OpenMP threads.
+// Fully connected layer on the CPU (f32, f64; f16 and bf16 through f32): three GEMMs, each
+// split over OpenMP threads.
 //   forward   y (N, OUT) = x (N, IN) w^T + bias
 //   backward  dx = dy w,  dw = dy^T x,  dbias = column sums of dy
 #include <algorithm>
@@ -6,6 +7,7 @@
 
 #include "kernels/cpu/cpu_dispatch.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/half_via_f32.h"
 #include "kernels/ops.h"
 
 namespace ringgrad::kernels {
@@ -34,6 +36,12 @@ LinearSizes linear_sizes(const Tensor& x, const Tensor& w, const char* op) {
 
 void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias) {
   constexpr const char* op = "linear_forward";
+  if (x.defined() && cpu::is_half(x.dtype())) {
+    cpu::check_half_operands(op, x, {&w, &bias, &y});
+    Tensor y32 = cpu::f32_output(y);
+    linear_forward(y32, cpu::widened(x), cpu::widened(w), cpu::widened(bias));
+    return cpu::round_into(y, y32);
+  }
   const LinearSizes s = linear_sizes(x, w, op);
   cpu::check_operand(y, {s.N, s.OUT}, x.dtype(), op, "y");
   if (bias.defined()) cpu::check_operand(bias, {s.OUT}, x.dtype(), op, "bias");
@@ -53,6 +61,14 @@ void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b
 void linear_backward(Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& dy, const Tensor& x,
                      const Tensor& w) {
   constexpr const char* op = "linear_backward";
+  if (x.defined() && cpu::is_half(x.dtype())) {
+    cpu::check_half_operands(op, x, {&w, &dy, &dx, &dw, &dbias});
+    Tensor dx32 = cpu::f32_output(dx), dw32 = cpu::f32_output(dw), db32 = cpu::f32_output(dbias);
+    linear_backward(dx32, dw32, db32, cpu::widened(dy), cpu::widened(x), cpu::widened(w));
+    cpu::round_into(dx, dx32);
+    cpu::round_into(dw, dw32);
+    return cpu::round_into(dbias, db32);
+  }
   const LinearSizes s = linear_sizes(x, w, op);
   cpu::check_operand(dy, {s.N, s.OUT}, x.dtype(), op, "dy");
   if (dx.defined()) cpu::check_operand(dx, x.shape(), x.dtype(), op, "dx");

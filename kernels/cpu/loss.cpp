@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/cpu_dispatch.h"
+#include "kernels/cpu/half_via_f32.h"
 #include "kernels/loss_math.h"
 #include "kernels/ops.h"
 
@@ -96,6 +97,8 @@ void cross_entropy_backward(Tensor& dlogits, const Tensor& log_probs, const Tens
 // Rows whose first maximal logit sits at the label.
 int64_t count_correct(const Tensor& logits, const Tensor& labels) {
   constexpr const char* op = "count_correct";
+  if (logits.defined() && logits.is_cpu() && cpu::is_half(logits.dtype()))
+    return count_correct(cpu::widened(logits), labels);  // exact: a half value widens exactly
   const Rows r = check_logits_and_labels(logits, labels, op, "logits");
   int64_t correct = 0;
   cpu::dispatch_float(logits.dtype(), op, [&](auto tag) {

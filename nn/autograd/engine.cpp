@@ -164,6 +164,9 @@ void backward(const Variable& root) {
       if (g.defined()) {
         RG_CHECK(g.shape() == in->value.shape(), node->name(), " backward produced gradient ",
                  g.shape().str(), " for input ", i, " of shape ", in->value.shape().str());
+        RG_CHECK(g.dtype() == in->value.dtype(), node->name(), " backward produced a ",
+                 dtype_name(g.dtype()), " gradient for input ", i, " of dtype ",
+                 dtype_name(in->value.dtype()));
         leaf ? accumulate_leaf(*in, g) : accumulate_pending(*in, g);
       }
       if (--uses[in.get()] > 0) continue;

@@ -1,6 +1,8 @@
 // Differentiable operations on Variables: each runs the forward kernel from kernels/ops.h and,
 // when an input requires grad (and grad mode is on), records a Node whose backward calls the
 // matching backward kernel. Optional inputs (bias) are passed as an undefined Variable.
+// Under an amp::AutocastGuard, conv2d and linear run in half precision and batch_norm,
+// sync_batch_norm and cross_entropy in f32 (nn/amp/autocast.h).
 #pragma once
 #include "kernels/ops.h"
 #include "nn/autograd/variable.h"
@@ -35,6 +37,9 @@ Variable relu(const Variable& x);
 Variable add(const Variable& a, const Variable& b);
 Variable add_relu(const Variable& a, const Variable& b);  // relu(a + b), the BasicBlock tail
 Variable reshape(const Variable& x, const Shape& shape);
+Variable mul(const Variable& x, double alpha);  // alpha * x (GradScaler scales the loss)
+// x converted to dtype (x itself when it already is); the gradient converts back.
+Variable to_dtype(const Variable& x, DType dtype);
 
 Variable max_pool2d(const Variable& x, const kernels::Pool2dParams& p);
 Variable global_avg_pool(const Variable& x);  // (N, C, H, W) -> (N, C)

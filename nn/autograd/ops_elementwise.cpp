@@ -1,4 +1,4 @@
-// relu, add, the fused add+relu of a residual block, and reshape.
+// relu, add, the fused add+relu of a residual block, reshape, and multiplication by a constant.
 #include "nn/autograd/ops.h"
 
 namespace ringgrad::nn {
@@ -23,6 +23,16 @@ struct AddNode : Node {
   void backward(const Tensor& dy, std::vector<Tensor>& grads) override {
     grads[0] = dy;
     grads[1] = dy;
+  }
+};
+
+struct MulNode : Node {
+  double alpha = 1;
+  const char* name() const override { return "mul"; }
+  void backward(const Tensor& dy, std::vector<Tensor>& grads) override {
+    Tensor dx = dy.clone();
+    kernels::scale_(dx, alpha);
+    grads[0] = dx;
   }
 };
 
@@ -66,6 +76,15 @@ Variable reshape(const Variable& x, const Shape& shape) {
   if (!any_requires_grad({&x})) return Variable(y);
   auto node = std::make_shared<ReshapeNode>();
   node->input_shape = x.shape();
+  return make_result(y, node, {&x});
+}
+
+Variable mul(const Variable& x, double alpha) {
+  Tensor y = x.value().clone();
+  kernels::scale_(y, alpha);
+  if (!any_requires_grad({&x})) return Variable(y);
+  auto node = std::make_shared<MulNode>();
+  node->alpha = alpha;
   return make_result(y, node, {&x});
 }
 

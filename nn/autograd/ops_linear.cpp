@@ -1,4 +1,7 @@
 // conv2d and linear: GEMM-shaped ops whose backward gives the input, weight and bias gradients.
+// Both are on autocast's half list: under an AutocastGuard they compute on half casts of their
+// operands (and the casts route the gradients back to the f32 originals).
+#include "nn/amp/autocast.h"
 #include "nn/autograd/ops.h"
 
 namespace ringgrad::nn {
@@ -41,8 +44,10 @@ struct LinearNode : Node {
 
 }  // namespace
 
-Variable conv2d(const Variable& x, const Variable& w, const Variable& bias,
+Variable conv2d(const Variable& x_in, const Variable& w_in, const Variable& bias_in,
                 const kernels::Conv2dParams& p) {
+  const Variable x = amp::cast_for_half_op(x_in), w = amp::cast_for_half_op(w_in),
+                 bias = amp::cast_for_half_op(bias_in);
   const Tensor& xv = x.value();
   Tensor y = Tensor::empty(kernels::conv2d_output_shape(xv.shape(), w.shape(), p), xv.dtype(),
                            xv.device());
@@ -56,7 +61,9 @@ Variable conv2d(const Variable& x, const Variable& w, const Variable& bias,
   return make_result(y, node, {&x, &w, &bias});
 }
 
-Variable linear(const Variable& x, const Variable& w, const Variable& bias) {
+Variable linear(const Variable& x_in, const Variable& w_in, const Variable& bias_in) {
+  const Variable x = amp::cast_for_half_op(x_in), w = amp::cast_for_half_op(w_in),
+                 bias = amp::cast_for_half_op(bias_in);
   const Tensor& xv = x.value();
   RG_CHECK_EQ(xv.dim(), 2, "linear expects (N, IN) input, got ", xv.shape().str());
   Tensor y = Tensor::empty({xv.size(0), w.shape()[0]}, xv.dtype(), xv.device());

@@ -1,5 +1,6 @@
 // cross_entropy: fused log-softmax + NLL; backward is (softmax - onehot) / N times the
 // incoming scalar gradient.
+#include "nn/amp/autocast.h"
 #include "nn/autograd/ops.h"
 
 namespace ringgrad::nn {
@@ -18,7 +19,8 @@ struct CrossEntropyNode : Node {
 
 }  // namespace
 
-Variable cross_entropy(const Variable& logits, const Tensor& labels) {
+Variable cross_entropy(const Variable& logits_in, const Tensor& labels) {
+  const Variable logits = amp::cast_for_fp32_op(logits_in);  // autocast: softmax in f32
   const Tensor& lv = logits.value();
   Tensor loss = Tensor::empty({}, lv.dtype(), lv.device());
   Tensor log_probs = Tensor::empty(lv.shape(), lv.dtype(), lv.device());

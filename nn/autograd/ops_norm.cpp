@@ -1,5 +1,6 @@
 // batch_norm: training mode normalises with batch statistics and updates the running buffers;
 // backward flows through the batch mean and variance as well (kernels::batchnorm_backward).
+#include "nn/amp/autocast.h"
 #include "nn/autograd/ops.h"
 
 namespace ringgrad::nn {
@@ -23,9 +24,10 @@ struct BatchNormNode : Node {
 
 }  // namespace
 
-Variable batch_norm(const Variable& x, const Variable& gamma, const Variable& beta,
+Variable batch_norm(const Variable& x_in, const Variable& gamma, const Variable& beta,
                     Tensor& running_mean, Tensor& running_var, bool training, double momentum,
                     double eps) {
+  const Variable x = amp::cast_for_fp32_op(x_in);  // autocast: statistics in f32
   const Tensor& xv = x.value();
   Tensor y = Tensor::empty(xv.shape(), xv.dtype(), xv.device());
   if (!training) {

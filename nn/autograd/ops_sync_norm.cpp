@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "comm/process_group/process_group.h"
+#include "nn/amp/autocast.h"
 #include "nn/autograd/ops.h"
 
 namespace ringgrad::nn {
@@ -52,9 +53,10 @@ struct SyncBatchNormNode : Node {
 
 }  // namespace
 
-Variable sync_batch_norm(const Variable& x, const Variable& gamma, const Variable& beta,
+Variable sync_batch_norm(const Variable& x_in, const Variable& gamma, const Variable& beta,
                          Tensor& running_mean, Tensor& running_var, double momentum, double eps,
                          comm::ProcessGroup& group) {
+  const Variable x = amp::cast_for_fp32_op(x_in);  // autocast: statistics in f32
   const Tensor& xv = x.value();
   const int64_t c = xv.size(1);
   Tensor sum = Tensor::empty({c}, DType::f64), sum_sq = Tensor::empty({c}, DType::f64);

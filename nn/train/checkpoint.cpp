@@ -1,6 +1,8 @@
 // Checkpoint save and load.
 #include "nn/train/checkpoint.h"
 
+#include <cstdio>
+
 #include "nn/serialize/safetensors.h"
 
 namespace ringgrad::nn {
@@ -8,6 +10,15 @@ namespace ringgrad::nn {
 namespace {
 
 const char kMomentumPrefix[] = "optimizer.momentum_buffer.";
+const char kScaleKey[] = "grad_scaler.scale";
+const char kGrowthTrackerKey[] = "grad_scaler.growth_tracker";
+
+// 17 significant digits: the double reads back bit for bit.
+std::string exact_double(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.17g", v);
+  return text;
+}
 
 int64_t metadata_int(const TensorFile& file, const std::string& key) {
   auto it = file.metadata.find(key);
@@ -25,7 +36,8 @@ int64_t metadata_int(const TensorFile& file, const std::string& key) {
 }  // namespace
 
 void save_checkpoint(const std::string& path, Module& model, Sgd& optimizer,
-                     const TrainingPosition& position, const CheckpointInfo& info) {
+                     const TrainingPosition& position, const CheckpointInfo& info,
+                     const amp::GradScaler* scaler) {
   NamedTensors entries = model.state_dict();
   auto params = model.named_parameters();
   auto& buffers = optimizer.momentum_buffers();
@@ -40,11 +52,15 @@ void save_checkpoint(const std::string& path, Module& model, Sgd& optimizer,
       {"batch_in_epoch", std::to_string(position.batch_in_epoch)},
       {"step", std::to_string(position.global_step)},
   };
+  if (scaler && scaler->enabled()) {
+    meta[kScaleKey] = exact_double(scaler->state().scale);
+    meta[kGrowthTrackerKey] = std::to_string(scaler->state().growth_tracker);
+  }
   save_safetensors(path, entries, meta);
 }
 
 TrainingPosition load_checkpoint(const std::string& path, Module& model, Sgd& optimizer,
-                                 const CheckpointInfo& expected) {
+                                 const CheckpointInfo& expected, amp::GradScaler* scaler) {
   TensorFile file = load_safetensors(path);
   auto model_it = file.metadata.find("model");
   if (model_it == file.metadata.end() || model_it->second != expected.model)
@@ -69,6 +85,18 @@ TrainingPosition load_checkpoint(const std::string& path, Module& model, Sgd& op
   pos.epoch = metadata_int(file, "epoch");
   pos.batch_in_epoch = metadata_int(file, "batch_in_epoch");
   pos.global_step = metadata_int(file, "step");
+  auto scale_it = file.metadata.find(kScaleKey);
+  if (scaler && scaler->enabled() && scale_it != file.metadata.end()) {
+    amp::GradScalerState state;
+    try {
+      state.scale = std::stod(scale_it->second);
+    } catch (const std::exception&) {
+      RG_THROW(IoError, "checkpoint ", path, ": metadata '", kScaleKey, "' = '", scale_it->second,
+               "' is not a number");
+    }
+    state.growth_tracker = metadata_int(file, kGrowthTrackerKey);
+    scaler->load_state(state);
+  }
   return pos;
 }
 

@@ -1,11 +1,13 @@
 // Training checkpoints as safetensors: the model's state dict under its PyTorch names (so
 // PyTorch can load the weights after dropping the "optimizer." entries), the SGD momentum
 // buffers as "optimizer.momentum_buffer.<param>", and the position to resume from in
-// __metadata__ (model, epoch, batch within the epoch, global step, seed, total steps).
+// __metadata__ (model, epoch, batch within the epoch, global step, seed, total steps; with
+// fp16 loss scaling also the GradScaler's scale and growth tracker).
 #pragma once
 #include <cstdint>
 #include <string>
 
+#include "nn/amp/grad_scaler.h"
 #include "nn/modules/module.h"
 #include "nn/optim/sgd.h"
 
@@ -23,14 +25,17 @@ struct CheckpointInfo {
   int64_t total_steps = 0;  // the LR schedule's length
 };
 
-// Atomic write (see save_safetensors). Blocking.
+// Atomic write (see save_safetensors). Blocking. An enabled scaler's state is saved too.
 void save_checkpoint(const std::string& path, Module& model, Sgd& optimizer,
-                     const TrainingPosition& position, const CheckpointInfo& info);
+                     const TrainingPosition& position, const CheckpointInfo& info,
+                     const amp::GradScaler* scaler = nullptr);
 
 // Loads weights, buffers and momentum buffers into the live model and optimiser and returns
 // where to continue. Throws naming the file when it is corrupt, holds another model, or
-// lacks an entry.
+// lacks an entry. An enabled scaler takes the saved scaler state when the file has one (a
+// checkpoint of a run without fp16 has none: the scaler then starts afresh).
 TrainingPosition load_checkpoint(const std::string& path, Module& model, Sgd& optimizer,
-                                 const CheckpointInfo& expected);
+                                 const CheckpointInfo& expected,
+                                 amp::GradScaler* scaler = nullptr);
 
 }  // namespace ringgrad::nn

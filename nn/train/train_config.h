@@ -30,6 +30,10 @@ struct TrainConfig {
   int log_every = 50;              // steps between plain progress lines / JSON step records
   bool eval = true;                // test loss and accuracy after each epoch
   int64_t checkpoint_every = 0;    // steps between checkpoints to save_path (0: only at the end)
+  // Mixed precision: none | fp16 | bf16. Autocast runs convolutions and linears in that dtype
+  // with f32 master weights; fp16 adds dynamic loss scaling (GradScaler), bf16 needs none.
+  std::string amp = "none";
+  double amp_init_scale = 65536;   // fp16: the GradScaler's first loss scale (PyTorch's default)
 
   // Data parallel (used when launched with WORLD_SIZE > 1, e.g. by ringgrad-run):
   std::string backend = "auto";    // ring | nccl | auto
@@ -43,6 +47,7 @@ struct TrainResult {
   double final_train_loss = 0;
   double test_loss = 0, test_accuracy = 0;  // of the last evaluation
   double images_per_second = 0;             // training throughput over the whole run
+  int64_t skipped_steps = 0;                // fp16: steps the GradScaler skipped (inf/NaN)
 };
 
 }  // namespace ringgrad::nn

@@ -1,11 +1,13 @@
 // Training loop. Each step: set the scheduled learning rate (and momentum for onecycle),
-// forward, cross-entropy, backward, SGD step. Launched with WORLD_SIZE > 1 (ringgrad-run,
-// torchrun-style environment, mpirun or srun) the model is wrapped in DistributedDataParallel:
-// each rank trains on its DistributedSampler shard with --batch-size images per step, the
-// gradients are averaged by the bucketed all-reduce, and rank 0 alone prints, logs and writes
-// checkpoints. Resume restores weights, BN buffers, momentum buffers and the position (epoch,
-// batch); the sampler's order is a function of (seed, epoch), so the continued run sees exactly
-// the batches the uninterrupted one would.
+// forward and cross-entropy (under autocast with --amp), backward of the loss (scaled for
+// fp16), SGD step (skipped by the GradScaler when fp16 gradients overflowed). Launched with
+// WORLD_SIZE > 1 (ringgrad-run, torchrun-style environment, mpirun or srun) the model is
+// wrapped in DistributedDataParallel: each rank trains on its DistributedSampler shard with
+// --batch-size images per step, the gradients are averaged by the bucketed all-reduce, and
+// rank 0 alone prints, logs and writes checkpoints. Resume restores weights, BN buffers,
+// momentum buffers, the loss scale and the position (epoch, batch); the sampler's order is a
+// function of (seed, epoch), so the continued run sees exactly the batches the uninterrupted
+// one would.
 #include "nn/train/trainer.h"
 
 #include <algorithm>
@@ -19,6 +21,8 @@
 #include "core/env.h"
 #include "core/logging.h"
 #include "kernels/ops.h"
+#include "nn/amp/autocast.h"
+#include "nn/amp/grad_scaler.h"
 #include "nn/autograd/ops.h"
 #include "nn/data/dataloader.h"
 #include "nn/models/resnet.h"
@@ -74,6 +78,11 @@ TrainResult train(const TrainConfig& c) {
   sgd.weight_decay = c.weight_decay;
   sgd.nesterov = c.nesterov;
   Sgd optimizer(model->parameters(), sgd);
+  const std::optional<DType> amp_dtype = amp::parse_amp_mode(c.amp);
+  amp::GradScalerOptions scaler_options;
+  scaler_options.enabled = amp_dtype == DType::f16;  // bf16 has f32's range: nothing underflows
+  scaler_options.init_scale = c.amp_init_scale;
+  amp::GradScaler scaler(scaler_options);
 
   DataLoader loader(data.train, DistributedSampler(data.train.size(), world, rank, true, c.seed),
                     c.batch_size);
@@ -89,7 +98,7 @@ TrainResult train(const TrainConfig& c) {
           ? c.save_path
           : c.resume_path;
   if (!resume_path.empty()) {
-    pos = load_checkpoint(resume_path, *model, optimizer, info);
+    pos = load_checkpoint(resume_path, *model, optimizer, info, &scaler);
     if (job.leader())
       log_info("resumed from ", resume_path, " at epoch ", pos.epoch + 1, ", step ", pos.global_step,
                resume_path == c.resume_path ? "" : " (--auto-resume)");
@@ -105,7 +114,8 @@ TrainResult train(const TrainConfig& c) {
   }
   auto forward = [&](const Variable& x) { return ddp ? ddp->forward(x) : model->forward(x); };
   auto save = [&](const TrainingPosition& at) {
-    if (job.leader() && !c.save_path.empty()) save_checkpoint(c.save_path, *model, optimizer, at, info);
+    if (job.leader() && !c.save_path.empty())
+      save_checkpoint(c.save_path, *model, optimizer, at, info, &scaler);
   };
 
   ProgressReporter progress(job.leader(), c.log_every);
@@ -113,7 +123,8 @@ TrainResult train(const TrainConfig& c) {
   progress.line(str_cat("ringgrad-train: ", c.model, " (", model->num_parameters(),
                         " parameters), ", data.train.size(), " training images, ", world,
                         world == 1 ? " process" : " processes", " x batch ", c.batch_size, ", ",
-                        threads, " threads each", job.group ? ", backend " + job.group->backend_name() : ""));
+                        threads, " threads each", job.group ? ", backend " + job.group->backend_name() : "",
+                        amp_dtype ? ", amp " + c.amp : ""));
   TrainResult result;
   double train_seconds = 0;
   int64_t images_trained = 0;  // on this rank
@@ -131,10 +142,15 @@ TrainResult train(const TrainConfig& c) {
       optimizer.set_lr(schedule.lr(pos.global_step));
       if (auto m = schedule.momentum(pos.global_step)) optimizer.set_momentum(*m);
       optimizer.zero_grad();
-      Variable logits = forward(Variable(batch.images));
-      Variable loss = cross_entropy(logits, batch.labels);
-      backward(loss);
-      optimizer.step();
+      Variable logits, loss;
+      {
+        amp::AutocastGuard autocast(amp_dtype);
+        logits = forward(Variable(batch.images));
+        loss = cross_entropy(logits, batch.labels);
+      }
+      backward(scaler.scale(loss));
+      scaler.step(optimizer);
+      scaler.update();
 
       const int64_t rows = batch.labels.size(0);
       const double loss_value = loss.value().item();
@@ -160,10 +176,13 @@ TrainResult train(const TrainConfig& c) {
       s.eta_seconds = (total_steps - pos.global_step) * c.batch_size * world /
                       std::max(1e-9, s.images_per_second);
       progress.step(s);
-      if (pos.global_step % c.log_every == 0 || batch_index == steps_per_epoch)
-        json.write(nlohmann::json{{"type", "step"}, {"epoch", s.epoch}, {"step", pos.global_step},
-                                  {"loss", loss_value}, {"accuracy", s.accuracy}, {"lr", s.lr},
-                                  {"img_per_s", s.images_per_second}}.dump());
+      if (pos.global_step % c.log_every == 0 || batch_index == steps_per_epoch) {
+        nlohmann::json step{{"type", "step"}, {"epoch", s.epoch}, {"step", pos.global_step},
+                            {"loss", loss_value}, {"accuracy", s.accuracy}, {"lr", s.lr},
+                            {"img_per_s", s.images_per_second}};
+        if (scaler.enabled()) step["loss_scale"] = scaler.get_scale();
+        json.write(step.dump());
+      }
       if (c.checkpoint_every > 0 && pos.global_step % c.checkpoint_every == 0)
         save({epoch, batch_index, pos.global_step});
       if (c.max_steps > 0 && pos.global_step >= c.max_steps) {
@@ -179,6 +198,7 @@ TrainResult train(const TrainConfig& c) {
                           {"img_per_s", world * images_trained / std::max(1e-9, train_seconds)},
                           {"seconds", seconds_since(epoch_start)}};
     if (c.eval && !stop) {
+      amp::AutocastGuard autocast(amp_dtype);  // evaluate the model as it is trained
       EvalResult ev = evaluate(*model, data.test, c.eval_batch_size, job.group.get());
       result.test_loss = ev.loss;
       result.test_accuracy = ev.accuracy;
@@ -191,6 +211,11 @@ TrainResult train(const TrainConfig& c) {
   }
   result.steps = pos.global_step;
   result.images_per_second = world * images_trained / std::max(1e-9, train_seconds);
+  result.skipped_steps = scaler.skipped_steps();
+  if (scaler.enabled())
+    progress.line(str_cat("fp16 loss scaling: ", result.skipped_steps,
+                          " steps of this run skipped (inf/NaN gradients), final scale ",
+                          scaler.get_scale()));
   progress.line(str_cat("training throughput: ", static_cast<int64_t>(result.images_per_second),
                         " img/s (all ranks) over ", world * images_trained, " images"));
   save(pos);

@@ -1,15 +1,19 @@
 // Tests of DDP (nn/parallel + comm/reducer): ranks are threads on one HashStore with the ring
 // backend. Data-parallel training must equal single-process training on the same samples;
 // the first bucket's all-reduce must start before backward ends; replicas that differ, unused
-// parameters and no_sync accumulation behave as PyTorch's DDP (or better: a clear error).
+// parameters and no_sync accumulation behave as PyTorch's DDP (or better: a clear error); with
+// fp16 loss scaling every rank skips the same steps.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <optional>
 
 #include "comm/reducer/bucket_assignment.h"
+#include "nn/amp/autocast.h"
+#include "nn/amp/grad_scaler.h"
 #include "nn/autograd/ops.h"
 #include "nn/data/mnist.h"
 #include "nn/models/resnet.h"
@@ -394,4 +398,54 @@ TEST_CASE("ddp: fp16 compression halves the bytes sent and stays close to fp32")
   CHECK(bytes["fp16"] * 2 == bytes["none"]);
   for (size_t i = 0; i < grads["none"].size(); ++i)
     testing::check_close(grads["fp16"][i], grads["none"][i], 2e-3, "fp16 vs fp32 gradient");
+}
+
+TEST_CASE("ddp: fp16 autocast with loss scaling, an overflow on one rank skips the step on all") {
+  auto store = std::make_shared<comm::HashStore>();
+  Dataset data = synthetic_mnist(32, 3);
+  std::vector<int> stepped(4);
+  std::vector<double> scales(2);
+  std::vector<bool> unmoved(2);
+  std::vector<Tensor> final_weights(2);
+  spawn(2, [&](int rank) {
+    auto group = make_ring_group(store, rank, 2, "amp");
+    Generator rng(1);
+    auto model = make_model("resnet8", rng);
+    Variable fc_weight = model->named_parameters()[model->named_parameters().size() - 2].second;
+    // Rank 0's first gradient of fc.weight overflows. The hook is registered before DDP's, so
+    // it runs first and the inf goes into the all-reduce, as a real fp16 overflow would.
+    bool overflow = rank == 0;
+    fc_weight.add_grad_ready_hook([&] {
+      if (overflow) fc_weight.grad().data<float>()[0] = std::numeric_limits<float>::infinity();
+    });
+    DistributedDataParallel ddp(model, *group);
+    Sgd sgd(model->parameters(), sgd_options());
+    amp::GradScaler scaler;
+    for (int s = 0; s < 2; ++s) {
+      const int64_t start = (s * 2 + rank) * 8;
+      sgd.zero_grad();
+      Variable loss;
+      {
+        amp::AutocastGuard autocast(DType::f16);
+        loss = cross_entropy(ddp.forward(Variable(data.images.narrow(start, 8))),
+                             data.labels.narrow(start, 8));
+      }
+      const Tensor before = fc_weight.value().clone();
+      backward(scaler.scale(loss));
+      stepped[rank * 2 + s] = scaler.step(sgd);
+      scaler.update();
+      if (s == 0)
+        unmoved[rank] = std::memcmp(before.raw_data(), fc_weight.value().raw_data(),
+                                    before.nbytes()) == 0;
+      overflow = false;
+    }
+    scales[rank] = scaler.get_scale();
+    final_weights[rank] = fc_weight.value().clone();
+  });
+  CHECK(stepped == std::vector<int>{0, 1, 0, 1});  // rank 1 skipped step 1 too
+  CHECK(unmoved[0]);
+  CHECK(unmoved[1]);
+  CHECK(scales[0] == 32768.0);
+  CHECK(scales[1] == 32768.0);
+  testing::check_close(final_weights[0], final_weights[1], 0, "replicas stay identical");
 }

@@ -1,0 +1,43 @@
+// Autocast: a scoped, thread-local mixed-precision policy (PyTorch's torch.autocast). While an
+// AutocastGuard(DType::bf16 or DType::f16) lives on a thread, the ops of nn/autograd/ops.h
+// follow two lists:
+//   half ops (conv2d, linear): f32 inputs, weights and bias are cast to the autocast dtype, so
+//     the GEMMs run in half and save half activations for backward. The casts are recorded ops,
+//     so the gradient of an f32 master weight comes back to it in f32 (what the optimiser and
+//     the DDP buckets expect).
+//   fp32 ops (batch_norm, sync_batch_norm, cross_entropy): half inputs are cast up to f32; batch
+//     statistics and the softmax are reductions that half precision would spoil.
+// Every other op runs in its inputs' dtype (in a ResNet they follow a BN, so they see f32).
+// f64 is never cast, as in PyTorch: double precision is asked for on purpose.
+// backward() needs no guard: the recorded casts carry the dtypes. Per thread, not shared.
+#pragma once
+#include <optional>
+#include <string>
+
+#include "nn/autograd/variable.h"
+
+namespace ringgrad::nn::amp {
+
+class AutocastGuard {
+ public:
+  // dtype: f16 or bf16 (throws otherwise); nullopt turns autocast off inside this scope.
+  explicit AutocastGuard(std::optional<DType> dtype);
+  ~AutocastGuard();
+  AutocastGuard(const AutocastGuard&) = delete;
+  AutocastGuard& operator=(const AutocastGuard&) = delete;
+
+ private:
+  std::optional<DType> previous_;
+};
+
+// This thread's autocast dtype; nullopt when autocast is off.
+std::optional<DType> autocast_dtype();
+
+// The policy, applied by the ops to each input (undefined inputs pass through):
+Variable cast_for_half_op(const Variable& x);  // f32 -> autocast dtype, when autocast is on
+Variable cast_for_fp32_op(const Variable& x);  // f16/bf16 -> f32, when autocast is on
+
+// The --amp flag: "none" -> nullopt, "fp16" -> f16, "bf16" -> bf16; throws on anything else.
+std::optional<DType> parse_amp_mode(const std::string& mode);
+
+}  // namespace ringgrad::nn::amp
