@@ -46,7 +46,8 @@ void NcclWork::wait(Milliseconds timeout) {
                *failure);
     const auto now = Clock::now();
     if (now >= limit) {
-      const auto waited = std::chrono::duration_cast<Milliseconds>(now - start);
+      // The time it was allowed (the caller's timeout or what was left of the deadline).
+      const auto waited = std::chrono::duration_cast<Milliseconds>(limit - start);
       const auto since_issue = std::chrono::duration_cast<Milliseconds>(now - issued_);
       const std::string why =
           str_cat(description(), " on ", comm_->label(), " not finished after ",

@@ -146,7 +146,7 @@ TEST_CASE("bad flags fail with one line, world size 1 warns") {
     CHECK(has(run.out, message));
     CHECK(std::count(run.out.begin(), run.out.end(), '\n') == 1);
   }
-  if (cuda_device_count() == 0) {
+  if (ringgrad::cuda_device_count() == 0) {
     Run run = run_perf("all_reduce_perf", 1, "--backend nccl --device cuda");
     CHECK(run.exit_code == 2);
     CHECK(has(run.out, "--device cuda: no CUDA device: "));
