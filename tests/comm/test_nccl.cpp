@@ -4,14 +4,12 @@
 // GPUs as ranks (all_reduce_perf --backend nccl under ringgrad-run on such a machine).
 #include <doctest/doctest.h>
 
-#include <atomic>
 #include <chrono>
 #include <cuda_runtime.h>
 #include <thread>
 
 #include "comm/nccl/nccl_process_group.h"
-#include "tests/comm/cuda_skip.h"
-#include "tests/comm/ring_fixtures.h"
+#include "tests/comm/gpu_fixtures.h"
 
 namespace ringgrad::comm::testing {
 
@@ -24,21 +22,6 @@ std::unique_ptr<ProcessGroup> make_nccl_group(std::shared_ptr<Store> store, int 
   o.timeout = timeout;
   o.cuda_device = 0;
   return create_process_group("nccl", std::move(store), rank, world, o);
-}
-
-Tensor host_values(int64_t count, DType dtype, const std::function<double(int64_t)>& v) {
-  Tensor t = Tensor::empty({count}, dtype);
-  for (int64_t i = 0; i < count; ++i) set_value(t, i, v(i));
-  return t;
-}
-
-// First element where `device` (copied back) differs from `want`, or "" when equal.
-std::string first_mismatch(const Tensor& device, const Tensor& want) {
-  Tensor got = device.to(Device::cpu());
-  for (int64_t i = 0; i < want.numel(); ++i)
-    if (get_value(got, i) != get_value(want, i))
-      return str_cat("element ", i, " is ", get_value(got, i), ", expected ", get_value(want, i));
-  return "";
 }
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
@@ -149,6 +132,14 @@ TEST_CASE("nccl: a stalled operation times out in wait, aborts, and the group re
   CHECK(contains(message, "aborted the communicator"));
   CHECK_THROWS_WITH(pg->allreduce(t), doctest::Contains("was aborted earlier"));
   cudaDeviceSynchronize();
+}
+
+TEST_CASE("nccl: the DDP reducer runs unchanged on CUDA parameters, world size 1") {
+  if (skip_without_cuda()) return;
+  auto pg = make_nccl_group(std::make_shared<HashStore>(), 0, 1, "reducer", Milliseconds(60000));
+  std::vector<std::string> errors;
+  check_reducer_averages(*pg, 0, errors);
+  for (const auto& e : errors) FAIL_CHECK(e);
 }
 
 }  // namespace ringgrad::comm::testing

@@ -4,26 +4,11 @@
 // tensors fails with a fingerprint mismatch instead of mixing chunkings.
 #include <doctest/doctest.h>
 
-#include "tests/comm/cuda_skip.h"
-#include "tests/comm/ring_fixtures.h"
+#include "tests/comm/gpu_fixtures.h"
 
 namespace ringgrad::comm::testing {
 
 namespace {
-
-Tensor host_values(int64_t count, DType dtype, const std::function<double(int64_t)>& v) {
-  Tensor t = Tensor::empty({count}, dtype);
-  for (int64_t i = 0; i < count; ++i) set_value(t, i, v(i));
-  return t;
-}
-
-std::string first_mismatch(const Tensor& device, const Tensor& want) {
-  Tensor got = device.to(Device::cpu());
-  for (int64_t i = 0; i < want.numel(); ++i)
-    if (get_value(got, i) != get_value(want, i))
-      return str_cat("element ", i, " is ", get_value(got, i), ", expected ", get_value(want, i));
-  return "";
-}
 
 // 2.25 staging chunks of floats plus an odd tail (more chunks for i64, fewer for bf16).
 constexpr int64_t kCount = (9 << 20) / 4 + 7;
@@ -119,6 +104,18 @@ TEST_CASE("ring with CUDA tensors: a CPU tensor on one rank is a fingerprint mis
     CAPTURE(m);
     CHECK(m.find("CUDA buffers") != std::string::npos);
   }
+}
+
+TEST_CASE("ring with CUDA tensors: the DDP reducer keeps buckets on the device and averages them") {
+  if (skip_without_cuda()) return;
+  auto store = std::make_shared<HashStore>();
+  std::vector<std::vector<std::string>> errors(2);
+  spawn(2, [&](int rank) {
+    auto pg = make_ring_group(store, rank, 2, "reducer", Milliseconds(20000));
+    check_reducer_averages(*pg, rank, errors[rank]);
+  });
+  for (const auto& per_rank : errors)
+    for (const auto& e : per_rank) FAIL_CHECK(e);
 }
 
 }  // namespace ringgrad::comm::testing
