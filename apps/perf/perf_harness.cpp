@@ -102,6 +102,7 @@ void store(const Tensor& t, size_t i, double v) {
 struct Job {
   std::optional<comm::WorkerStore> worker_store;
   std::unique_ptr<comm::ProcessGroup> pg;
+  Device device;  // of the buffers: the CPU, or the GPU of this rank's local rank
 };
 
 Job start_job(const Settings& s) {
@@ -116,6 +117,8 @@ Job start_job(const Settings& s) {
   o.group_name = "perf";
   o.tensor_device = s.device == "cuda" ? DeviceType::cuda : DeviceType::cpu;
   if (!launched) {
+    job.device = s.device == "cuda" ? Device::cuda(0) : Device::cpu();
+    o.cuda_device = 0;
     job.pg = comm::create_process_group(s.backend, std::make_shared<comm::HashStore>(), 0, 1, o);
     return job;
   }
@@ -123,15 +126,12 @@ Job start_job(const Settings& s) {
   set_log_rank(env.rank);
   job.worker_store = comm::create_worker_store(env, comm::default_collective_timeout());
   o.generation = env.generation;
+  // One GPU per local rank (NCCL's rule), found also under mpirun, which sets no LOCAL_RANK.
+  job.device = s.device == "cuda" ? Device::cuda(env.local_rank) : Device::cpu();
+  o.cuda_device = env.local_rank;
   o.run_id = env_str("TORCHELASTIC_RUN_ID", "");
   job.pg = comm::create_process_group(s.backend, job.worker_store->store, env.rank, env.world_size, o);
   return job;
-}
-
-// Where the benchmark's buffers live: a rank's GPU is the one its LOCAL_RANK names (the nccl
-// backend's rule), so both backends measure the same device.
-Device buffer_device(const Settings& s) {
-  return s.device == "cuda" ? Device::cuda(static_cast<int>(env_int("LOCAL_RANK", 0))) : Device::cpu();
 }
 
 // Runs a small collective of the harness's own (rank lines, timings, #wrong) on a host tensor,
@@ -229,7 +229,7 @@ Measure measure(comm::ProcessGroup& pg, const PerfCollective& c, const Settings&
 int run_sweep(const PerfCollective& c, const Settings& s) {
   Job job = start_job(s);
   comm::ProcessGroup& pg = *job.pg;
-  const Device device = buffer_device(s);
+  const Device device = job.device;
   if (c.has_root && s.root >= pg.size())
     RG_THROW(InvalidArgument, "-r/--root ", s.root, " is not a rank of this world of ", pg.size());
   const bool printer = pg.rank() == 0;

@@ -3,8 +3,9 @@
 // GPU (options.cuda_device, else LOCAL_RANK) with one CUDA stream. Calls check their tensors
 // on the caller's thread (CUDA tensors on this group's device; InvalidArgument otherwise),
 // queue the operation on the stream and return an NcclWork at once; operations run in issue
-// order. send/recv ignore the tag (NCCL matches by order) and, like every collective here,
-// have no cross-rank fingerprint check: a mismatch shows up as a timeout that aborts.
+// order. Issuing makes the group's GPU the calling thread's current device. send/recv ignore
+// the tag (NCCL matches by order) and, like every collective here, have no cross-rank
+// fingerprint check: a mismatch shows up as a timeout that aborts.
 #pragma once
 #include <memory>
 #include <mutex>

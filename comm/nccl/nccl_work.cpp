@@ -18,6 +18,8 @@ NcclWork::NcclWork(std::string description, std::shared_ptr<NcclComm> comm,
                    Clock::time_point deadline, std::vector<Tensor> tensors)
     : Work(std::move(description)), comm_(std::move(comm)), issued_(Clock::now()),
       deadline_(deadline), tensors_(std::move(tensors)) {
+  // An event belongs to the device current at creation; it must be the stream's.
+  RG_CUDA_CALL(cudaSetDevice(comm_->device()));
   RG_CUDA_CALL(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
 }
 

@@ -21,6 +21,7 @@ DistributedJob join_distributed_job(const std::string& backend, const std::strin
   options.group_name = group_name;
   options.generation = job.env.generation;
   options.tensor_device = tensor_device;
+  options.cuda_device = job.env.local_rank;  // also under mpirun/srun, which set no LOCAL_RANK
   job.group = create_process_group(backend, job.store->store, job.env.rank, job.env.world_size,
                                    options);
   return job;
