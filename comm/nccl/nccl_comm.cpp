@@ -61,7 +61,7 @@ NcclComm::NcclComm(const ncclUniqueId& id, int rank, int size, int device,
 
 NcclComm::~NcclComm() {
   std::lock_guard<std::mutex> lock(mu_);
-  select_device();
+  cudaSetDevice(device_);  // unchecked: a destructor must not throw
   if (!aborted_) {
     const auto deadline = Clock::now() + teardown_;
     ncclResult_t state = ncclCommFinalize(comm_);
@@ -101,7 +101,7 @@ void NcclComm::abort_locked(const std::string& reason) {
   if (aborted_) return;
   aborted_ = reason;
   log_error("nccl backend: aborting the communicator on ", label_, ": ", reason);
-  select_device();
+  cudaSetDevice(device_);  // unchecked: aborting must go ahead whatever else failed
   ncclCommAbort(comm_);
 }
 
