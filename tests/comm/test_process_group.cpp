@@ -144,6 +144,12 @@ TEST_CASE("settings: bad interface name, unknown backend, nccl, RINGGRAD_ALGO, b
   ProcessGroupOptions cpu_auto;
   cpu_auto.group_name = "auto";
   CHECK(create_process_group("auto", store, 0, 1, cpu_auto)->backend_name() == "ring");
+  if (cuda_device_count() == 0) {  // CUDA tensors without a visible GPU: still the ring
+    ProcessGroupOptions cuda_auto;
+    cuda_auto.group_name = "auto-cuda";
+    cuda_auto.tensor_device = DeviceType::cuda;
+    CHECK(create_process_group("auto", store, 0, 1, cuda_auto)->backend_name() == "ring");
+  }
   CHECK_THROWS_WITH(make_ring_group(store, 0, 1, "algo", Milliseconds(1000), "fast"), doctest::Contains("not one of: ring, tree"));
 
   auto pg = make_ring_group(store, 0, 1, "args");
