@@ -9,11 +9,13 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 
 #include "comm/store/hash_store.h"
 #include "comm/store/worker_store.h"
+#include "core/cuda_memory.h"
 #include "core/env.h"
 #include "core/half.h"
 #include "core/logging.h"
@@ -100,18 +102,23 @@ void store(const Tensor& t, size_t i, double v) {
 struct Job {
   std::optional<comm::WorkerStore> worker_store;
   std::unique_ptr<comm::ProcessGroup> pg;
+  Device device;  // of the buffers: the CPU, or the GPU of this rank's local rank
 };
 
 Job start_job(const Settings& s) {
-  if (s.device == "cuda") RG_THROW(InvalidArgument, "--device cuda is not available in this build yet (CPU only for now)");
-  if (s.backend == "nccl") RG_THROW(InvalidArgument, "--backend nccl is not available in this build yet; use --backend ring");
-  if (s.backend != "ring") RG_THROW(InvalidArgument, "--backend '", s.backend, "' is not one of: ring, nccl");
-  if (s.device != "cpu") RG_THROW(InvalidArgument, "--device '", s.device, "' is not one of: cpu, cuda");
+  if (s.backend != "ring" && s.backend != "nccl") RG_THROW(InvalidArgument, "--backend '", s.backend, "' is not one of: ring, nccl");
+  if (s.device != "cpu" && s.device != "cuda") RG_THROW(InvalidArgument, "--device '", s.device, "' is not one of: cpu, cuda");
+  if (s.backend == "nccl" && s.device != "cuda")
+    RG_THROW(InvalidArgument, "--backend nccl reduces device buffers only: add --device cuda (or use --backend ring for host buffers)");
+  if (s.device == "cuda" && cuda_device_count() == 0) RG_THROW(InvalidArgument, "--device cuda: no CUDA device: ", cuda_unavailable_reason());
   Job job;
   const bool launched = env_get("RANK") || env_get("OMPI_COMM_WORLD_RANK") || env_get("SLURM_PROCID");
   comm::ProcessGroupOptions o;
   o.group_name = "perf";
+  o.tensor_device = s.device == "cuda" ? DeviceType::cuda : DeviceType::cpu;
   if (!launched) {
+    job.device = s.device == "cuda" ? Device::cuda(0) : Device::cpu();
+    o.cuda_device = 0;
     job.pg = comm::create_process_group(s.backend, std::make_shared<comm::HashStore>(), 0, 1, o);
     return job;
   }
@@ -119,21 +126,37 @@ Job start_job(const Settings& s) {
   set_log_rank(env.rank);
   job.worker_store = comm::create_worker_store(env, comm::default_collective_timeout());
   o.generation = env.generation;
+  // One GPU per local rank (NCCL's rule), found also under mpirun, which sets no LOCAL_RANK.
+  job.device = s.device == "cuda" ? Device::cuda(env.local_rank) : Device::cpu();
+  o.cuda_device = env.local_rank;
   o.run_id = env_str("TORCHELASTIC_RUN_ID", "");
   job.pg = comm::create_process_group(s.backend, job.worker_store->store, env.rank, env.world_size, o);
   return job;
 }
 
+// Runs a small collective of the harness's own (rank lines, timings, #wrong) on a host tensor,
+// through the device when the backend needs device buffers; `host` holds the result after.
+void run_on(Device device, Tensor& host, const std::function<comm::WorkPtr(const Tensor&)>& call) {
+  if (device.is_cpu()) {
+    call(host)->wait();
+    return;
+  }
+  Tensor on_device = host.to(device);
+  call(on_device)->wait();
+  host.copy_from(on_device);
+}
+
 // "#  Rank  0 Pid  1234 on host" for every rank, gathered with our own allgather.
-std::vector<std::string> rank_lines(comm::ProcessGroup& pg) {
+std::vector<std::string> rank_lines(comm::ProcessGroup& pg, Device device) {
   constexpr int64_t kLine = 96;
   char host[64] = {};
   ::gethostname(host, sizeof host - 1);
-  std::string mine = str_cat("#  Rank ", pg.rank(), " Pid ", ::getpid(), " on ", host, " device cpu transport tcp");
+  std::string mine = str_cat("#  Rank ", pg.rank(), " Pid ", ::getpid(), " on ", host, " device ", device.str(),
+                             " backend ", pg.backend_name());
   mine.resize(kLine, '\0');
-  Tensor in = Tensor::from_vector(std::vector<uint8_t>(mine.begin(), mine.end()), {kLine});
-  Tensor all = Tensor::empty({kLine * pg.size()}, DType::u8);
-  pg.allgather(in, all)->wait();
+  Tensor all = Tensor::zeros({kLine * pg.size()}, DType::u8);
+  std::memcpy(static_cast<char*>(all.raw_data()) + pg.rank() * kLine, mine.data(), kLine);
+  run_on(device, all, [&](const Tensor& t) { return pg.allgather_inplace(t); });
   std::vector<std::string> lines;
   for (int r = 0; r < pg.size(); ++r) lines.emplace_back(static_cast<const char*>(all.raw_data()) + r * kLine);
   return lines;
@@ -144,24 +167,29 @@ struct Measure {
   int64_t wrong = 0;
 };
 
-double max_over_ranks(comm::ProcessGroup& pg, double v) {
+double max_over_ranks(comm::ProcessGroup& pg, Device device, double v) {
   Tensor t = Tensor::from_vector(std::vector<double>{v}, {1});
   comm::AllreduceOptions o;
   o.op = ReduceOp::max;
-  pg.allreduce(t, o)->wait();
+  run_on(device, t, [&](const Tensor& d) { return pg.allreduce(d, o); });
   return t.data<double>()[0];
 }
 
-Measure measure(comm::ProcessGroup& pg, const PerfCollective& c, const Settings& s, size_t count,
+// Buffers on `device`; the data is written and checked in host mirrors of them (the same
+// tensors on the CPU), copied over outside the timed loop, as nccl-tests does.
+Measure measure(comm::ProcessGroup& pg, const PerfCollective& c, const Settings& s, Device device, size_t count,
                 DType dtype, ReduceOp op, bool in_place) {
   const int world = pg.size(), rank = pg.rank();
   const size_t send_n = c.send_count(count, world), recv_n = c.recv_count(count, world);
-  Tensor send = Tensor::empty({static_cast<int64_t>(in_place ? std::max(send_n, recv_n) : send_n)}, dtype);
-  Tensor recv = in_place ? send : Tensor::zeros({static_cast<int64_t>(recv_n)}, dtype);
+  Tensor send_host = Tensor::empty({static_cast<int64_t>(in_place ? std::max(send_n, recv_n) : send_n)}, dtype);
+  Tensor recv_host = in_place ? send_host : Tensor::zeros({static_cast<int64_t>(recv_n)}, dtype);
+  Tensor send = send_host.to(device);
+  Tensor recv = in_place ? send : recv_host.to(device);
   const size_t send_at = in_place ? c.in_place_send_offset(count, rank, world) : 0;
   const size_t recv_at = in_place ? c.in_place_recv_offset(count, rank, world) : 0;
   auto init = [&] {
-    for (size_t i = 0; i < send_n; ++i) store(send, send_at + i, input_value(op, dtype, rank, i));
+    for (size_t i = 0; i < send_n; ++i) store(send_host, send_at + i, input_value(op, dtype, rank, i));
+    if (device.is_cuda()) send.copy_from(send_host);
   };
   init();
   for (int i = 0; i < s.warmup; ++i) c.start(pg, send, recv, in_place, op, s.root)->wait();
@@ -172,7 +200,7 @@ Measure measure(comm::ProcessGroup& pg, const PerfCollective& c, const Settings&
   last->wait();
   const double local_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / s.iters;
   Measure m;
-  m.time_us = max_over_ranks(pg, local_us);
+  m.time_us = max_over_ranks(pg, device, local_us);
   const double bytes = static_cast<double>(count * dtype_size(dtype));
   m.algbw = bytes / m.time_us / 1e3;  // GB/s = bytes / (us * 1e3)
   m.busbw = m.algbw * c.bus_factor(world);
@@ -181,17 +209,18 @@ Measure measure(comm::ProcessGroup& pg, const PerfCollective& c, const Settings&
     for (int k = 0; k < s.check; ++k) {
       init();
       c.start(pg, send, recv, in_place, op, s.root)->wait();
+      if (device.is_cuda()) recv_host.copy_from(recv);
       if (rank == 0 && env_bool("RINGGRAD_PERF_INJECT_BITFLIP", false) && recv_n > 0)
-        static_cast<uint8_t*>(recv.raw_data())[recv_at * dtype_size(dtype)] ^= 0x40;  // test hook
+        static_cast<uint8_t*>(recv_host.raw_data())[recv_at * dtype_size(dtype)] ^= 0x40;  // test hook
       for (size_t i = 0; i < recv_n; ++i) {
         const double e = c.expected(op, dtype, rank, world, s.root, count, i);
         if (std::isnan(e)) continue;
         store(want, i, e);
-        m.wrong += load(recv, recv_at + i) != load(want, i) ? 1 : 0;
+        m.wrong += load(recv_host, recv_at + i) != load(want, i) ? 1 : 0;
       }
     }
     Tensor w = Tensor::from_vector(std::vector<int64_t>{m.wrong}, {1});
-    pg.allreduce(w)->wait();
+    run_on(device, w, [&](const Tensor& d) { return pg.allreduce(d); });
     m.wrong = w.data<int64_t>()[0];
   }
   return m;
@@ -200,10 +229,11 @@ Measure measure(comm::ProcessGroup& pg, const PerfCollective& c, const Settings&
 int run_sweep(const PerfCollective& c, const Settings& s) {
   Job job = start_job(s);
   comm::ProcessGroup& pg = *job.pg;
+  const Device device = job.device;
   if (c.has_root && s.root >= pg.size())
     RG_THROW(InvalidArgument, "-r/--root ", s.root, " is not a rank of this world of ", pg.size());
   const bool printer = pg.rank() == 0;
-  const auto lines = rank_lines(pg);
+  const auto lines = rank_lines(pg, device);
   if (printer) {
     std::printf("# ringgrad %s_perf: backend %s, device %s, world size %d\n", c.name, s.backend.c_str(), s.device.c_str(), pg.size());
     std::printf("# minBytes %zu maxBytes %zu step: %s warmup iters: %d iters: %d validation: %d\n", s.min_bytes, s.max_bytes,
@@ -229,8 +259,8 @@ int run_sweep(const PerfCollective& c, const Settings& s) {
         const size_t elem = dtype_size(dtype);
         const size_t granule = c.count_in_rank_blocks ? static_cast<size_t>(pg.size()) : 1;
         const size_t count = bytes / elem / granule * granule;
-        Measure out = measure(pg, c, s, count, dtype, op, false);
-        Measure in = measure(pg, c, s, count, dtype, op, true);
+        Measure out = measure(pg, c, s, device, count, dtype, op, false);
+        Measure in = measure(pg, c, s, device, count, dtype, op, true);
         wrong_total += out.wrong + in.wrong;
         busbw_sum += out.busbw + in.busbw;
         rows_count += 2;
@@ -304,8 +334,8 @@ int run_perf(int argc, char** argv, const PerfCollective& c) {
   app.add_option("-d,--datatype", dtype, "float, double, half, bfloat16, int32, int64, uint8 or all");
   app.add_option("-o,--op", op, "sum, prod, max, min, avg or all");
   app.add_option("-r,--root", s.root, "root rank (broadcast)");
-  app.add_option("--backend", s.backend, "ring (nccl: not in this build yet)");
-  app.add_option("--device", s.device, "cpu (cuda: not in this build yet)");
+  app.add_option("--backend", s.backend, "ring (ours; host or device buffers) or nccl (device buffers)");
+  app.add_option("--device", s.device, "cpu or cuda: where the buffers live (cuda: the GPU LOCAL_RANK names)");
   app.add_option("--json", s.json_path, "also write the results as JSON to this file");
   try {
     app.parse(argc, argv);

@@ -1,6 +1,7 @@
 // Fingerprint: what a rank believes the current collective is (sequence number, kind, op,
-// dtype, element count, root). Each rank sends its fingerprint to every peer as the first
-// bytes of each collective; CheckedTransport compares what arrives with its own.
+// dtype, element count, root, and whether its buffers are staged from a device). Each rank
+// sends its fingerprint to every peer as the first bytes of each collective; CheckedTransport
+// compares what arrives with its own.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -21,7 +22,7 @@ struct Fingerprint {
   CollectiveKind kind = CollectiveKind::barrier;
   ReduceOp op = ReduceOp::sum;  // only meaningful for reducing kinds
   DType dtype = DType::u8;
-  uint8_t reserved = 0;
+  uint8_t staged = 0;  // 1: CUDA buffers, moved in staging chunks (comm/ring/staged_collectives.h)
   uint64_t seq = 0;    // per group for collectives, per rank pair for send/recv
   uint64_t count = 0;  // elements (per rank for allgather and reduce_scatter)
   int32_t root = -1;   // broadcast/reduce root, or the tag of a send/recv

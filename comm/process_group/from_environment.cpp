@@ -6,7 +6,8 @@
 
 namespace ringgrad::comm {
 
-DistributedJob join_distributed_job(const std::string& backend, const std::string& group_name) {
+DistributedJob join_distributed_job(const std::string& backend, const std::string& group_name,
+                                    DeviceType tensor_device) {
   DistributedJob job;
   const bool launched =
       env_get("RANK") || env_get("OMPI_COMM_WORLD_RANK") || env_get("SLURM_PROCID");
@@ -19,6 +20,8 @@ DistributedJob join_distributed_job(const std::string& backend, const std::strin
   ProcessGroupOptions options;
   options.group_name = group_name;
   options.generation = job.env.generation;
+  options.tensor_device = tensor_device;
+  options.cuda_device = job.env.local_rank;  // also under mpirun/srun, which set no LOCAL_RANK
   job.group = create_process_group(backend, job.store->store, job.env.rank, job.env.world_size,
                                    options);
   return job;

@@ -22,7 +22,9 @@ struct DistributedJob {
 };
 
 // Blocks until every rank has joined (up to the collective timeout); throws naming what is
-// missing or malformed.
-DistributedJob join_distributed_job(const std::string& backend, const std::string& group_name);
+// missing or malformed. `tensor_device`: where the job's tensors live ("auto" picks nccl for
+// CUDA tensors when it can, see create_process_group).
+DistributedJob join_distributed_job(const std::string& backend, const std::string& group_name,
+                                    DeviceType tensor_device = DeviceType::cpu);
 
 }  // namespace ringgrad::comm

@@ -2,8 +2,14 @@
 #include "comm/process_group/process_group.h"
 
 #include "comm/process_group/ring_process_group.h"
+#include "core/cuda_memory.h"
 #include "core/env.h"
 #include "core/error.h"
+#include "ringgrad/config.h"
+
+#ifdef HAVE_NCCL
+#include "comm/nccl/nccl_process_group.h"
+#endif
 
 namespace ringgrad::comm {
 
@@ -19,13 +25,27 @@ std::unique_ptr<ProcessGroup> create_process_group(const std::string& backend,
   RG_CHECK(store != nullptr, "create_process_group: no store");
   if (rank < 0 || size < 1 || rank >= size)
     RG_THROW(InvalidArgument, "create_process_group: rank ", rank, " outside world size ", size);
-  if (backend == "ring" || backend == "auto")
+#ifdef HAVE_NCCL
+  const bool nccl_usable = cuda_device_count() > 0;
+#else
+  const bool nccl_usable = false;
+#endif
+  const bool want_nccl =
+      backend == "nccl" ||
+      (backend == "auto" && options.tensor_device == DeviceType::cuda && nccl_usable);
+  if (backend == "ring" || (backend == "auto" && !want_nccl))
     return std::make_unique<RingProcessGroup>(std::move(store), rank, size, options);
-  if (backend == "nccl")
-    RG_THROW(InvalidArgument, "backend 'nccl' is not available in this build yet (it comes with "
-             "the NCCL issue); use 'ring' or 'auto'");
+  if (want_nccl) {
+#ifdef HAVE_NCCL
+    return std::make_unique<NcclProcessGroup>(std::move(store), rank, size, options);
+#else
+    RG_THROW(InvalidArgument, "backend 'nccl': this ringgrad build has no NCCL (configure with "
+             "-DRINGGRAD_ENABLE_CUDA=ON -DRINGGRAD_ENABLE_NCCL=ON); use 'ring', which takes CPU "
+             "and CUDA tensors");
+#endif
+  }
   RG_THROW(InvalidArgument, "unknown process group backend '", backend,
-           "'; available: ring, auto (nccl: not yet)");
+           "'; available: ring, nccl, auto");
 }
 
 }  // namespace ringgrad::comm

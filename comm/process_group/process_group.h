@@ -3,7 +3,8 @@
 // DDP hook can launch a bucket's all-reduce and wait for it later. Tensors are contiguous CPU
 // tensors; in-place calls take one tensor, out-of-place calls an input and an output.
 // Every collective has a deadline (its options' timeout, else the group's) and fails with an
-// error naming the operation, the peer rank and how long it waited.
+// error naming the operation, the peer rank and how long it waited. The ring backend takes
+// CPU and CUDA tensors (staged through pinned host memory); the nccl backend CUDA tensors.
 #pragma once
 #include <memory>
 #include <string>
@@ -90,13 +91,17 @@ struct ProcessGroupOptions {
   std::string run_id;                  // checked in the connection handshake
   int64_t generation = 0;
   std::string allreduce_algorithm;     // "ring" | "tree" | "" (RINGGRAD_ALGO, else by size)
+  DeviceType tensor_device = DeviceType::cpu;  // where this group's tensors live ("auto")
+  int cuda_device = -1;                // nccl: the GPU; -1: LOCAL_RANK (0 when unset)
 };
 
 constexpr Milliseconds kDefaultCollectiveTimeout{600'000};
 Milliseconds default_collective_timeout();  // RINGGRAD_TIMEOUT_S, else 10 minutes
 
-// backend: "ring" (ours, TCP), "auto" (the best available: ring for CPU tensors in this
-// build), "nccl" (a later issue: throws saying so). Blocks until all ranks are connected.
+// backend: "ring" (ours, TCP; CPU or CUDA tensors), "nccl" (CUDA tensors; throws when this
+// build has no NCCL or no CUDA device is visible), or "auto": nccl when options.tensor_device
+// is CUDA, the build has NCCL and a CUDA device is visible, else ring (so CPU tensors always
+// get ring, whatever the machine). Blocks until all ranks are connected.
 std::unique_ptr<ProcessGroup> create_process_group(const std::string& backend,
                                                    std::shared_ptr<Store> store, int rank,
                                                    int size, ProcessGroupOptions options = {});

@@ -3,6 +3,7 @@
 
 #include <chrono>
 
+#include "comm/ring/cuda_staging_copier.h"
 #include "comm/store/prefix_store.h"
 #include "comm/store/tcp_store.h"
 #include "core/env.h"
@@ -17,10 +18,6 @@ constexpr auto kWorkerSpin = std::chrono::microseconds(50);
 
 void check_tensor(const Tensor& t, const char* operation, const char* role) {
   if (!t.defined()) RG_THROW(InvalidArgument, operation, ": the ", role, " tensor is undefined");
-  if (!t.is_cpu())
-    RG_THROW(InvalidArgument, operation, ": the ", role,
-             " tensor is on a CUDA device; the ring backend takes CPU tensors (copy with "
-             ".to(Device::cpu()), or use the nccl backend when it exists)");
 }
 
 void check_pair(const Tensor& in, const Tensor& out, const char* operation, int64_t out_per_in_num,
@@ -30,6 +27,9 @@ void check_pair(const Tensor& in, const Tensor& out, const char* operation, int6
   if (in.dtype() != out.dtype())
     RG_THROW(InvalidArgument, operation, ": input is ", dtype_name(in.dtype()), " but output is ",
              dtype_name(out.dtype()));
+  if (in.device() != out.device())
+    RG_THROW(InvalidArgument, operation, ": input is on ", in.device().str(), " but output is on ",
+             out.device().str());
   if (out.numel() * out_per_in_den != in.numel() * out_per_in_num)
     RG_THROW(InvalidArgument, operation, ": output has ", out.numel(), " elements, expected ",
              in.numel() * out_per_in_num / out_per_in_den, " (input has ", in.numel(), ")");
@@ -90,19 +90,29 @@ RingProcessGroup::~RingProcessGroup() {
 
 WorkPtr RingProcessGroup::enqueue(CollectiveKind kind, DType dtype, uint64_t count, ReduceOp op,
                                   int32_t root, Direction direction, int peer, Milliseconds timeout,
-                                  Run run) {
+                                  bool staged, Run run) {
   std::unique_lock<std::mutex> lock(mu_);
   // Collectives count per group; a send and its recv count per ordered pair of ranks.
   uint64_t& counter = direction == Direction::send   ? sent_to_[peer]
                       : direction == Direction::recv ? received_from_[peer]
                                                      : next_seq_;
   Fingerprint fp = make_fingerprint(kind, counter++, dtype, count, op, root);
+  fp.staged = staged ? 1 : 0;
   auto work = std::make_shared<Work>(describe(fp));
   queue_.push_back({work, fp, peer, timeout.count() > 0 ? timeout : timeout_, std::move(run)});
   queued_.fetch_add(1, std::memory_order_release);
   lock.unlock();
   wake_.notify_one();
   return work;
+}
+
+ring::Staging RingProcessGroup::staging(Device device, ring::Scratch& scratch) {
+  if (!copier_ || copier_device_ != device.index) {
+    copier_.reset();  // frees the old pinned slots before making new ones
+    copier_ = ring::make_cuda_staging_copier(device.index);
+    copier_device_ = device.index;
+  }
+  return ring::Staging{*copier_, scratch, ring::kStagingChunkBytes};
 }
 
 void RingProcessGroup::worker_loop() {
@@ -156,7 +166,13 @@ WorkPtr RingProcessGroup::allreduce(const Tensor& input, const Tensor& output,
   const auto count = static_cast<size_t>(input.numel());
   const ReduceOp op = opts.op;
   return enqueue(CollectiveKind::allreduce, input.dtype(), count, op, -1, Direction::all, -1, opts.timeout,
-                 [this, input, output, count, op](Transport& t, ring::Scratch& s) {
+                 input.is_cuda(), [this, input, output, count, op](Transport& t, ring::Scratch& s) {
+                   if (input.is_cuda()) {
+                     ring::Staging st = staging(input.device(), s);
+                     ring::staged_allreduce(t, st, input.raw_data(), output.raw_data(), count,
+                                            input.dtype(), op, forced_algorithm_);
+                     return;
+                   }
                    const auto algo = ring::choose_allreduce_algorithm(
                        input.nbytes(), t.size(), forced_algorithm_);
                    auto* f = algo == ring::AllreduceAlgorithm::tree ? &ring::tree_allreduce
@@ -175,8 +191,13 @@ WorkPtr RingProcessGroup::broadcast(const Tensor& input, const Tensor& output,
   check_rank(opts.root, size(), "broadcast", "root");
   const int root = opts.root;
   return enqueue(CollectiveKind::broadcast, input.dtype(), static_cast<uint64_t>(input.numel()),
-                 ReduceOp::sum, root, Direction::all, -1, opts.timeout,
-                 [input, output, root](Transport& t, ring::Scratch&) {
+                 ReduceOp::sum, root, Direction::all, -1, opts.timeout, input.is_cuda(),
+                 [this, input, output, root](Transport& t, ring::Scratch& s) {
+                   if (input.is_cuda()) {
+                     ring::Staging st = staging(input.device(), s);
+                     ring::staged_broadcast(t, st, input.raw_data(), output.raw_data(), input.nbytes(), root);
+                     return;
+                   }
                    ring::ring_broadcast(t, input.raw_data(), output.raw_data(), input.nbytes(), root);
                  });
 }
@@ -192,7 +213,13 @@ WorkPtr RingProcessGroup::reduce(const Tensor& input, const Tensor& output, cons
   const ReduceOp op = opts.op;
   const int root = opts.root;
   return enqueue(CollectiveKind::reduce, input.dtype(), count, op, root, Direction::all, -1, opts.timeout,
-                 [input, output, count, op, root](Transport& t, ring::Scratch& s) {
+                 input.is_cuda(), [this, input, output, count, op, root](Transport& t, ring::Scratch& s) {
+                   if (input.is_cuda()) {
+                     ring::Staging st = staging(input.device(), s);
+                     ring::staged_reduce(t, st, input.raw_data(), output.raw_data(), count,
+                                         input.dtype(), op, root);
+                     return;
+                   }
                    ring::ring_reduce(t, input.raw_data(), output.raw_data(), count, input.dtype(),
                                      op, root, s);
                  });
@@ -202,8 +229,13 @@ WorkPtr RingProcessGroup::allgather(const Tensor& input, const Tensor& output,
                                     const AllgatherOptions& opts) {
   check_pair(input, output, "allgather", size(), 1);
   return enqueue(CollectiveKind::allgather, input.dtype(), static_cast<uint64_t>(input.numel()),
-                 ReduceOp::sum, -1, Direction::all, -1, opts.timeout,
-                 [input, output](Transport& t, ring::Scratch& s) {
+                 ReduceOp::sum, -1, Direction::all, -1, opts.timeout, input.is_cuda(),
+                 [this, input, output](Transport& t, ring::Scratch& s) {
+                   if (input.is_cuda()) {
+                     ring::Staging st = staging(input.device(), s);
+                     ring::staged_allgather(t, st, input.raw_data(), output.raw_data(), input.nbytes());
+                     return;
+                   }
                    ring::ring_allgather(t, input.raw_data(), output.raw_data(), input.nbytes(), s);
                  });
 }
@@ -222,7 +254,13 @@ WorkPtr RingProcessGroup::reduce_scatter(const Tensor& input, const Tensor& outp
   const auto count = static_cast<size_t>(output.numel());
   const ReduceOp op = opts.op;
   return enqueue(CollectiveKind::reduce_scatter, input.dtype(), count, op, -1, Direction::all, -1, opts.timeout,
-                 [input, output, count, op](Transport& t, ring::Scratch& s) {
+                 input.is_cuda(), [this, input, output, count, op](Transport& t, ring::Scratch& s) {
+                   if (input.is_cuda()) {
+                     ring::Staging st = staging(input.device(), s);
+                     ring::staged_reduce_scatter(t, st, input.raw_data(), output.raw_data(), count,
+                                                 input.dtype(), op);
+                     return;
+                   }
                    ring::ring_reduce_scatter(t, input.raw_data(), output.raw_data(), count,
                                              input.dtype(), op, s);
                  });
@@ -239,7 +277,7 @@ WorkPtr RingProcessGroup::reduce_scatter_inplace(const Tensor& tensor,
 
 WorkPtr RingProcessGroup::barrier(const BarrierOptions& opts) {
   return enqueue(CollectiveKind::barrier, DType::u8, 0, ReduceOp::sum, -1, Direction::all, -1, opts.timeout,
-                 [](Transport&, ring::Scratch&) {});
+                 false, [](Transport&, ring::Scratch&) {});
 }
 
 WorkPtr RingProcessGroup::send(const Tensor& tensor, int dst, const SendRecvOptions& opts) {
@@ -247,8 +285,13 @@ WorkPtr RingProcessGroup::send(const Tensor& tensor, int dst, const SendRecvOpti
   check_rank(dst, size(), "send", "destination");
   RG_CHECK(dst != rank(), "send: rank ", rank(), " cannot send to itself");
   return enqueue(CollectiveKind::send_recv, tensor.dtype(), static_cast<uint64_t>(tensor.numel()),
-                 ReduceOp::sum, opts.tag, Direction::send, dst, opts.timeout,
-                 [tensor, dst](Transport& t, ring::Scratch&) {
+                 ReduceOp::sum, opts.tag, Direction::send, dst, opts.timeout, tensor.is_cuda(),
+                 [this, tensor, dst](Transport& t, ring::Scratch& s) {
+                   if (tensor.is_cuda()) {
+                     ring::Staging st = staging(tensor.device(), s);
+                     ring::staged_send(t, st, tensor.raw_data(), tensor.nbytes(), dst);
+                     return;
+                   }
                    t.post_send(dst, tensor.raw_data(), tensor.nbytes());
                    t.wait_all();
                  });
@@ -259,8 +302,13 @@ WorkPtr RingProcessGroup::recv(const Tensor& tensor, int src, const SendRecvOpti
   check_rank(src, size(), "recv", "source");
   RG_CHECK(src != rank(), "recv: rank ", rank(), " cannot receive from itself");
   return enqueue(CollectiveKind::send_recv, tensor.dtype(), static_cast<uint64_t>(tensor.numel()),
-                 ReduceOp::sum, opts.tag, Direction::recv, src, opts.timeout,
-                 [tensor, src](Transport& t, ring::Scratch&) {
+                 ReduceOp::sum, opts.tag, Direction::recv, src, opts.timeout, tensor.is_cuda(),
+                 [this, tensor, src](Transport& t, ring::Scratch& s) {
+                   if (tensor.is_cuda()) {
+                     ring::Staging st = staging(tensor.device(), s);
+                     ring::staged_recv(t, st, tensor.raw_data(), tensor.nbytes(), src);
+                     return;
+                   }
                    t.post_recv(src, tensor.raw_data(), tensor.nbytes());
                    t.wait_recv(src);
                  });

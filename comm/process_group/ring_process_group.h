@@ -1,5 +1,7 @@
 // RingProcessGroup: the "ring" backend. A TcpTransport full mesh, the algorithms of comm/ring/,
-// and one worker thread that runs the group's collectives in issue order. Calls validate their
+// and one worker thread that runs the group's collectives in issue order. CUDA tensors go
+// through pinned host slots chunk by chunk (comm/ring/staged_collectives.h); every rank of a
+// collective must then pass CUDA tensors (the fingerprint says so), reductions on the host. Calls validate their
 // tensors on the caller's thread (throwing InvalidArgument) and return a Work at once. After a
 // failure the group resets its connections, so every peer fails at once too, and refuses
 // further work with the first error.
@@ -15,6 +17,7 @@
 #include "comm/process_group/checked_transport.h"
 #include "comm/process_group/process_group.h"
 #include "comm/ring/ring_algorithms.h"
+#include "comm/ring/staged_collectives.h"
 #include "comm/transport/tcp/tcp_transport.h"
 
 namespace ringgrad::comm {
@@ -54,7 +57,9 @@ class RingProcessGroup : public ProcessGroup {
 
   enum class Direction { all, send, recv };  // a collective, or which end of a send/recv
   WorkPtr enqueue(CollectiveKind kind, DType dtype, uint64_t count, ReduceOp op, int32_t root,
-                  Direction direction, int peer, Milliseconds timeout, Run run);
+                  Direction direction, int peer, Milliseconds timeout, bool staged, Run run);
+  // Worker thread only: the staging slots for tensors on `device` (made on first use).
+  ring::Staging staging(Device device, ring::Scratch& scratch);
   void worker_loop();
   void execute(Task& task);
 
@@ -64,6 +69,8 @@ class RingProcessGroup : public ProcessGroup {
   std::unique_ptr<tcp::TcpTransport> transport_;
   CheckedTransport checked_;
   ring::Scratch scratch_;
+  std::unique_ptr<ring::StagingCopier> copier_;  // for CUDA tensors, on copier_device_
+  int copier_device_ = -1;
   std::vector<int> all_peers_;
   std::vector<int> partner_;  // {peer}, reused for send/recv
 

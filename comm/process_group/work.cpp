@@ -25,13 +25,15 @@ void Work::complete(std::exception_ptr error) {
 void Work::wait() { wait(Milliseconds::max()); }
 
 void Work::wait(Milliseconds timeout) {
+  // Reads the flag itself: a subclass's is_completed may mean something else.
+  auto done = [this] { return done_.load(std::memory_order_acquire); };
   const auto start = std::chrono::steady_clock::now();
-  while (!is_completed() && std::chrono::steady_clock::now() - start < kSpin) {
+  while (!done() && std::chrono::steady_clock::now() - start < kSpin) {
   }
   std::unique_lock<std::mutex> lock(mu_);
   if (timeout == Milliseconds::max()) {
-    cv_.wait(lock, [&] { return is_completed(); });
-  } else if (!cv_.wait_for(lock, timeout, [&] { return is_completed(); })) {
+    cv_.wait(lock, [&] { return done(); });
+  } else if (!cv_.wait_for(lock, timeout, [&] { return done(); })) {
     RG_THROW(TimeoutError, description_, " not finished after ", format_duration(timeout),
              " of waiting (it keeps running until its own deadline)");
   }

@@ -1,5 +1,7 @@
 // Work: the handle a collective returns. The group's worker thread completes it (with an
 // error, if the collective failed); callers wait() on it from any thread. Thread-safe.
+// Backends whose work finishes elsewhere (the nccl backend's GPU stream) override the
+// virtual wait and is_completed.
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -15,15 +17,16 @@ namespace ringgrad::comm {
 class Work {
  public:
   explicit Work(std::string description) : description_(std::move(description)) {}
+  virtual ~Work() = default;
 
   const std::string& description() const { return description_; }
-  bool is_completed() const { return done_.load(std::memory_order_acquire); }
+  virtual bool is_completed() const { return done_.load(std::memory_order_acquire); }
   // Blocks until the collective finished and rethrows its error. The collective enforces its
   // own deadline, so this returns within it.
   void wait();
   // As wait(), but throws TimeoutError if it has not finished within `timeout` (the
   // collective itself keeps running until its own deadline).
-  void wait(Milliseconds timeout);
+  virtual void wait(Milliseconds timeout);
 
   // For process group implementations: exactly once, from the worker thread.
   void complete(std::exception_ptr error = nullptr);

@@ -32,22 +32,24 @@ std::vector<Entry> parse(const std::string& text) {
   return out;
 }
 
-// All ranks' texts, indexed by rank.
-std::vector<std::string> allgather_text(ProcessGroup& group, const std::string& mine) {
+// All ranks' texts, indexed by rank. They travel on `device` (the model's), since the nccl
+// backend moves device tensors only.
+std::vector<std::string> allgather_text(ProcessGroup& group, const std::string& mine, Device device) {
   const int world = group.size();
-  Tensor length = Tensor::from_vector<int64_t>({static_cast<int64_t>(mine.size())}, {1});
-  Tensor lengths = Tensor::empty({world}, DType::i64);
+  Tensor length = Tensor::from_vector<int64_t>({static_cast<int64_t>(mine.size())}, {1}).to(device);
+  Tensor lengths = Tensor::empty({world}, DType::i64, device);
   group.allgather(length, lengths)->wait();
+  const std::vector<int64_t> sizes = lengths.to_vector<int64_t>();
   int64_t longest = 0;
-  for (int64_t n : lengths.to_vector<int64_t>()) longest = std::max(longest, n);
+  for (int64_t n : sizes) longest = std::max(longest, n);
   Tensor padded = Tensor::zeros({longest}, DType::u8);
   std::copy(mine.begin(), mine.end(), padded.data<uint8_t>());
-  Tensor all = Tensor::empty({world * longest}, DType::u8);
-  group.allgather(padded, all)->wait();
+  Tensor all = Tensor::empty({world * longest}, DType::u8, device);
+  group.allgather(padded.to(device), all)->wait();
+  const std::vector<uint8_t> gathered = all.to_vector<uint8_t>();
   std::vector<std::string> texts;
-  const char* bytes = reinterpret_cast<const char*>(all.data<uint8_t>());
-  for (int r = 0; r < world; ++r)
-    texts.emplace_back(bytes + r * longest, static_cast<size_t>(lengths.data<int64_t>()[r]));
+  const char* bytes = reinterpret_cast<const char*>(gathered.data());
+  for (int r = 0; r < world; ++r) texts.emplace_back(bytes + r * longest, static_cast<size_t>(sizes[r]));
   return texts;
 }
 
@@ -57,7 +59,9 @@ void check_same_across_ranks(ProcessGroup& group, const NamedTensorRefs& entries
                              const std::string& what) {
   if (group.size() == 1) return;
   std::vector<std::vector<Entry>> ranks;
-  for (const std::string& text : allgather_text(group, describe(entries))) ranks.push_back(parse(text));
+  const Device device = entries.empty() ? Device::cpu() : entries[0].second.device();
+  for (const std::string& text : allgather_text(group, describe(entries), device))
+    ranks.push_back(parse(text));
   const std::vector<Entry>& ref = ranks[0];
   for (size_t r = 1; r < ranks.size(); ++r) {
     const std::vector<Entry>& other = ranks[r];

@@ -20,9 +20,14 @@ Reducer::Reducer(std::vector<Tensor> params, std::vector<std::string> names, Pro
     : params_(std::move(params)), names_(std::move(names)), group_(group),
       options_(options), views_changed_(std::move(views_changed)) {
   RG_CHECK_EQ(params_.size(), names_.size(), "Reducer: one name per parameter");
+  device_ = params_.empty() ? Device::cpu() : params_[0].device();
   for (size_t i = 0; i < params_.size(); ++i)
-    RG_CHECK(params_[i].dtype() == DType::f32 && params_[i].is_cpu(), "Reducer: parameter '",
-             names_[i], "' must be a float32 CPU tensor");
+    RG_CHECK(params_[i].dtype() == DType::f32 && params_[i].device() == device_,
+             "Reducer: parameter '", names_[i], "' must be a float32 tensor on ", device_.str(),
+             " (it is ", dtype_name(params_[i].dtype()), " on ", params_[i].device().str(), ")");
+  if (device_.is_cuda() && options_.compression != GradCompression::none)
+    RG_THROW(InvalidArgument, "Reducer: gradient compression casts buckets on the host, so it "
+             "needs CPU parameters; with parameters on ", device_.str(), " use compression none");
   build_buckets({});
 }
 
@@ -39,7 +44,7 @@ void Reducer::build_buckets(const std::vector<size_t>& order) {
     int64_t numel = 0;
     for (size_t i : assignment_[b]) numel += params_[i].numel();
     Bucket& bucket = buckets_[b];
-    bucket.flat = Tensor::zeros({numel});
+    bucket.flat = Tensor::zeros({numel}, DType::f32, device_);
     if (options_.compression != GradCompression::none)
       bucket.compressed = Tensor::empty(
           {numel}, options_.compression == GradCompression::fp16 ? DType::f16 : DType::bf16);
@@ -64,9 +69,10 @@ void Reducer::prepare_for_backward() {
     Tensor order = Tensor::empty({static_cast<int64_t>(params_.size())}, DType::i64);
     for (size_t i = 0; i < params_.size(); ++i)
       order.data<int64_t>()[i] = static_cast<int64_t>(i < ready_order_.size() ? ready_order_[i] : i);
-    group_.broadcast(order)->wait();
+    Tensor shared = order.to(device_);  // the nccl backend moves device tensors only
+    group_.broadcast(shared)->wait();
     std::vector<size_t> walk;
-    for (int64_t v : order.to_vector<int64_t>()) walk.push_back(static_cast<size_t>(v));
+    for (int64_t v : shared.to_vector<int64_t>()) walk.push_back(static_cast<size_t>(v));
     build_buckets(walk);
     ready_order_.clear();
   }

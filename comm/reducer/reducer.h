@@ -41,7 +41,9 @@ class Reducer {
  public:
   using ViewsChanged = std::function<void(const std::vector<Tensor>& views)>;
 
-  // params: parameter values (float32, CPU) in registration order; names for messages.
+  // params: parameter values (float32, all on one device: the CPU, or a GPU for the nccl
+  // backend or the ring's staging) in registration order; names for messages. Buckets live
+  // on the parameters' device; gradient compression casts on the host, so it needs CPU ones.
   // views_changed is called with the gradient views now and whenever buckets are rebuilt;
   // the caller makes them the parameters' gradients.
   Reducer(std::vector<Tensor> params, std::vector<std::string> names, ProcessGroup& group,
@@ -67,6 +69,7 @@ class Reducer {
   double now_s() const;
 
   std::vector<Tensor> params_;
+  Device device_;  // of every parameter, so of every bucket
   std::vector<std::string> names_;
   ProcessGroup& group_;
   ReducerOptions options_;

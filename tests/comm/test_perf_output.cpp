@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "core/cuda_memory.h"
+
 namespace {
 
 struct Run {
@@ -174,8 +176,9 @@ TEST_CASE("bad flags fail with one line, world size 1 warns") {
       {"-b 1K -e 1M -f 1 -i 0", "never reaches -e"},
       {"-d complex", "float, double, half, bfloat16, int32, int64, uint8, all"},
       {"-o xor", "sum, prod, max, min, avg, all"},
-      {"--device cuda", "not available in this build yet"},
-      {"--backend nccl", "not available in this build yet"}};
+      {"--device tpu", "not one of: cpu, cuda"},
+      {"--backend mpi", "not one of: ring, nccl"},
+      {"--backend nccl", "add --device cuda"}};
   for (const auto& [flags, message] : cases) {
     Run run = run_perf("all_reduce_perf", 1, flags);
     CAPTURE(flags);
@@ -183,6 +186,11 @@ TEST_CASE("bad flags fail with one line, world size 1 warns") {
     CHECK(run.exit_code == 2);
     CHECK(has(run.out, message));
     CHECK(std::count(run.out.begin(), run.out.end(), '\n') == 1);
+  }
+  if (ringgrad::cuda_device_count() == 0) {
+    Run run = run_perf("all_reduce_perf", 1, "--backend nccl --device cuda");
+    CHECK(run.exit_code == 2);
+    CHECK(has(run.out, "--device cuda: no CUDA device: "));
   }
   Run alone = run_perf("all_reduce_perf", 1, "-b 8 -e 8 -n 1 -w 0");
   CHECK(alone.exit_code == 0);

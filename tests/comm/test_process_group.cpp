@@ -4,6 +4,8 @@
 
 #include <cstdlib>
 
+#include "core/cuda_memory.h"
+#include "ringgrad/config.h"
 #include "tests/comm/ring_fixtures.h"
 
 namespace ringgrad::comm::testing {
@@ -132,8 +134,22 @@ TEST_CASE("settings: bad interface name, unknown backend, nccl, RINGGRAD_ALGO, b
   CHECK(contains(m, "RINGGRAD_SOCKET_IFNAME='nope0'"));
   CHECK(contains(m, "lo (127.0.0.1)"));
 
-  CHECK_THROWS_WITH_AS(create_process_group("nccl", store, 0, 1), doctest::Contains("not available in this build yet"), InvalidArgument);
-  CHECK_THROWS_WITH_AS(create_process_group("mpi", store, 0, 1), doctest::Contains("available: ring, auto"), InvalidArgument);
+#ifdef HAVE_NCCL
+  if (cuda_device_count() == 0)
+    CHECK_THROWS_WITH(create_process_group("nccl", store, 0, 1), doctest::Contains("nccl backend: no CUDA device: "));
+#else
+  CHECK_THROWS_WITH_AS(create_process_group("nccl", store, 0, 1), doctest::Contains("this ringgrad build has no NCCL"), InvalidArgument);
+#endif
+  CHECK_THROWS_WITH_AS(create_process_group("mpi", store, 0, 1), doctest::Contains("available: ring, nccl, auto"), InvalidArgument);
+  ProcessGroupOptions cpu_auto;
+  cpu_auto.group_name = "auto";
+  CHECK(create_process_group("auto", store, 0, 1, cpu_auto)->backend_name() == "ring");
+  if (cuda_device_count() == 0) {  // CUDA tensors without a visible GPU: still the ring
+    ProcessGroupOptions cuda_auto;
+    cuda_auto.group_name = "auto-cuda";
+    cuda_auto.tensor_device = DeviceType::cuda;
+    CHECK(create_process_group("auto", store, 0, 1, cuda_auto)->backend_name() == "ring");
+  }
   CHECK_THROWS_WITH(make_ring_group(store, 0, 1, "algo", Milliseconds(1000), "fast"), doctest::Contains("not one of: ring, tree"));
 
   auto pg = make_ring_group(store, 0, 1, "args");

@@ -1,0 +1,255 @@
+// NcclProcessGroup: unique-id exchange through the store, tensor checks, and each collective
+// as one NCCL call on the group's stream.
+#include "comm/nccl/nccl_process_group.h"
+
+#include <cstring>
+
+#include "comm/nccl/nccl_check.h"
+#include "comm/nccl/nccl_work.h"
+#include "core/cuda_memory.h"
+#include "core/env.h"
+
+namespace ringgrad::comm {
+
+namespace {
+
+ncclDataType_t nccl_dtype(DType d) {
+  switch (d) {
+    case DType::f32: return ncclFloat32;
+    case DType::f64: return ncclFloat64;
+    case DType::f16: return ncclFloat16;
+    case DType::bf16: return ncclBfloat16;
+    case DType::i32: return ncclInt32;
+    case DType::i64: return ncclInt64;
+    case DType::u8: return ncclUint8;
+  }
+  RG_THROW(InvalidArgument, "nccl backend: no NCCL type for dtype ", static_cast<int>(d));
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum: return ncclSum;
+    case ReduceOp::avg: return ncclAvg;
+    case ReduceOp::prod: return ncclProd;
+    case ReduceOp::min: return ncclMin;
+    case ReduceOp::max: return ncclMax;
+  }
+  RG_THROW(InvalidArgument, "nccl backend: no NCCL reduction for op ", static_cast<int>(op));
+}
+
+// The GPU of this rank: NCCL allows one rank per device, so LOCAL_RANK picks it (torchrun's rule).
+int choose_device(const ProcessGroupOptions& options) {
+  const int count = cuda_device_count();
+  if (count == 0) RG_THROW(Error, "nccl backend: no CUDA device: ", cuda_unavailable_reason());
+  const bool from_env = options.cuda_device < 0;
+  const int device = from_env ? static_cast<int>(env_int("LOCAL_RANK", 0)) : options.cuda_device;
+  if (device < 0 || device >= count)
+    RG_THROW(InvalidArgument, "nccl backend: ", from_env ? "LOCAL_RANK" : "cuda_device", " = ",
+             device, " but this host has ", count, " visible CUDA device(s); NCCL needs one GPU "
+             "per rank, so start at most ", count, " ranks per host (or use the ring backend)");
+  return device;
+}
+
+// Rank 0 makes the id; the others wait for it in the store, under the group's name and
+// generation so a restarted job (new generation) never joins a stale communicator.
+ncclUniqueId exchange_unique_id(Store& store, const ProcessGroupOptions& options, int rank,
+                                Milliseconds timeout) {
+  const std::string key = str_cat("ncclpg/", options.group_name, "/g", options.generation, "/unique_id");
+  ncclUniqueId id;
+  if (rank == 0) {
+    RG_NCCL_CALL(ncclGetUniqueId(&id));
+    store.set(key, std::string(id.internal, sizeof id.internal));
+    return id;
+  }
+  const std::string bytes = store.get(key, timeout);
+  if (bytes.size() != sizeof id.internal)
+    RG_THROW(Error, "nccl backend: store key '", key, "' holds ", bytes.size(),
+             " bytes, not an ncclUniqueId (", sizeof id.internal, " bytes)");
+  std::memcpy(id.internal, bytes.data(), sizeof id.internal);
+  return id;
+}
+
+void check_rank(int r, int size, const char* operation, const char* role) {
+  if (r < 0 || r >= size)
+    RG_THROW(InvalidArgument, operation, ": ", role, " ", r, " is outside the group of size ", size);
+}
+
+}  // namespace
+
+NcclProcessGroup::NcclProcessGroup(std::shared_ptr<Store> store, int rank, int size,
+                                   const ProcessGroupOptions& options)
+    : ProcessGroup(rank, size), name_(options.group_name),
+      timeout_(options.timeout.count() > 0 ? options.timeout : default_collective_timeout()) {
+  RG_CHECK(store != nullptr, "nccl backend: no store");
+  const int device = choose_device(options);
+  const Milliseconds setup = options.setup_timeout.count() > 0 ? options.setup_timeout : timeout_;
+  const auto deadline = Clock::now() + setup;
+  const ncclUniqueId id = exchange_unique_id(*store, options, rank, setup);
+  comm_ = std::make_shared<NcclComm>(
+      id, rank, size, device, deadline,
+      str_cat("rank ", rank, " of ", size, " (group '", name_, "', cuda:", device, ")"));
+  comm_->set_teardown_timeout(timeout_);
+  barrier_value_ = Tensor::zeros({1}, DType::f32, Device::cuda(device));
+}
+
+NcclProcessGroup::~NcclProcessGroup() = default;
+
+template <class Call>
+WorkPtr NcclProcessGroup::issue(CollectiveKind kind, DType dtype, uint64_t count, ReduceOp op,
+                                int32_t root, Milliseconds timeout, std::vector<Tensor> tensors,
+                                Call&& call) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const Fingerprint fp = make_fingerprint(kind, seq_++, dtype, count, op, root);
+  const auto deadline = Clock::now() + (timeout.count() > 0 ? timeout : timeout_);
+  auto work = std::make_shared<NcclWork>(describe(fp), comm_, deadline, std::move(tensors));
+  comm_->enqueue(work->description(), deadline, std::forward<Call>(call), [&](cudaStream_t stream) {
+    RG_CUDA_CALL(cudaEventRecord(work->event(), stream));
+  });
+  return work;
+}
+
+void NcclProcessGroup::check_tensor(const Tensor& t, const char* operation, const char* role) const {
+  if (!t.defined()) RG_THROW(InvalidArgument, operation, ": the ", role, " tensor is undefined");
+  if (!t.is_cuda())
+    RG_THROW(InvalidArgument, operation, ": the ", role, " tensor is on the CPU, but the nccl "
+             "backend takes CUDA tensors only; move it with .to(Device::cuda(", cuda_device(),
+             ")), or use the ring backend, which takes CPU tensors");
+  if (t.device().index != cuda_device())
+    RG_THROW(InvalidArgument, operation, ": the ", role, " tensor is on ", t.device().str(),
+             " but this rank's NCCL communicator is on cuda:", cuda_device());
+}
+
+void NcclProcessGroup::check_pair(const Tensor& in, const Tensor& out, const char* operation,
+                                  int64_t out_per_in_num, int64_t out_per_in_den) const {
+  check_tensor(in, operation, "input");
+  check_tensor(out, operation, "output");
+  if (in.dtype() != out.dtype())
+    RG_THROW(InvalidArgument, operation, ": input is ", dtype_name(in.dtype()), " but output is ",
+             dtype_name(out.dtype()));
+  if (out.numel() * out_per_in_den != in.numel() * out_per_in_num)
+    RG_THROW(InvalidArgument, operation, ": output has ", out.numel(), " elements, expected ",
+             in.numel() * out_per_in_num / out_per_in_den, " (input has ", in.numel(), ")");
+}
+
+WorkPtr NcclProcessGroup::allreduce(const Tensor& tensor, const AllreduceOptions& opts) {
+  return allreduce(tensor, tensor, opts);
+}
+
+WorkPtr NcclProcessGroup::allreduce(const Tensor& input, const Tensor& output,
+                                    const AllreduceOptions& opts) {
+  check_pair(input, output, "allreduce", 1, 1);
+  const auto count = static_cast<size_t>(input.numel());
+  return issue(CollectiveKind::allreduce, input.dtype(), count, opts.op, -1, opts.timeout,
+               {input, output}, [&](ncclComm_t comm, cudaStream_t stream) {
+                 return ncclAllReduce(input.raw_data(), output.raw_data(), count,
+                                      nccl_dtype(input.dtype()), nccl_op(opts.op), comm, stream);
+               });
+}
+
+WorkPtr NcclProcessGroup::broadcast(const Tensor& tensor, const BroadcastOptions& opts) {
+  return broadcast(tensor, tensor, opts);
+}
+
+WorkPtr NcclProcessGroup::broadcast(const Tensor& input, const Tensor& output,
+                                    const BroadcastOptions& opts) {
+  check_pair(input, output, "broadcast", 1, 1);
+  check_rank(opts.root, size(), "broadcast", "root");
+  const auto count = static_cast<size_t>(input.numel());
+  return issue(CollectiveKind::broadcast, input.dtype(), count, ReduceOp::sum, opts.root,
+               opts.timeout, {input, output}, [&](ncclComm_t comm, cudaStream_t stream) {
+                 return ncclBroadcast(input.raw_data(), output.raw_data(), count,
+                                      nccl_dtype(input.dtype()), opts.root, comm, stream);
+               });
+}
+
+WorkPtr NcclProcessGroup::reduce(const Tensor& tensor, const ReduceOptions& opts) {
+  return reduce(tensor, tensor, opts);
+}
+
+WorkPtr NcclProcessGroup::reduce(const Tensor& input, const Tensor& output, const ReduceOptions& opts) {
+  check_pair(input, output, "reduce", 1, 1);
+  check_rank(opts.root, size(), "reduce", "root");
+  const auto count = static_cast<size_t>(input.numel());
+  return issue(CollectiveKind::reduce, input.dtype(), count, opts.op, opts.root, opts.timeout,
+               {input, output}, [&](ncclComm_t comm, cudaStream_t stream) {
+                 return ncclReduce(input.raw_data(), output.raw_data(), count,
+                                   nccl_dtype(input.dtype()), nccl_op(opts.op), opts.root, comm,
+                                   stream);
+               });
+}
+
+WorkPtr NcclProcessGroup::allgather(const Tensor& input, const Tensor& output,
+                                    const AllgatherOptions& opts) {
+  check_pair(input, output, "allgather", size(), 1);
+  const auto count = static_cast<size_t>(input.numel());
+  return issue(CollectiveKind::allgather, input.dtype(), count, ReduceOp::sum, -1, opts.timeout,
+               {input, output}, [&](ncclComm_t comm, cudaStream_t stream) {
+                 return ncclAllGather(input.raw_data(), output.raw_data(), count,
+                                      nccl_dtype(input.dtype()), comm, stream);
+               });
+}
+
+// NCCL runs in place when the send buffer is this rank's block of the receive buffer.
+WorkPtr NcclProcessGroup::allgather_inplace(const Tensor& output, const AllgatherOptions& opts) {
+  check_tensor(output, "allgather", "output");
+  RG_CHECK(output.numel() % size() == 0, "allgather: output has ", output.numel(),
+           " elements, not a multiple of the group size ", size());
+  const int64_t block = output.numel() / size();
+  return allgather(output.view({output.numel()}).narrow(rank() * block, block), output, opts);
+}
+
+WorkPtr NcclProcessGroup::reduce_scatter(const Tensor& input, const Tensor& output,
+                                         const ReduceScatterOptions& opts) {
+  check_pair(input, output, "reduce_scatter", 1, size());
+  const auto count = static_cast<size_t>(output.numel());
+  return issue(CollectiveKind::reduce_scatter, input.dtype(), count, opts.op, -1, opts.timeout,
+               {input, output}, [&](ncclComm_t comm, cudaStream_t stream) {
+                 return ncclReduceScatter(input.raw_data(), output.raw_data(), count,
+                                          nccl_dtype(input.dtype()), nccl_op(opts.op), comm, stream);
+               });
+}
+
+WorkPtr NcclProcessGroup::reduce_scatter_inplace(const Tensor& tensor,
+                                                 const ReduceScatterOptions& opts) {
+  check_tensor(tensor, "reduce_scatter", "input");
+  RG_CHECK(tensor.numel() % size() == 0, "reduce_scatter: tensor has ", tensor.numel(),
+           " elements, not a multiple of the group size ", size());
+  const int64_t block = tensor.numel() / size();
+  return reduce_scatter(tensor, tensor.view({tensor.numel()}).narrow(rank() * block, block), opts);
+}
+
+// A one-float all-reduce: it completes on a rank only after every rank has entered it.
+WorkPtr NcclProcessGroup::barrier(const BarrierOptions& opts) {
+  const Tensor value = barrier_value_;
+  return issue(CollectiveKind::barrier, DType::u8, 0, ReduceOp::sum, -1, opts.timeout, {value},
+               [&](ncclComm_t comm, cudaStream_t stream) {
+                 return ncclAllReduce(value.raw_data(), value.raw_data(), 1, ncclFloat32, ncclSum,
+                                      comm, stream);
+               });
+}
+
+WorkPtr NcclProcessGroup::send(const Tensor& tensor, int dst, const SendRecvOptions& opts) {
+  check_tensor(tensor, "send", "input");
+  check_rank(dst, size(), "send", "destination");
+  RG_CHECK(dst != rank(), "send: rank ", rank(), " cannot send to itself");
+  const auto count = static_cast<size_t>(tensor.numel());
+  return issue(CollectiveKind::send_recv, tensor.dtype(), count, ReduceOp::sum, opts.tag,
+               opts.timeout, {tensor}, [&](ncclComm_t comm, cudaStream_t stream) {
+                 return ncclSend(tensor.raw_data(), count, nccl_dtype(tensor.dtype()), dst, comm,
+                                 stream);
+               });
+}
+
+WorkPtr NcclProcessGroup::recv(const Tensor& tensor, int src, const SendRecvOptions& opts) {
+  check_tensor(tensor, "recv", "output");
+  check_rank(src, size(), "recv", "source");
+  RG_CHECK(src != rank(), "recv: rank ", rank(), " cannot receive from itself");
+  const auto count = static_cast<size_t>(tensor.numel());
+  return issue(CollectiveKind::send_recv, tensor.dtype(), count, ReduceOp::sum, opts.tag,
+               opts.timeout, {tensor}, [&](ncclComm_t comm, cudaStream_t stream) {
+                 return ncclRecv(tensor.raw_data(), count, nccl_dtype(tensor.dtype()), src, comm,
+                                 stream);
+               });
+}
+
+}  // namespace ringgrad::comm
