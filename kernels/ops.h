@@ -97,6 +97,13 @@ void cross_entropy_backward(Tensor& dlogits, const Tensor& log_probs, const Tens
 // Number of rows whose argmax equals the label.
 int64_t count_correct(const Tensor& logits, const Tensor& labels);
 
+// ---- casts and checks (mixed precision) ---------------------------------------------------
+// y = x converted to y's dtype (f32, f64, f16, bf16 in any direction; round to nearest even).
+void cast(Tensor& y, const Tensor& x);
+// Whether any element is inf or NaN: the GradScaler's test before an optimiser step. On CUDA
+// this waits for the device (the answer is needed on the host).
+bool has_non_finite(const Tensor& x);
+
 // ---- optimiser -------------------------------------------------------------------------
 // PyTorch SGD, one parameter: g = grad + weight_decay * param; with momentum:
 // buf = first_step ? g : momentum * buf + (1 - dampening) * g; g = nesterov ? g + momentum *

@@ -11,6 +11,10 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/im2col.h"
 #include "kernels/ops.h"
+#include "ringgrad/config.h"
+#ifdef HAVE_CUDA
+#include "kernels/cuda/cuda_ops.h"
+#endif
 
 namespace ringgrad::kernels {
 
@@ -337,6 +341,9 @@ Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2dParams& p)
 void conv2d_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias,
                     const Conv2dParams& p) {
   constexpr const char* op = "conv2d_forward";
+#ifdef HAVE_CUDA
+  if (cpu::on_cuda(op, {{"y", y}, {"x", x}, {"w", w}, {"bias", bias}})) return cuda::conv2d_forward(y, x, w, bias, p);
+#endif
   RG_CHECK(x.defined() && w.defined(), op, ": x and w must be defined");
   cpu::check_cpu(x, op);
   const ConvGeometry g = geometry(x.shape(), w.shape(), p);
@@ -355,6 +362,9 @@ void conv2d_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b
 void conv2d_backward(Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& dy, const Tensor& x,
                      const Tensor& w, const Conv2dParams& p) {
   constexpr const char* op = "conv2d_backward";
+#ifdef HAVE_CUDA
+  if (cpu::on_cuda(op, {{"dx", dx}, {"dw", dw}, {"dbias", dbias}, {"dy", dy}, {"x", x}, {"w", w}})) return cuda::conv2d_backward(dx, dw, dbias, dy, x, w, p);
+#endif
   RG_CHECK(x.defined() && w.defined(), op, ": x and w must be defined");
   cpu::check_cpu(x, op);
   const ConvGeometry g = geometry(x.shape(), w.shape(), p);

@@ -7,6 +7,10 @@
 #include "kernels/cpu/cpu_dispatch.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/ops.h"
+#include "ringgrad/config.h"
+#ifdef HAVE_CUDA
+#include "kernels/cuda/cuda_ops.h"
+#endif
 
 namespace ringgrad::kernels {
 
@@ -34,6 +38,9 @@ LinearSizes linear_sizes(const Tensor& x, const Tensor& w, const char* op) {
 
 void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias) {
   constexpr const char* op = "linear_forward";
+#ifdef HAVE_CUDA
+  if (cpu::on_cuda(op, {{"y", y}, {"x", x}, {"w", w}, {"bias", bias}})) return cuda::linear_forward(y, x, w, bias);
+#endif
   const LinearSizes s = linear_sizes(x, w, op);
   cpu::check_operand(y, {s.N, s.OUT}, x.dtype(), op, "y");
   if (bias.defined()) cpu::check_operand(bias, {s.OUT}, x.dtype(), op, "bias");
@@ -53,6 +60,9 @@ void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b
 void linear_backward(Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& dy, const Tensor& x,
                      const Tensor& w) {
   constexpr const char* op = "linear_backward";
+#ifdef HAVE_CUDA
+  if (cpu::on_cuda(op, {{"dx", dx}, {"dw", dw}, {"dbias", dbias}, {"dy", dy}, {"x", x}, {"w", w}})) return cuda::linear_backward(dx, dw, dbias, dy, x, w);
+#endif
   const LinearSizes s = linear_sizes(x, w, op);
   cpu::check_operand(dy, {s.N, s.OUT}, x.dtype(), op, "dy");
   if (dx.defined()) cpu::check_operand(dx, x.shape(), x.dtype(), op, "dx");

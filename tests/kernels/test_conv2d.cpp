@@ -5,7 +5,6 @@
 // agreement, empty batches and argument errors.
 #include <vector>
 
-#include "core/cuda_memory.h"
 #include "core/rng.h"
 #include "kernels/ops.h"
 #include "tests/kernels/gradcheck.h"
@@ -161,18 +160,6 @@ TEST_CASE("conv2d rejects bad shapes, dtypes and parameters with messages") {
   Tensor wrong_dy = Tensor::zeros({2, 4, 4, 4});
   CHECK_THROWS_WITH_AS(kernels::conv2d_backward(none, none, none, wrong_dy, x, w, p),
                        doctest::Contains("dy has shape"), Error);
-}
-
-TEST_CASE("conv2d refuses CUDA tensors until the CUDA kernel exists") {
-  if (cuda_device_count() == 0) {
-    MESSAGE("skipped: no usable CUDA device (", cuda_unavailable_reason(), ")");
-    return;
-  }
-  Tensor x = Tensor::zeros({1, 1, 3, 3}, DType::f32, Device::cuda());
-  Tensor w = Tensor::zeros({1, 1, 2, 2}, DType::f32, Device::cuda());
-  Tensor y = Tensor::empty({1, 1, 2, 2}, DType::f32, Device::cuda());
-  CHECK_THROWS_WITH_AS(kernels::conv2d_forward(y, x, w, Tensor(), conv_params(1, 1, 0, 0)),
-                       doctest::Contains("CUDA kernel for this op is not built yet"), Error);
 }
 
 TEST_CASE("conv2d worked by hand: 3x3 input, 2x2 kernel, bias, forward and backward") {
