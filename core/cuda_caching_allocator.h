@@ -29,9 +29,9 @@ constexpr size_t kLargeRound = size_t(2) << 20;
 size_t cuda_size_class(size_t bytes);
 
 struct CachingAllocatorStats {
-  size_t bytes_in_use = 0;   // handed out and not released (size classes; exact when disabled)
-  size_t bytes_cached = 0;   // on free lists
-  size_t hits = 0;           // requests served from a free list
+  size_t bytes_in_use = 0;  // handed out and not released (size classes; exact when disabled)
+  size_t bytes_cached = 0;  // on free lists
+  size_t hits = 0;          // requests served from a free list
   size_t backing_allocations = 0;
   size_t backing_releases = 0;
 };

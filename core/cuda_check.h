@@ -1,6 +1,7 @@
-// CUDA_CHECK, CUBLAS_CHECK and NCCL_CHECK: wrap every CUDA runtime, cuBLAS and NCCL call and
-// turn a failure into ringgrad::Error "[file:line] expr failed: <library message>". Usable from
-// .cu and .cpp files; CUBLAS_CHECK / NCCL_CHECK need <cublas_v2.h> / <nccl.h> included first.
+// CUDA_CHECK, CUBLAS_CHECK, CUDNN_CHECK and NCCL_CHECK: wrap every CUDA runtime, cuBLAS, cuDNN
+// and NCCL call and turn a failure into ringgrad::Error "[file:line] expr failed: <library
+// message>". Usable from .cu and .cpp files; CUBLAS_CHECK / CUDNN_CHECK / NCCL_CHECK need
+// <cublas_v2.h> / <cudnn.h> / <nccl.h> included first.
 // Only for CUDA builds (HAVE_CUDA); the CPU-only build never includes this header.
 #pragma once
 #include <cuda_runtime.h>
@@ -31,6 +32,13 @@
     if (rg_cublas_st_ != CUBLAS_STATUS_SUCCESS)                                           \
       RG_THROW(::ringgrad::Error, #expr, " failed: ", cublasGetStatusName(rg_cublas_st_), \
                " (", cublasGetStatusString(rg_cublas_st_), ")");                          \
+  } while (0)
+
+#define CUDNN_CHECK(expr)                                                                  \
+  do {                                                                                     \
+    const cudnnStatus_t rg_cudnn_st_ = (expr);                                             \
+    if (rg_cudnn_st_ != CUDNN_STATUS_SUCCESS)                                              \
+      RG_THROW(::ringgrad::Error, #expr, " failed: ", cudnnGetErrorString(rg_cudnn_st_)); \
   } while (0)
 
 // ncclGetLastError adds the detail NCCL keeps for the most recent failure (which peer, which

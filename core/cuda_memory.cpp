@@ -51,8 +51,9 @@ BackingAllocator cuda_backing(int device) {
 DeviceState& device_state(int device) {
   static std::array<std::once_flag, kMaxDevices> once;
   static auto* states = new std::array<DeviceState, kMaxDevices>();
-  RG_CHECK(device >= 0 && device < kMaxDevices && device < cuda_device_count(), "CUDA device ",
-           device, " does not exist (", cuda_device_count(), " visible)");
+  static const int visible = cuda_device_count();  // fixed for the process's lifetime
+  RG_CHECK(device >= 0 && device < kMaxDevices && device < visible, "CUDA device ", device,
+           " does not exist (", visible, " visible)");
   std::call_once(once[device], [device] {
     DeviceState& s = (*states)[device];
     CudaDeviceGuard guard(device);

@@ -16,13 +16,21 @@ RG_HD float to_float(BFloat16 v) { return bf16_to_float(v); }
 template <class T>
 RG_HD T from_float(float v);
 template <>
-RG_HD float from_float<float>(float v) { return v; }
+RG_HD float from_float<float>(float v) {
+  return v;
+}
 template <>
-RG_HD double from_float<double>(float v) { return v; }
+RG_HD double from_float<double>(float v) {
+  return v;
+}
 template <>
-RG_HD Half from_float<Half>(float v) { return float_to_half(v); }
+RG_HD Half from_float<Half>(float v) {
+  return float_to_half(v);
+}
 template <>
-RG_HD BFloat16 from_float<BFloat16>(float v) { return float_to_bf16(v); }
+RG_HD BFloat16 from_float<BFloat16>(float v) {
+  return float_to_bf16(v);
+}
 
 // inf or NaN: the exponent bits are all ones. Bit test rather than std::isfinite so that it
 // survives -ffast-math, under which the compiler may assume no value is ever inf or NaN.

@@ -16,11 +16,16 @@ namespace {
 template <class F>
 void dispatch_castable(DType t, const char* op, F&& f) {
   switch (t) {
-    case DType::f32: return f(float{});
-    case DType::f64: return f(double{});
-    case DType::f16: return f(Half{});
-    case DType::bf16: return f(BFloat16{});
-    default: break;
+    case DType::f32:
+      return f(float{});
+    case DType::f64:
+      return f(double{});
+    case DType::f16:
+      return f(Half{});
+    case DType::bf16:
+      return f(BFloat16{});
+    default:
+      break;
   }
   RG_THROW(InvalidArgument, op, ": supports float32, float64, float16 and bfloat16, got ",
            dtype_name(t));

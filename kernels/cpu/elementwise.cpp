@@ -1,5 +1,6 @@
 // relu forward/backward, add, fused add+relu and scale (CPU), and the entry points that send
-// CUDA tensors to kernels/cuda (check_same has already required one device for all operands). Memory-bound loops: one OpenMP-parallel pass each.
+// CUDA tensors to kernels/cuda (check_same has already required one device for all operands).
+// Memory-bound loops: one OpenMP-parallel pass each.
 #include "kernels/cpu/cpu_dispatch.h"
 #include "kernels/elementwise_math.h"
 #include "kernels/ops.h"

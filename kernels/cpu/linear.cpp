@@ -39,7 +39,8 @@ LinearSizes linear_sizes(const Tensor& x, const Tensor& w, const char* op) {
 void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias) {
   constexpr const char* op = "linear_forward";
 #ifdef HAVE_CUDA
-  if (cpu::on_cuda(op, {{"y", y}, {"x", x}, {"w", w}, {"bias", bias}})) return cuda::linear_forward(y, x, w, bias);
+  if (cpu::on_cuda(op, {{"y", y}, {"x", x}, {"w", w}, {"bias", bias}}))
+    return cuda::linear_forward(y, x, w, bias);
 #endif
   const LinearSizes s = linear_sizes(x, w, op);
   cpu::check_operand(y, {s.N, s.OUT}, x.dtype(), op, "y");
@@ -61,7 +62,8 @@ void linear_backward(Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& dy, co
                      const Tensor& w) {
   constexpr const char* op = "linear_backward";
 #ifdef HAVE_CUDA
-  if (cpu::on_cuda(op, {{"dx", dx}, {"dw", dw}, {"dbias", dbias}, {"dy", dy}, {"x", x}, {"w", w}})) return cuda::linear_backward(dx, dw, dbias, dy, x, w);
+  if (cpu::on_cuda(op, {{"dx", dx}, {"dw", dw}, {"dbias", dbias}, {"dy", dy}, {"x", x}, {"w", w}}))
+    return cuda::linear_backward(dx, dw, dbias, dy, x, w);
 #endif
   const LinearSizes s = linear_sizes(x, w, op);
   cpu::check_operand(dy, {s.N, s.OUT}, x.dtype(), op, "dy");

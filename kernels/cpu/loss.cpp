@@ -48,7 +48,9 @@ void cross_entropy_forward(Tensor& loss, Tensor& log_probs, const Tensor& logits
                            const Tensor& labels) {
   constexpr const char* op = "cross_entropy_forward";
 #ifdef HAVE_CUDA
-  if (cpu::on_cuda(op, {{"logits", logits}, {"loss", loss}, {"log_probs", log_probs}, {"labels", labels}})) return cuda::cross_entropy_forward(loss, log_probs, logits, labels);
+  if (cpu::on_cuda(
+          op, {{"logits", logits}, {"loss", loss}, {"log_probs", log_probs}, {"labels", labels}}))
+    return cuda::cross_entropy_forward(loss, log_probs, logits, labels);
 #endif
   const Rows r = check_logits_and_labels(logits, labels, op, "logits");
   RG_CHECK_GT(r.n, 0, op, ": empty batch (the mean over zero rows is undefined)");
@@ -81,7 +83,8 @@ void cross_entropy_backward(Tensor& dlogits, const Tensor& log_probs, const Tens
                             double dloss) {
   constexpr const char* op = "cross_entropy_backward";
 #ifdef HAVE_CUDA
-  if (cpu::on_cuda(op, {{"log_probs", log_probs}, {"dlogits", dlogits}, {"labels", labels}})) return cuda::cross_entropy_backward(dlogits, log_probs, labels, dloss);
+  if (cpu::on_cuda(op, {{"log_probs", log_probs}, {"dlogits", dlogits}, {"labels", labels}}))
+    return cuda::cross_entropy_backward(dlogits, log_probs, labels, dloss);
 #endif
   const Rows r = check_logits_and_labels(log_probs, labels, op, "log_probs");
   cpu::check_shape(dlogits, log_probs.shape(), op, "dlogits");
@@ -107,7 +110,8 @@ void cross_entropy_backward(Tensor& dlogits, const Tensor& log_probs, const Tens
 int64_t count_correct(const Tensor& logits, const Tensor& labels) {
   constexpr const char* op = "count_correct";
 #ifdef HAVE_CUDA
-  if (cpu::on_cuda(op, {{"logits", logits}, {"labels", labels}})) return cuda::count_correct(logits, labels);
+  if (cpu::on_cuda(op, {{"logits", logits}, {"labels", labels}}))
+    return cuda::count_correct(logits, labels);
 #endif
   const Rows r = check_logits_and_labels(logits, labels, op, "logits");
   int64_t correct = 0;

@@ -74,7 +74,8 @@ Shape pool2d_output_shape(const Shape& x, const Pool2dParams& p) {
 void maxpool2d_forward(Tensor& y, Tensor& indices, const Tensor& x, const Pool2dParams& p) {
   constexpr const char* op = "maxpool2d_forward";
 #ifdef HAVE_CUDA
-  if (cpu::on_cuda(op, {{"x", x}, {"y", y}, {"indices", indices}})) return cuda::maxpool2d_forward(y, indices, x, p);
+  if (cpu::on_cuda(op, {{"x", x}, {"y", y}, {"indices", indices}}))
+    return cuda::maxpool2d_forward(y, indices, x, p);
 #endif
   check_nchw(x, op, "x");
   const Shape out = pool2d_output_shape(x.shape(), p);
@@ -104,7 +105,8 @@ void maxpool2d_forward(Tensor& y, Tensor& indices, const Tensor& x, const Pool2d
 void maxpool2d_backward(Tensor& dx, const Tensor& dy, const Tensor& indices) {
   constexpr const char* op = "maxpool2d_backward";
 #ifdef HAVE_CUDA
-  if (cpu::on_cuda(op, {{"dx", dx}, {"dy", dy}, {"indices", indices}})) return cuda::maxpool2d_backward(dx, dy, indices);
+  if (cpu::on_cuda(op, {{"dx", dx}, {"dy", dy}, {"indices", indices}}))
+    return cuda::maxpool2d_backward(dx, dy, indices);
 #endif
   check_nchw(dx, op, "dx");
   check_nchw(dy, op, "dy");

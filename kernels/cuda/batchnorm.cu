@@ -126,9 +126,9 @@ __global__ void affine_factors_kernel(float4* factors, int64_t C, Channel mean, 
                                       bool from_var, double eps, Channel gamma, Channel beta) {
   for (int64_t c = global_thread(); c < C; c += grid_threads()) {
     const double invstd = from_var ? bn_invstd(spread.get(c), eps) : spread.get(c);
-    factors[c] = make_float4(static_cast<float>(mean.get(c)),
-                             static_cast<float>(invstd * gamma.get(c)),
-                             static_cast<float>(beta.get(c)), 0.0f);
+    factors[c] =
+        make_float4(static_cast<float>(mean.get(c)), static_cast<float>(invstd * gamma.get(c)),
+                    static_cast<float>(beta.get(c)), 0.0f);
   }
 }
 
@@ -148,9 +148,9 @@ __global__ void grad_factors_kernel(float4* factors, int64_t C, Channel mean, Ch
 }
 
 // The whole backward's finalize: dgamma = sum dy xhat, dbeta = sum dy, and dx's factors.
-__global__ void backward_stats_kernel(float4* factors, const double* sums, int64_t C,
-                                      double count, Channel mean, Channel invstd, Channel gamma,
-                                      Channel dgamma, Channel dbeta) {
+__global__ void backward_stats_kernel(float4* factors, const double* sums, int64_t C, double count,
+                                      Channel mean, Channel invstd, Channel gamma, Channel dgamma,
+                                      Channel dbeta) {
   for (int64_t c = global_thread(); c < C; c += grid_threads()) {
     const double sum_dy = sums[c], sum_dy_xhat = sums[C + c] * invstd.get(c);
     dgamma.set(c, sum_dy_xhat);
@@ -161,16 +161,16 @@ __global__ void backward_stats_kernel(float4* factors, const double* sums, int64
 
 // ---- 3. elementwise passes --------------------------------------------------------------------
 
-__global__ void apply_kernel(float* y, const float* x, const float4* factors, int64_t C,
-                             int64_t HW, int64_t total) {
+__global__ void apply_kernel(float* y, const float* x, const float4* factors, int64_t C, int64_t HW,
+                             int64_t total) {
   for (int64_t i = global_thread(); i < total; i += grid_threads()) {
     const float4 f = factors[i / HW % C];
     y[i] = bn_normalize(x[i], f.x, f.y, f.z);
   }
 }
 
-__global__ void input_grad_kernel(float* dx, const float* dy, const float* x,
-                                  const float4* factors, int64_t C, int64_t HW, int64_t total) {
+__global__ void input_grad_kernel(float* dx, const float* dy, const float* x, const float4* factors,
+                                  int64_t C, int64_t HW, int64_t total) {
   for (int64_t i = global_thread(); i < total; i += grid_threads()) {
     const float4 f = factors[i / HW % C];
     dx[i] = bn_input_grad(dy[i], x[i], f.x, f.y, f.z, f.w);
@@ -234,8 +234,7 @@ void batchnorm_apply(Tensor& y, const Tensor& x, const Tensor& mean, const Tenso
 
 void batchnorm_forward_train(Tensor& y, Tensor& save_mean, Tensor& save_invstd,
                              Tensor& running_mean, Tensor& running_var, const Tensor& x,
-                             const Tensor& gamma, const Tensor& beta, double momentum,
-                             double eps) {
+                             const Tensor& gamma, const Tensor& beta, double momentum, double eps) {
   constexpr const char* op = "batchnorm_forward_train";
   const Layout l = layout_of(x, op);
   RG_CHECK_GT(l.count(), 1, op, ": training needs more than one value per channel, got x of shape ",
@@ -316,8 +315,8 @@ void batchnorm_backward(Tensor& dx, Tensor& dgamma, Tensor& dbeta, const Tensor&
   Launch launch(x);
   Tensor sums = reduction_buffer(x, l);
   Tensor factors = factor_buffer(x, l);
-  channel_reduce(sums.data<double>(), GradTerms{dy.data<float>(), x.data<float>(), mean}, l.n,
-                 l.c, l.hw, launch.stream, op);
+  channel_reduce(sums.data<double>(), GradTerms{dy.data<float>(), x.data<float>(), mean}, l.n, l.c,
+                 l.hw, launch.stream, op);
   backward_stats_kernel<<<blocks_for(l.c), kThreads, 0, launch.stream>>>(
       factors_of(factors), sums.data<double>(), l.c, l.count(), mean, invstd,
       channel(gamma, l, op, "gamma", 1.0), channel(dgamma, l, op, "dgamma"),

@@ -10,7 +10,8 @@ namespace {
 
 template <class D, class S>
 __global__ void cast_kernel(D* y, const S* x, int64_t n) {
-  for (int64_t i = global_thread(); i < n; i += grid_threads()) y[i] = from_float<D>(to_float(x[i]));
+  for (int64_t i = global_thread(); i < n; i += grid_threads())
+    y[i] = from_float<D>(to_float(x[i]));
 }
 
 // found stays 0 unless some element is inf or NaN; every writer stores the same 1, so the

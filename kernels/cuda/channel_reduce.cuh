@@ -15,8 +15,7 @@ namespace ringgrad::kernels::cuda {
 // Terms: a functor with __device__ void operator()(int64_t at, int64_t c, double& a,
 // double& b) const that adds the two terms of element `at` (flat index) of channel c.
 template <class Terms>
-__global__ void channel_reduce_kernel(double* sums, Terms terms, int64_t N, int64_t C,
-                                      int64_t HW) {
+__global__ void channel_reduce_kernel(double* sums, Terms terms, int64_t N, int64_t C, int64_t HW) {
   const int64_t c = blockIdx.y;
   const int64_t count = N * HW;
   double a = 0, b = 0;

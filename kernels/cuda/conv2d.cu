@@ -3,7 +3,7 @@
 // column matrix fits a fixed budget; with small images one chunk holds the whole batch, so each
 // product is one large GEMM.
 //   x: (N, C, H, W)  w: (K, C, R, S)  y, dy: (N, K, P, Q)
-//   col (CRS, images*PQ): col[(c*R + r)*S + s][b*PQ + p*Q + q] = x[b][c][p*sh - ph + r][q*sw - pw + s]
+//   col (CRS, images*PQ): col[(c*R + r)*S + s][b*PQ + p*Q + q] = x[b][c][p*sh-ph+r][q*sw-pw+s]
 //   forward   Y (K, images*PQ) = w (K, CRS) col, then y[b][k] = Y[k][b*PQ : (b+1)*PQ] + bias[k]
 //   backward  dw (K, CRS) += dY col^T;  dcol = w^T dY;  dx = col2im(dcol);  dbias = sums of dy
 #include "kernels/cuda/channel_reduce.cuh"
@@ -29,8 +29,8 @@ Geometry geometry(const Tensor& x, const Tensor& w, const Conv2dParams& p, const
   RG_CHECK(x.defined() && w.defined(), op, ": x and w must be defined");
   const Shape y = conv2d_output_shape(x.shape(), w.shape(), p);
   check_operand(w, w.shape(), x.dtype(), op, "w");
-  return {x.size(1), x.size(2), x.size(3), w.size(0), w.size(2), w.size(3), y[2], y[3],
-          p.stride_h, p.stride_w, p.pad_h, p.pad_w};
+  return {x.size(1), x.size(2), x.size(3),  w.size(0),  w.size(2), w.size(3),
+          y[2],      y[3],      p.stride_h, p.stride_w, p.pad_h,   p.pad_w};
 }
 
 // Images per chunk: as many as keep col within kColumnBudget elements (at least one).
@@ -73,7 +73,8 @@ __global__ void col2im_kernel(T* dx, const T* dcol, int64_t images, Geometry g) 
         const int64_t qw = w + g.pad_w - s;
         if (qw < 0 || qw % g.stride_w != 0 || qw / g.stride_w >= g.Q) continue;
         const int64_t row = (c * g.R + r) * g.S + s;
-        sum += to_float(dcol[row * cols + b * g.out_plane() + ph / g.stride_h * g.Q + qw / g.stride_w]);
+        sum += to_float(
+            dcol[row * cols + b * g.out_plane() + ph / g.stride_h * g.Q + qw / g.stride_w]);
       }
     }
     dx[i] = from_float<T>(sum);
@@ -87,7 +88,8 @@ __global__ void store_output_kernel(T* y, const T* result, const T* bias, int64_
                                     Geometry g) {
   const int64_t total = images * g.K * g.out_plane();
   for (int64_t i = global_thread(); i < total; i += grid_threads()) {
-    const int64_t pq = i % g.out_plane(), k = i / g.out_plane() % g.K, b = i / (g.out_plane() * g.K);
+    const int64_t pq = i % g.out_plane(), k = i / g.out_plane() % g.K,
+                  b = i / (g.out_plane() * g.K);
     const float v = to_float(result[(k * images + b) * g.out_plane() + pq]);
     y[i] = from_float<T>(bias ? v + to_float(bias[k]) : v);
   }
@@ -98,7 +100,8 @@ template <class T>
 __global__ void batch_output_grad_kernel(T* batched, const T* dy, int64_t images, Geometry g) {
   const int64_t total = images * g.K * g.out_plane();
   for (int64_t i = global_thread(); i < total; i += grid_threads()) {
-    const int64_t pq = i % g.out_plane(), k = i / g.out_plane() % g.K, b = i / (g.out_plane() * g.K);
+    const int64_t pq = i % g.out_plane(), k = i / g.out_plane() % g.K,
+                  b = i / (g.out_plane() * g.K);
     batched[(k * images + b) * g.out_plane() + pq] = dy[i];
   }
 }
@@ -126,8 +129,11 @@ void forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias, co
   const int device = x.device().index;
   const int64_t images = chunk_images(N, g);
   const bool x_is_col = g.pointwise() && images == 1;
-  Tensor col = x_is_col ? Tensor() : Tensor::empty({g.patch() * images * g.out_plane()}, x.dtype(), x.device());
-  Tensor result = images == 1 ? Tensor() : Tensor::empty({g.K * images * g.out_plane()}, x.dtype(), x.device());
+  Tensor col = x_is_col
+                   ? Tensor()
+                   : Tensor::empty({g.patch() * images * g.out_plane()}, x.dtype(), x.device());
+  Tensor result =
+      images == 1 ? Tensor() : Tensor::empty({g.K * images * g.out_plane()}, x.dtype(), x.device());
   const T* bias_p = bias.defined() ? bias.data<T>() : nullptr;
   for (int64_t first = 0; first < N; first += images) {
     const int64_t n = first + images <= N ? images : N - first;
@@ -136,7 +142,8 @@ void forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias, co
     T* yc = y.data<T>() + first * g.K * g.out_plane();
     const T* colp = xc;
     if (!x_is_col) {
-      im2col_kernel<<<blocks_for(g.patch() * cols), kThreads, 0, l.stream>>>(col.data<T>(), xc, n, g);
+      im2col_kernel<<<blocks_for(g.patch() * cols), kThreads, 0, l.stream>>>(col.data<T>(), xc, n,
+                                                                             g);
       CUDA_CHECK_LAUNCH("im2col_kernel");
       colp = col.data<T>();
     }
@@ -171,8 +178,11 @@ void backward(Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& dy, const Ten
   if (!dx.defined() && !dw.defined()) return;
   const int64_t images = chunk_images(N, g);
   const bool x_is_col = g.pointwise() && images == 1;  // and dx is dcol
-  Tensor col = x_is_col ? Tensor() : Tensor::empty({g.patch() * images * g.out_plane()}, x.dtype(), x.device());
-  Tensor dy_batched = images == 1 ? Tensor() : Tensor::empty({g.K * images * g.out_plane()}, x.dtype(), x.device());
+  Tensor col = x_is_col
+                   ? Tensor()
+                   : Tensor::empty({g.patch() * images * g.out_plane()}, x.dtype(), x.device());
+  Tensor dy_batched =
+      images == 1 ? Tensor() : Tensor::empty({g.K * images * g.out_plane()}, x.dtype(), x.device());
   for (int64_t first = 0; first < N; first += images) {
     const int64_t n = first + images <= N ? images : N - first;
     const int64_t cols = n * g.out_plane();
@@ -187,7 +197,8 @@ void backward(Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& dy, const Ten
     if (dw.defined()) {
       const T* colp = xc;
       if (!x_is_col) {
-        im2col_kernel<<<blocks_for(g.patch() * cols), kThreads, 0, l.stream>>>(col.data<T>(), xc, n, g);
+        im2col_kernel<<<blocks_for(g.patch() * cols), kThreads, 0, l.stream>>>(col.data<T>(), xc, n,
+                                                                               g);
         CUDA_CHECK_LAUNCH("im2col_kernel");
         colp = col.data<T>();
       }

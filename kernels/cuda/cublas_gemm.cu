@@ -26,8 +26,8 @@ cublasHandle_t handle_for(int device) {
   std::call_once(once[device], [device] {
     CudaDeviceGuard guard(device);
     CUBLAS_CHECK(cublasCreate(&handles[device]));
-    CUBLAS_CHECK(cublasSetStream(handles[device],
-                                 static_cast<cudaStream_t>(cuda_compute_stream(device))));
+    CUBLAS_CHECK(
+        cublasSetStream(handles[device], static_cast<cudaStream_t>(cuda_compute_stream(device))));
     // The default (CUBLAS_DEFAULT_MATH) keeps float32 products in full float32 precision.
     CUBLAS_CHECK(cublasSetMathMode(handles[device], CUBLAS_DEFAULT_MATH));
   });
@@ -36,10 +36,14 @@ cublasHandle_t handle_for(int device) {
 
 cudaDataType_t cuda_type(DType t) {
   switch (t) {
-    case DType::f32: return CUDA_R_32F;
-    case DType::f16: return CUDA_R_16F;
-    case DType::bf16: return CUDA_R_16BF;
-    default: break;
+    case DType::f32:
+      return CUDA_R_32F;
+    case DType::f16:
+      return CUDA_R_16F;
+    case DType::bf16:
+      return CUDA_R_16BF;
+    default:
+      break;
   }
   RG_THROW(InvalidArgument, "cuBLAS GEMM: unsupported dtype ", dtype_name(t),
            " (float32, float16, bfloat16)");
@@ -61,8 +65,8 @@ void gemm(int device, DType dtype, Op op_a, Op op_b, int64_t m, int64_t n, int64
   const cudaDataType_t t = cuda_type(dtype);
   CUBLAS_CHECK(cublasGemmEx(handle_for(device), cublas_op(op_b), cublas_op(op_a), as_int(n, "n"),
                             as_int(m, "m"), as_int(k, "k"), &alpha, b, t, as_int(ldb, "ldb"), a, t,
-                            as_int(lda, "lda"), &beta, c, t, as_int(ldc, "ldc"),
-                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                            as_int(lda, "lda"), &beta, c, t, as_int(ldc, "ldc"), CUBLAS_COMPUTE_32F,
+                            CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace ringgrad::kernels::cuda

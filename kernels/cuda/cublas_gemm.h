@@ -14,7 +14,6 @@ enum class Op : bool { none = false, transpose = true };
 // float32 results match the CPU's). Queued on the compute stream of `device`, which must be the
 // current device.
 void gemm(int device, DType dtype, Op op_a, Op op_b, int64_t m, int64_t n, int64_t k, float alpha,
-          const void* a, int64_t lda, const void* b, int64_t ldb, float beta, void* c,
-          int64_t ldc);
+          const void* a, int64_t lda, const void* b, int64_t ldb, float beta, void* c, int64_t ldc);
 
 }  // namespace ringgrad::kernels::cuda

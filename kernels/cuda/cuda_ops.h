@@ -18,6 +18,12 @@ void conv2d_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b
 void conv2d_backward(Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& dy, const Tensor& x,
                      const Tensor& w, const Conv2dParams& p);
 
+// cudnn_conv2d.cu, built when CMake finds cuDNN (HAVE_CUDNN): the same ops through cuDNN.
+void cudnn_conv2d_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias,
+                          const Conv2dParams& p);
+void cudnn_conv2d_backward(Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& dy, const Tensor& x,
+                           const Tensor& w, const Conv2dParams& p);
+
 // linear.cu
 void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias);
 void linear_backward(Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& dy, const Tensor& x,

@@ -52,8 +52,8 @@ void relu_forward(Tensor& y, const Tensor& x) {
   dispatch_cuda_float(x.dtype(), "relu_forward", [&](auto tag) {
     using T = decltype(tag);
     Launch l(x);
-    relu_forward_kernel<<<blocks_for(x.numel()), kThreads, 0, l.stream>>>(
-        y.data<T>(), x.data<T>(), x.numel());
+    relu_forward_kernel<<<blocks_for(x.numel()), kThreads, 0, l.stream>>>(y.data<T>(), x.data<T>(),
+                                                                          x.numel());
     CUDA_CHECK_LAUNCH("relu_forward_kernel");
   });
 }

@@ -56,8 +56,8 @@ void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b
           y.data<T>(), bias.data<T>(), s.N, s.OUT);
       CUDA_CHECK_LAUNCH("broadcast_bias_kernel");
     }
-    gemm(x.device().index, x.dtype(), Op::none, Op::transpose, s.N, s.OUT, s.IN, 1.0f,
-         x.data<T>(), s.IN, w.data<T>(), s.IN, bias.defined() ? 1.0f : 0.0f, y.data<T>(), s.OUT);
+    gemm(x.device().index, x.dtype(), Op::none, Op::transpose, s.N, s.OUT, s.IN, 1.0f, x.data<T>(),
+         s.IN, w.data<T>(), s.IN, bias.defined() ? 1.0f : 0.0f, y.data<T>(), s.OUT);
   });
 }
 

@@ -97,8 +97,8 @@ void cross_entropy_forward(Tensor& loss, Tensor& log_probs, const Tensor& logits
   const int64_t first_bad = bad_row.to_vector<int64_t>()[0];  // all bits set (-1): none
   if (first_bad >= 0) {
     const int64_t label = labels.narrow(first_bad, 1).to_vector<int64_t>()[0];
-    RG_THROW(InvalidArgument, op, ": label ", label, " in row ", first_bad, " is outside [0, ",
-             r.c, "); labels must be class indices");
+    RG_THROW(InvalidArgument, op, ": label ", label, " in row ", first_bad, " is outside [0, ", r.c,
+             "); labels must be class indices");
   }
 }
 

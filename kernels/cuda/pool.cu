@@ -67,7 +67,8 @@ __global__ void avgpool_forward_kernel(float* y, const float* x, int64_t planes,
   for (int64_t plane = global_thread() / 32; plane < planes; plane += warps) {
     double sum = 0;
     for (int64_t i = lane; i < HW; i += 32) sum += x[plane * HW + i];
-    for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_down_sync(0xffffffffu, sum, offset);
+    for (int offset = 16; offset > 0; offset >>= 1)
+      sum += __shfl_down_sync(0xffffffffu, sum, offset);
     if (lane == 0) y[plane] = static_cast<float>(sum / static_cast<double>(HW));
   }
 }
@@ -86,8 +87,8 @@ void maxpool2d_forward(Tensor& y, Tensor& indices, const Tensor& x, const Pool2d
   check_operand(y, out, DType::f32, op, "y");
   check_operand(indices, out, DType::i32, op, "indices");
   RG_CHECK_LE(x.size(2) * x.size(3), INT32_MAX, op, ": input plane too large for int32 indices");
-  const PoolGeometry g{x.size(2), x.size(3), out[2], out[3], p.kernel_h, p.kernel_w,
-                       p.stride_h, p.stride_w, p.pad_h, p.pad_w};
+  const PoolGeometry g{x.size(2),  x.size(3),  out[2],     out[3],  p.kernel_h,
+                       p.kernel_w, p.stride_h, p.stride_w, p.pad_h, p.pad_w};
   Launch l(x);
   maxpool_forward_kernel<<<blocks_for(y.numel()), kThreads, 0, l.stream>>>(
       y.data<float>(), indices.data<int32_t>(), x.data<float>(), g, y.numel());

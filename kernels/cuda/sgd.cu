@@ -10,7 +10,8 @@ namespace {
 
 __global__ void sgd_plain_kernel(float* param, const float* grad, SgdCoefficients<float> c,
                                  int64_t n) {
-  for (int64_t i = global_thread(); i < n; i += grid_threads()) sgd_update_plain(param[i], grad[i], c);
+  for (int64_t i = global_thread(); i < n; i += grid_threads())
+    sgd_update_plain(param[i], grad[i], c);
 }
 
 __global__ void sgd_momentum_kernel(float* param, float* buf, const float* grad,

@@ -68,7 +68,7 @@ TEST_CASE("cuda caching allocator: a released block is reused on the same stream
   CudaCachingAllocator cache(dev.backing(), /*enabled=*/true);
   void* a = cache.allocate(1000, kStreamA);
   cache.release(a);
-  CHECK(dev.releases == 0);  // kept, not freed
+  CHECK(dev.releases == 0);                  // kept, not freed
   void* b = cache.allocate(1024, kStreamA);  // 1000 and 1024 share the 1024 B class
   CHECK(b == a);
   CHECK(dev.allocations == 1);

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "kernels/ops.h"
+#include "ringgrad/config.h"
 #include "tests/gpu/gpu_fixtures.h"
 
 using namespace ringgrad;
@@ -46,17 +47,56 @@ TEST_CASE("gpu conv2d: forward and backward match the CPU over strides, padding 
   Generator g(1);
   SUBCASE("3x3 stride 1 pad 1") { compare_conv({4, 3, 9, 9}, {8, 3, 3, 3}, conv(1, 1), g); }
   SUBCASE("3x3 stride 2 pad 1") { compare_conv({3, 4, 10, 7}, {5, 4, 3, 3}, conv(2, 1), g); }
-  SUBCASE("1x1 stride 1, the pointwise path") { compare_conv({2, 6, 5, 5}, {4, 6, 1, 1}, conv(1, 0), g); }
-  SUBCASE("1x1 stride 2, a projection shortcut") { compare_conv({2, 6, 8, 8}, {4, 6, 1, 1}, conv(2, 0), g); }
-  SUBCASE("7x7 stride 2 pad 3, the ResNet-18 stem") { compare_conv({2, 3, 20, 20}, {4, 3, 7, 7}, conv(2, 3), g); }
+  SUBCASE("1x1 stride 1, the pointwise path") {
+    compare_conv({2, 6, 5, 5}, {4, 6, 1, 1}, conv(1, 0), g);
+  }
+  SUBCASE("1x1 stride 2, a projection shortcut") {
+    compare_conv({2, 6, 8, 8}, {4, 6, 1, 1}, conv(2, 0), g);
+  }
+  SUBCASE("7x7 stride 2 pad 3, the ResNet-18 stem") {
+    compare_conv({2, 3, 20, 20}, {4, 3, 7, 7}, conv(2, 3), g);
+  }
   SUBCASE("3x2 kernel on a 1x1 image, taps only see padding") {
     compare_conv({3, 2, 1, 1}, {3, 2, 3, 2}, conv(1, 1), g);
   }
   SUBCASE("one image larger than a chunk, so the batch runs image by image") {
     compare_conv({2, 64, 256, 256}, {4, 64, 3, 3}, conv(1, 1), g);
   }
-  SUBCASE("a batch of several chunks") { compare_conv({20, 64, 56, 56}, {16, 64, 3, 3}, conv(1, 1), g); }
+  SUBCASE("a batch of several chunks") {
+    compare_conv({20, 64, 56, 56}, {16, 64, 3, 3}, conv(1, 1), g);
+  }
 }
+
+#ifdef HAVE_CUDNN
+TEST_CASE("gpu conv2d: the cuDNN path (--conv-impl cudnn) agrees with the hand-written one") {
+  if (skip_without_cuda()) return;
+  Generator g(10);
+  for (const kernels::Conv2dParams& p : {conv(1, 1), conv(2, 1), conv(1, 0)}) {
+    CAPTURE(p.stride_h);
+    CAPTURE(p.pad_h);
+    const Shape xs{4, 6, 12, 10}, ws{8, 6, 3, 3};
+    const Shape ys = kernels::conv2d_output_shape(xs, ws, p);
+    Tensor x = on_gpu(random_f32(xs, g)), w = on_gpu(random_f32(ws, g, 0.3));
+    Tensor b = on_gpu(random_f32({8}, g)), dy = on_gpu(random_f32(ys, g));
+    struct Result {
+      Tensor y, dx, dw, db;
+    };
+    auto run = [&](kernels::ConvImpl impl) {
+      kernels::set_conv_impl(impl);
+      Result r{empty_gpu(ys), empty_gpu(xs), empty_gpu(ws), empty_gpu({8})};
+      kernels::conv2d_forward(r.y, x, w, b, p);
+      kernels::conv2d_backward(r.dx, r.dw, r.db, dy, x, w, p);
+      kernels::set_conv_impl(kernels::ConvImpl::im2col);
+      return r;
+    };
+    const Result ours = run(kernels::ConvImpl::im2col), cudnn = run(kernels::ConvImpl::cudnn);
+    check_gpu_close(ours.y, cudnn.y.to(Device::cpu()), kTol, "y");
+    check_gpu_close(ours.dx, cudnn.dx.to(Device::cpu()), kTol, "dx");
+    check_gpu_close(ours.dw, cudnn.dw.to(Device::cpu()), kTol * 10, "dw");
+    check_gpu_close(ours.db, cudnn.db.to(Device::cpu()), kTol * 10, "dbias");
+  }
+}
+#endif
 
 TEST_CASE("gpu conv2d and linear in float16 and bfloat16 accumulate in float32") {
   if (skip_without_cuda()) return;
@@ -120,8 +160,8 @@ TEST_CASE("gpu batchnorm: every entry point matches the CPU, per-channel tensors
     Tensor y = Tensor::empty(xs), sm = Tensor::empty({5}), si = Tensor::empty({5});
     Tensor yg = empty_gpu(xs), smg = empty_gpu({5}), sig = empty_gpu({5});
     kernels::batchnorm_forward_train(y, sm, si, rm, rv, x, gamma, beta, momentum, eps);
-    kernels::batchnorm_forward_train(yg, smg, sig, rmg, rvg, on_gpu(x), on_gpu(gamma),
-                                     on_gpu(beta), momentum, eps);
+    kernels::batchnorm_forward_train(yg, smg, sig, rmg, rvg, on_gpu(x), on_gpu(gamma), on_gpu(beta),
+                                     momentum, eps);
     check_gpu_close(yg, y, kTol, "bn y");
     check_gpu_close(smg, sm, kTol, "bn save_mean");
     check_gpu_close(sig, si, kTol, "bn save_invstd");
@@ -147,7 +187,8 @@ TEST_CASE("gpu batchnorm: every entry point matches the CPU, per-channel tensors
     Tensor none, sm = Tensor::empty({5}), si = Tensor::empty({5});
     Tensor smg = empty_gpu({5}), sig = empty_gpu({5});
     kernels::batchnorm_forward_train(y, sm, si, none, none, x, none, none, momentum, eps);
-    kernels::batchnorm_forward_train(yg, smg, sig, none, none, on_gpu(x), none, none, momentum, eps);
+    kernels::batchnorm_forward_train(yg, smg, sig, none, none, on_gpu(x), none, none, momentum,
+                                     eps);
     check_gpu_close(yg, y, kTol, "bn y without affine");
   }
   SUBCASE("the split entry points SyncBatchNorm uses, with float64 channel tensors") {

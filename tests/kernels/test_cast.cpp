@@ -31,7 +31,8 @@ TEST_CASE("cast: f32 to f16 and bf16 rounds to nearest even, and back is exact f
   CHECK(std::isinf(back[4]));  // beyond the half range
 
   // bf16 keeps 8 mantissa bits: 1 + 2^-8 is a tie (to 1.0), 1 + 3*2^-8 rounds up to 1 + 2^-6.
-  Tensor xb = Tensor::from_vector<float>({1.0f + std::ldexp(1.0f, -8), 1.0f + 3 * std::ldexp(1.0f, -8), 1e30f}, {3});
+  Tensor xb = Tensor::from_vector<float>(
+      {1.0f + std::ldexp(1.0f, -8), 1.0f + 3 * std::ldexp(1.0f, -8), 1e30f}, {3});
   const std::vector<float> bb = cast_to(cast_to(xb, DType::bf16), DType::f32).to_vector<float>();
   CHECK(bb[0] == 1.0f);
   CHECK(bb[1] == 1.0f + std::ldexp(1.0f, -6));

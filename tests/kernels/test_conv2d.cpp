@@ -7,6 +7,7 @@
 
 #include "core/rng.h"
 #include "kernels/ops.h"
+#include "ringgrad/config.h"
 #include "tests/kernels/gradcheck.h"
 
 using namespace ringgrad;
@@ -306,4 +307,20 @@ TEST_CASE("conv2d on an empty batch gives empty outputs and zero weight gradient
   kernels::conv2d_backward(g.dx, g.dw, g.dbias, Tensor::zeros(y.shape()), x, w, p);
   CHECK(g.dw.to_vector<float>() == std::vector<float>(w.numel(), 0.0f));
   CHECK(g.dbias.to_vector<float>() == std::vector<float>{0, 0, 0});
+}
+
+TEST_CASE("conv2d implementation switch: names parse, cudnn needs a cuDNN build") {
+  CHECK(kernels::parse_conv_impl("im2col") == kernels::ConvImpl::im2col);
+  CHECK(kernels::parse_conv_impl("cudnn") == kernels::ConvImpl::cudnn);
+  CHECK_THROWS_WITH_AS(kernels::parse_conv_impl("winograd"), doctest::Contains("im2col or cudnn"),
+                       InvalidArgument);
+  CHECK(kernels::conv_impl() == kernels::ConvImpl::im2col);  // the default
+#ifdef HAVE_CUDNN
+  kernels::set_conv_impl(kernels::ConvImpl::cudnn);
+  CHECK(kernels::conv_impl() == kernels::ConvImpl::cudnn);
+  kernels::set_conv_impl(kernels::ConvImpl::im2col);
+#else
+  CHECK_THROWS_WITH_AS(kernels::set_conv_impl(kernels::ConvImpl::cudnn),
+                       doctest::Contains("no cuDNN"), InvalidArgument);
+#endif
 }
