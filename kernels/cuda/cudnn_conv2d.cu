@@ -6,7 +6,9 @@
 #include <cudnn.h>
 
 #include <array>
+#include <memory>
 #include <mutex>
+#include <type_traits>
 
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_ops.h"
@@ -51,44 +53,57 @@ int as_int(int64_t v) {
   return static_cast<int>(v);
 }
 
-// The descriptors of one convolution, destroyed with it (RAII over cuDNN's create/destroy).
-class ConvDescriptors {
- public:
-  ConvDescriptors(const Tensor& x, const Tensor& w, const Conv2dParams& p) {
-    const Shape y = conv2d_output_shape(x.shape(), w.shape(), p);
-    const cudnnDataType_t t = cudnn_type(x.dtype());
-    CUDNN_CHECK(cudnnCreateTensorDescriptor(&x_));
-    CUDNN_CHECK(cudnnCreateTensorDescriptor(&y_));
-    CUDNN_CHECK(cudnnCreateTensorDescriptor(&bias_));
-    CUDNN_CHECK(cudnnCreateFilterDescriptor(&w_));
-    CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv_));
-    CUDNN_CHECK(cudnnSetTensor4dDescriptor(x_, CUDNN_TENSOR_NCHW, t, as_int(x.size(0)),
-                                           as_int(x.size(1)), as_int(x.size(2)),
-                                           as_int(x.size(3))));
-    CUDNN_CHECK(cudnnSetTensor4dDescriptor(y_, CUDNN_TENSOR_NCHW, t, as_int(y[0]), as_int(y[1]),
-                                           as_int(y[2]), as_int(y[3])));
-    CUDNN_CHECK(cudnnSetTensor4dDescriptor(bias_, CUDNN_TENSOR_NCHW, t, 1, as_int(y[1]), 1, 1));
-    CUDNN_CHECK(cudnnSetFilter4dDescriptor(w_, t, CUDNN_TENSOR_NCHW, as_int(w.size(0)),
+// Owned cuDNN descriptors: destroyed on scope exit, also when a later cuDNN call throws.
+template <class Descriptor>
+using Owned = std::unique_ptr<std::remove_pointer_t<Descriptor>, cudnnStatus_t (*)(Descriptor)>;
+
+Owned<cudnnTensorDescriptor_t> tensor_descriptor(cudnnDataType_t t, int64_t n, int64_t c, int64_t h,
+                                                 int64_t w) {
+  cudnnTensorDescriptor_t d = nullptr;
+  CUDNN_CHECK(cudnnCreateTensorDescriptor(&d));
+  Owned<cudnnTensorDescriptor_t> owned(d, cudnnDestroyTensorDescriptor);
+  CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, t, as_int(n), as_int(c), as_int(h),
+                                         as_int(w)));
+  return owned;
+}
+
+// The descriptors of one convolution: x, y, bias (1, K, 1, 1), w and the convolution itself.
+struct ConvDescriptors {
+  ConvDescriptors(const Tensor& x, const Tensor& w, const Conv2dParams& p)
+      : type_(cudnn_type(x.dtype())),
+        y_shape_(conv2d_output_shape(x.shape(), w.shape(), p)),
+        x_(tensor_descriptor(type_, x.size(0), x.size(1), x.size(2), x.size(3))),
+        y_(tensor_descriptor(type_, y_shape_[0], y_shape_[1], y_shape_[2], y_shape_[3])),
+        bias_(tensor_descriptor(type_, 1, y_shape_[1], 1, 1)),
+        w_(nullptr, cudnnDestroyFilterDescriptor),
+        conv_(nullptr, cudnnDestroyConvolutionDescriptor) {
+    cudnnFilterDescriptor_t wd = nullptr;
+    CUDNN_CHECK(cudnnCreateFilterDescriptor(&wd));
+    w_.reset(wd);
+    CUDNN_CHECK(cudnnSetFilter4dDescriptor(wd, type_, CUDNN_TENSOR_NCHW, as_int(w.size(0)),
                                            as_int(w.size(1)), as_int(w.size(2)),
                                            as_int(w.size(3))));
-    CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv_, p.pad_h, p.pad_w, p.stride_h, p.stride_w, 1,
-                                                1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    cudnnConvolutionDescriptor_t cd = nullptr;
+    CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&cd));
+    conv_.reset(cd);
+    CUDNN_CHECK(cudnnSetConvolution2dDescriptor(cd, p.pad_h, p.pad_w, p.stride_h, p.stride_w, 1, 1,
+                                                CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
     CUDNN_CHECK(cudnnSetConvolutionMathType(
-        conv_, x.dtype() == DType::f32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH));
+        cd, x.dtype() == DType::f32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH));
   }
-  ~ConvDescriptors() {
-    cudnnDestroyConvolutionDescriptor(conv_);
-    cudnnDestroyFilterDescriptor(w_);
-    cudnnDestroyTensorDescriptor(bias_);
-    cudnnDestroyTensorDescriptor(y_);
-    cudnnDestroyTensorDescriptor(x_);
-  }
-  ConvDescriptors(const ConvDescriptors&) = delete;
-  ConvDescriptors& operator=(const ConvDescriptors&) = delete;
 
-  cudnnTensorDescriptor_t x_ = nullptr, y_ = nullptr, bias_ = nullptr;
-  cudnnFilterDescriptor_t w_ = nullptr;
-  cudnnConvolutionDescriptor_t conv_ = nullptr;
+  cudnnTensorDescriptor_t x() const { return x_.get(); }
+  cudnnTensorDescriptor_t y() const { return y_.get(); }
+  cudnnTensorDescriptor_t bias() const { return bias_.get(); }
+  cudnnFilterDescriptor_t w() const { return w_.get(); }
+  cudnnConvolutionDescriptor_t conv() const { return conv_.get(); }
+
+ private:
+  cudnnDataType_t type_;
+  Shape y_shape_;
+  Owned<cudnnTensorDescriptor_t> x_, y_, bias_;
+  Owned<cudnnFilterDescriptor_t> w_;
+  Owned<cudnnConvolutionDescriptor_t> conv_;
 };
 
 // cuDNN's heuristics rank every algorithm; the first one that reports success is used.
@@ -122,17 +137,18 @@ void cudnn_conv2d_forward(Tensor& y, const Tensor& x, const Tensor& w, const Ten
   ConvDescriptors d(x, w, p);
   cudnnConvolutionFwdAlgoPerf_t perf[kAlgorithms];
   int found = 0;
-  CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x_, d.w_, d.conv_, d.y_, kAlgorithms,
+  CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x(), d.w(), d.conv(), d.y(), kAlgorithms,
                                                      &found, perf));
   const cudnnConvolutionFwdAlgo_t algo = first_usable(perf, found, "forward");
   size_t bytes = 0;
-  CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(h, d.x_, d.w_, d.conv_, d.y_, algo, &bytes));
+  CUDNN_CHECK(
+      cudnnGetConvolutionForwardWorkspaceSize(h, d.x(), d.w(), d.conv(), d.y(), algo, &bytes));
   Tensor ws = workspace(x, bytes);
   const float one = 1, zero = 0;
-  CUDNN_CHECK(cudnnConvolutionForward(h, &one, d.x_, x.raw_data(), d.w_, w.raw_data(), d.conv_,
-                                      algo, ws.raw_data(), bytes, &zero, d.y_, y.raw_data()));
+  CUDNN_CHECK(cudnnConvolutionForward(h, &one, d.x(), x.raw_data(), d.w(), w.raw_data(), d.conv(),
+                                      algo, ws.raw_data(), bytes, &zero, d.y(), y.raw_data()));
   if (bias.defined())
-    CUDNN_CHECK(cudnnAddTensor(h, &one, d.bias_, bias.raw_data(), &one, d.y_, y.raw_data()));
+    CUDNN_CHECK(cudnnAddTensor(h, &one, d.bias(), bias.raw_data(), &one, d.y(), y.raw_data()));
 }
 
 void cudnn_conv2d_backward(Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& dy, const Tensor& x,
@@ -156,32 +172,32 @@ void cudnn_conv2d_backward(Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& 
   const float one = 1, zero = 0;
   int found = 0;
   if (dbias.defined())
-    CUDNN_CHECK(cudnnConvolutionBackwardBias(h, &one, d.y_, dy.raw_data(), &zero, d.bias_,
+    CUDNN_CHECK(cudnnConvolutionBackwardBias(h, &one, d.y(), dy.raw_data(), &zero, d.bias(),
                                              dbias.raw_data()));
   if (dw.defined()) {
     cudnnConvolutionBwdFilterAlgoPerf_t perf[kAlgorithms];
-    CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x_, d.y_, d.conv_, d.w_,
+    CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x(), d.y(), d.conv(), d.w(),
                                                               kAlgorithms, &found, perf));
     const cudnnConvolutionBwdFilterAlgo_t algo = first_usable(perf, found, "filter gradient");
     size_t bytes = 0;
-    CUDNN_CHECK(
-        cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x_, d.y_, d.conv_, d.w_, algo, &bytes));
+    CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x(), d.y(), d.conv(), d.w(),
+                                                               algo, &bytes));
     Tensor ws = workspace(x, bytes);
-    CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, d.x_, x.raw_data(), d.y_, dy.raw_data(),
-                                               d.conv_, algo, ws.raw_data(), bytes, &zero, d.w_,
+    CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, d.x(), x.raw_data(), d.y(), dy.raw_data(),
+                                               d.conv(), algo, ws.raw_data(), bytes, &zero, d.w(),
                                                dw.raw_data()));
   }
   if (dx.defined()) {
     cudnnConvolutionBwdDataAlgoPerf_t perf[kAlgorithms];
-    CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w_, d.y_, d.conv_, d.x_,
+    CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w(), d.y(), d.conv(), d.x(),
                                                             kAlgorithms, &found, perf));
     const cudnnConvolutionBwdDataAlgo_t algo = first_usable(perf, found, "input gradient");
     size_t bytes = 0;
-    CUDNN_CHECK(
-        cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w_, d.y_, d.conv_, d.x_, algo, &bytes));
+    CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w(), d.y(), d.conv(), d.x(), algo,
+                                                             &bytes));
     Tensor ws = workspace(x, bytes);
-    CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, d.w_, w.raw_data(), d.y_, dy.raw_data(),
-                                             d.conv_, algo, ws.raw_data(), bytes, &zero, d.x_,
+    CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, d.w(), w.raw_data(), d.y(), dy.raw_data(),
+                                             d.conv(), algo, ws.raw_data(), bytes, &zero, d.x(),
                                              dx.raw_data()));
   }
 }
