@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "kernels/ops.h"
 #include "nn/models/resnet.h"
 #include "nn/train/trainer.h"
 
@@ -60,6 +61,11 @@ int main(int argc, char** argv) {
   app.add_option("--amp-init-scale", c.amp_init_scale,
                  "--amp fp16: the first loss scale (halved on every overflowing step)")
       ->check(CLI::PositiveNumber);
+  std::string conv_impl = "im2col";
+  app.add_option(
+         "--conv-impl", conv_impl,
+         "CUDA convolutions: im2col (hand-written, im2col + cuBLAS) or cudnn (for comparison)")
+      ->check(CLI::IsMember({"im2col", "cudnn"}));
   bool no_eval = false;
   app.add_flag("--no-eval", no_eval, "skip the test-set evaluation after each epoch");
   try {
@@ -72,6 +78,7 @@ int main(int argc, char** argv) {
   }
   c.eval = !no_eval;
   try {
+    ringgrad::kernels::set_conv_impl(ringgrad::kernels::parse_conv_impl(conv_impl));
     ringgrad::nn::train(c);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ringgrad-train: error: %s\n", e.what());

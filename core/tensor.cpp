@@ -131,13 +131,16 @@ void Tensor::copy_from(const Tensor& src) {
   CopyKind kind = src.is_cpu()  ? CopyKind::host_to_device
                   : is_cpu()    ? CopyKind::device_to_host
                                 : CopyKind::device_to_device;
-  cuda_copy(raw_data(), src.raw_data(), bytes, kind);
+  cuda_copy(raw_data(), src.raw_data(), bytes, kind, is_cuda() ? device().index : src.device().index);
 }
 
 void Tensor::fill_(double value) {
   if (is_cuda()) {
-    RG_CHECK(value == 0.0, "fill_ with a non-zero value on CUDA goes through kernels::fill");
-    cuda_memset_zero(raw_data(), nbytes());
+    // Filled on the host and copied: fill_ seeds backward and initialises buffers, both rare
+    // and small next to the kernels, so a device fill kernel would not pay for itself.
+    Tensor host = empty(shape_, dtype_);
+    host.fill_(value);
+    copy_from(host);
     return;
   }
   const int64_t n = numel();
@@ -152,7 +155,7 @@ void Tensor::fill_(double value) {
 void Tensor::zero_() {
   if (nbytes() == 0) return;
   if (is_cuda())
-    cuda_memset_zero(raw_data(), nbytes());
+    cuda_memset_zero(raw_data(), nbytes(), device().index);
   else
     std::memset(raw_data(), 0, nbytes());
 }

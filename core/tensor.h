@@ -67,7 +67,7 @@ class Tensor {
   Tensor to(DType dtype) const;           // cast (CPU), or *this when equal
   Tensor clone() const;
   void copy_from(const Tensor& src);      // same numel and dtype; any devices
-  void fill_(double value);               // CPU or CUDA (zero only on CUDA)
+  void fill_(double value);               // CPU or CUDA
   void zero_();
 
  private:

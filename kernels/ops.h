@@ -20,6 +20,14 @@ struct Conv2dParams {
 };
 // x: (N, C, H, W)  w: (K, C, R, S)  ->  y: (N, K, P, Q), P = (H + 2 pad_h - R) / stride_h + 1
 Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2dParams& p);
+// Which implementation CUDA convolutions use, process-wide (CPU convolutions always use
+// im2col + GEMM): the hand-written im2col + cuBLAS kernels, or cuDNN, which exists so the
+// hand-written path can be compared against it (--conv-impl cudnn). set_conv_impl(cudnn)
+// throws InvalidArgument in a build without cuDNN.
+enum class ConvImpl { im2col, cudnn };
+void set_conv_impl(ConvImpl impl);
+ConvImpl conv_impl();
+ConvImpl parse_conv_impl(const std::string& name);  // "im2col" or "cudnn"; else InvalidArgument
 // y = conv(x, w) + bias; bias: (K) or undefined.
 void conv2d_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias,
                     const Conv2dParams& p);

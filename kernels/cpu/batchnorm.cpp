@@ -8,6 +8,10 @@
 #include "kernels/batchnorm_math.h"
 #include "kernels/cpu/cpu_dispatch.h"
 #include "kernels/ops.h"
+#include "ringgrad/config.h"
+#ifdef HAVE_CUDA
+#include "kernels/cuda/cuda_ops.h"
+#endif
 
 namespace ringgrad::kernels {
 
@@ -272,6 +276,10 @@ void backward_apply(Tensor& dx, const Tensor& dy, const Tensor& x, Layout l,
 
 void batchnorm_channel_sums(Tensor& sum, Tensor& sum_sq, const Tensor& x) {
   constexpr const char* op = "batchnorm_channel_sums";
+#ifdef HAVE_CUDA
+  if (cpu::on_cuda(op, {{"x", x}, {"sum", sum}, {"sum_sq", sum_sq}}))
+    return cuda::batchnorm_channel_sums(sum, sum_sq, x);
+#endif
   const Layout l = layout_of(x, op);
   ChannelVector s, s2;
   channel_sums(s, s2, x, l, op);
@@ -282,6 +290,15 @@ void batchnorm_channel_sums(Tensor& sum, Tensor& sum_sq, const Tensor& x) {
 void batchnorm_apply(Tensor& y, const Tensor& x, const Tensor& mean, const Tensor& invstd,
                      const Tensor& gamma, const Tensor& beta) {
   constexpr const char* op = "batchnorm_apply";
+#ifdef HAVE_CUDA
+  if (cpu::on_cuda(op, {{"x", x},
+                        {"y", y},
+                        {"mean", mean},
+                        {"invstd", invstd},
+                        {"gamma", gamma},
+                        {"beta", beta}}))
+    return cuda::batchnorm_apply(y, x, mean, invstd, gamma, beta);
+#endif
   const Layout l = layout_of(x, op);
   apply(y, x, l, read_channels(mean, l, op, "mean"), read_channels(invstd, l, op, "invstd"),
         read_channels_or(gamma, l, 1.0, op, "gamma"), read_channels_or(beta, l, 0.0, op, "beta"),
@@ -293,6 +310,18 @@ void batchnorm_forward_train(Tensor& y, Tensor& save_mean, Tensor& save_invstd,
                              const Tensor& gamma, const Tensor& beta, double momentum,
                              double eps) {
   constexpr const char* op = "batchnorm_forward_train";
+#ifdef HAVE_CUDA
+  if (cpu::on_cuda(op, {{"x", x},
+                        {"y", y},
+                        {"save_mean", save_mean},
+                        {"save_invstd", save_invstd},
+                        {"running_mean", running_mean},
+                        {"running_var", running_var},
+                        {"gamma", gamma},
+                        {"beta", beta}}))
+    return cuda::batchnorm_forward_train(y, save_mean, save_invstd, running_mean, running_var, x,
+                                         gamma, beta, momentum, eps);
+#endif
   const Layout l = layout_of(x, op);
   const double count = l.count();
   RG_CHECK_GT(count, 1, op, ": training needs more than one value per channel, got x of shape ",
@@ -324,6 +353,15 @@ void batchnorm_forward_train(Tensor& y, Tensor& save_mean, Tensor& save_invstd,
 void batchnorm_forward_eval(Tensor& y, const Tensor& x, const Tensor& gamma, const Tensor& beta,
                             const Tensor& running_mean, const Tensor& running_var, double eps) {
   constexpr const char* op = "batchnorm_forward_eval";
+#ifdef HAVE_CUDA
+  if (cpu::on_cuda(op, {{"x", x},
+                        {"y", y},
+                        {"gamma", gamma},
+                        {"beta", beta},
+                        {"running_mean", running_mean},
+                        {"running_var", running_var}}))
+    return cuda::batchnorm_forward_eval(y, x, gamma, beta, running_mean, running_var, eps);
+#endif
   const Layout l = layout_of(x, op);
   ChannelVector invstd = read_channels(running_var, l, op, "running_var");
   for (double& v : invstd) v = bn_invstd(v, eps);
@@ -335,6 +373,15 @@ void batchnorm_forward_eval(Tensor& y, const Tensor& x, const Tensor& gamma, con
 void batchnorm_backward_reduce(Tensor& sum_dy, Tensor& sum_dy_xhat, const Tensor& dy,
                                const Tensor& x, const Tensor& mean, const Tensor& invstd) {
   constexpr const char* op = "batchnorm_backward_reduce";
+#ifdef HAVE_CUDA
+  if (cpu::on_cuda(op, {{"x", x},
+                        {"dy", dy},
+                        {"sum_dy", sum_dy},
+                        {"sum_dy_xhat", sum_dy_xhat},
+                        {"mean", mean},
+                        {"invstd", invstd}}))
+    return cuda::batchnorm_backward_reduce(sum_dy, sum_dy_xhat, dy, x, mean, invstd);
+#endif
   const Layout l = layout_of(x, op);
   ChannelVector s, sx;
   backward_reduce(s, sx, dy, x, l, read_channels(mean, l, op, "mean"),
@@ -347,6 +394,18 @@ void batchnorm_backward_apply(Tensor& dx, const Tensor& dy, const Tensor& x, con
                               const Tensor& invstd, const Tensor& gamma, const Tensor& sum_dy,
                               const Tensor& sum_dy_xhat, double count) {
   constexpr const char* op = "batchnorm_backward_apply";
+#ifdef HAVE_CUDA
+  if (cpu::on_cuda(op, {{"x", x},
+                        {"dx", dx},
+                        {"dy", dy},
+                        {"mean", mean},
+                        {"invstd", invstd},
+                        {"gamma", gamma},
+                        {"sum_dy", sum_dy},
+                        {"sum_dy_xhat", sum_dy_xhat}}))
+    return cuda::batchnorm_backward_apply(dx, dy, x, mean, invstd, gamma, sum_dy, sum_dy_xhat,
+                                          count);
+#endif
   const Layout l = layout_of(x, op);
   backward_apply(dx, dy, x, l, read_channels(mean, l, op, "mean"),
                  read_channels(invstd, l, op, "invstd"),
@@ -359,6 +418,17 @@ void batchnorm_backward(Tensor& dx, Tensor& dgamma, Tensor& dbeta, const Tensor&
                         const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
                         const Tensor& save_invstd) {
   constexpr const char* op = "batchnorm_backward";
+#ifdef HAVE_CUDA
+  if (cpu::on_cuda(op, {{"x", x},
+                        {"dx", dx},
+                        {"dgamma", dgamma},
+                        {"dbeta", dbeta},
+                        {"dy", dy},
+                        {"gamma", gamma},
+                        {"save_mean", save_mean},
+                        {"save_invstd", save_invstd}}))
+    return cuda::batchnorm_backward(dx, dgamma, dbeta, dy, x, gamma, save_mean, save_invstd);
+#endif
   const Layout l = layout_of(x, op);
   const ChannelVector mean = read_channels(save_mean, l, op, "save_mean");
   const ChannelVector invstd = read_channels(save_invstd, l, op, "save_invstd");

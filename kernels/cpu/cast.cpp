@@ -3,6 +3,10 @@
 #include "kernels/cast_math.h"
 #include "kernels/cpu/cpu_dispatch.h"
 #include "kernels/ops.h"
+#include "ringgrad/config.h"
+#ifdef HAVE_CUDA
+#include "kernels/cuda/cuda_ops.h"
+#endif
 
 namespace ringgrad::kernels {
 
@@ -11,6 +15,9 @@ void cast(Tensor& dst, const Tensor& src) {
   RG_CHECK(dst.defined() && src.defined(), op, ": undefined tensor");
   RG_CHECK_EQ(dst.numel(), src.numel(), op, ": element counts differ (", dst.shape().str(),
               " vs ", src.shape().str(), ")");
+#ifdef HAVE_CUDA
+  if (cpu::on_cuda(op, {{"dst", dst}, {"src", src}})) return cuda::cast(dst, src);
+#endif
   cpu::check_cpu(dst, op);
   cpu::check_cpu(src, op);
   if (dst.dtype() == src.dtype()) return dst.copy_from(src);
@@ -30,6 +37,9 @@ void cast(Tensor& dst, const Tensor& src) {
 int64_t count_nonfinite(const Tensor& t) {
   constexpr const char* op = "count_nonfinite";
   RG_CHECK(t.defined(), op, ": undefined tensor");
+#ifdef HAVE_CUDA
+  if (t.is_cuda()) return cuda::count_nonfinite(t);
+#endif
   cpu::check_cpu(t, op);
   int64_t count = 0;
   cpu::dispatch_floating(t.dtype(), op, [&](auto tag) {

@@ -7,12 +7,17 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 
 #include "kernels/cpu/cpu_dispatch.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/half_via_f32.h"
 #include "kernels/cpu/im2col.h"
 #include "kernels/ops.h"
+#include "ringgrad/config.h"
+#ifdef HAVE_CUDA
+#include "kernels/cuda/cuda_ops.h"
+#endif
 
 namespace ringgrad::kernels {
 
@@ -327,6 +332,28 @@ void backward(T* dx, T* dw, const T* dy, const T* x, const T* w, int64_t N, cons
 
 }  // namespace
 
+namespace {
+std::atomic<ConvImpl> g_conv_impl{ConvImpl::im2col};
+}  // namespace
+
+void set_conv_impl(ConvImpl impl) {
+#ifndef HAVE_CUDNN
+  if (impl == ConvImpl::cudnn)
+    RG_THROW(InvalidArgument,
+             "--conv-impl cudnn: this ringgrad build has no cuDNN (CMake did not "
+             "find libcudnn next to the CUDA toolkit)");
+#endif
+  g_conv_impl = impl;
+}
+
+ConvImpl conv_impl() { return g_conv_impl; }
+
+ConvImpl parse_conv_impl(const std::string& name) {
+  if (name == "im2col") return ConvImpl::im2col;
+  if (name == "cudnn") return ConvImpl::cudnn;
+  RG_THROW(InvalidArgument, "unknown convolution implementation '", name, "' (im2col or cudnn)");
+}
+
 Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2dParams& p) {
   RG_CHECK_EQ(x.size(), 4, "conv2d: x must be (N, C, H, W), got shape ", x.str());
   RG_CHECK_EQ(w.size(), 4, "conv2d: w must be (K, C, R, S), got shape ", w.str());
@@ -339,6 +366,14 @@ Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2dParams& p)
 void conv2d_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias,
                     const Conv2dParams& p) {
   constexpr const char* op = "conv2d_forward";
+#ifdef HAVE_CUDA
+  if (cpu::on_cuda(op, {{"y", y}, {"x", x}, {"w", w}, {"bias", bias}})) {
+#ifdef HAVE_CUDNN
+    if (conv_impl() == ConvImpl::cudnn) return cuda::cudnn_conv2d_forward(y, x, w, bias, p);
+#endif
+    return cuda::conv2d_forward(y, x, w, bias, p);
+  }
+#endif
   RG_CHECK(x.defined() && w.defined(), op, ": x and w must be defined");
   cpu::check_cpu(x, op);
   if (cpu::is_half(x.dtype())) {
@@ -363,6 +398,16 @@ void conv2d_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b
 void conv2d_backward(Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& dy, const Tensor& x,
                      const Tensor& w, const Conv2dParams& p) {
   constexpr const char* op = "conv2d_backward";
+#ifdef HAVE_CUDA
+  if (cpu::on_cuda(op,
+                   {{"dx", dx}, {"dw", dw}, {"dbias", dbias}, {"dy", dy}, {"x", x}, {"w", w}})) {
+#ifdef HAVE_CUDNN
+    if (conv_impl() == ConvImpl::cudnn)
+      return cuda::cudnn_conv2d_backward(dx, dw, dbias, dy, x, w, p);
+#endif
+    return cuda::conv2d_backward(dx, dw, dbias, dy, x, w, p);
+  }
+#endif
   RG_CHECK(x.defined() && w.defined(), op, ": x and w must be defined");
   cpu::check_cpu(x, op);
   if (cpu::is_half(x.dtype())) {

@@ -2,6 +2,8 @@
 // that name the op, and the dispatches that turn a runtime DType into a template type.
 // Not part of the kernels API; nothing outside kernels/cpu includes it.
 #pragma once
+#include <initializer_list>
+
 #include "core/error.h"
 #include "core/tensor.h"
 
@@ -18,11 +20,34 @@ inline void check_same(const Tensor& a, const Tensor& b, const char* op) {
            b.device().str(), ")");
 }
 
-// Ops whose CUDA kernel does not exist yet refuse device tensors instead of reading them as host
-// memory.
+// One operand of an op, named for error messages.
+struct Operand {
+  const char* name;
+  const Tensor& tensor;
+};
+
+// Whether the op runs on CUDA: every defined operand must be on one device (a mixed call is an
+// error naming both devices, never a silent copy), and that device is a CUDA device.
+inline bool on_cuda(const char* op, std::initializer_list<Operand> operands) {
+  const Operand* first = nullptr;
+  for (const Operand& o : operands) {
+    if (!o.tensor.defined()) continue;
+    if (!first) {
+      first = &o;
+      continue;
+    }
+    RG_CHECK(o.tensor.device() == first->tensor.device(), op, ": ", first->name, " is on ",
+             first->tensor.device().str(), " but ", o.name, " is on ", o.tensor.device().str(),
+             "; move every operand to one device");
+  }
+  return first && first->tensor.is_cuda();
+}
+
+// The CPU loops' guard against reading device memory as host memory: every entry point sends
+// CUDA operands to kernels/cuda first (on_cuda), so this fires only if one forgot to.
 inline void check_cpu(const Tensor& t, const char* op) {
-  RG_CHECK(!t.defined() || t.is_cpu(), op, ": got a tensor on ", t.device().str(),
-           " but the CUDA kernel for this op is not built yet; move the tensors to the CPU");
+  RG_CHECK(!t.defined() || t.is_cpu(), op, ": the CPU kernel got a tensor on ", t.device().str(),
+           " (this entry point does not forward it to the CUDA kernel)");
 }
 
 inline void check_shape(const Tensor& t, const Shape& expected, const char* op, const char* name) {

@@ -1,5 +1,6 @@
 // relu forward/backward, add, fused add+relu and scale (CPU), and the entry points that send
-// CUDA tensors to kernels/cuda. Memory-bound loops: one OpenMP-parallel pass each.
+// CUDA tensors to kernels/cuda (check_same has already required one device for all operands).
+// Memory-bound loops: one OpenMP-parallel pass each.
 #include "kernels/cpu/cpu_dispatch.h"
 #include "kernels/elementwise_math.h"
 #include "kernels/ops.h"
@@ -10,7 +11,6 @@
 
 namespace ringgrad::kernels {
 
-using cpu::check_cpu;
 using cpu::check_same;
 using cpu::dispatch_float;
 
@@ -49,7 +49,9 @@ void relu_backward(Tensor& dx, const Tensor& dy, const Tensor& y) {
 void add(Tensor& y, const Tensor& a, const Tensor& b) {
   check_same(y, a, "add");
   check_same(a, b, "add");
-  check_cpu(y, "add");
+#ifdef HAVE_CUDA
+  if (a.is_cuda()) return cuda::add(y, a, b);
+#endif
   dispatch_float(a.dtype(), "add", [&](auto tag) {
     using T = decltype(tag);
     const T* ap = a.data<T>();
@@ -66,7 +68,9 @@ void add_(Tensor& a, const Tensor& b) { add(a, a, b); }
 void add_relu_forward(Tensor& y, const Tensor& a, const Tensor& b) {
   check_same(y, a, "add_relu_forward");
   check_same(a, b, "add_relu_forward");
-  check_cpu(y, "add_relu_forward");
+#ifdef HAVE_CUDA
+  if (a.is_cuda()) return cuda::add_relu_forward(y, a, b);
+#endif
   dispatch_float(a.dtype(), "add_relu_forward", [&](auto tag) {
     using T = decltype(tag);
     const T* ap = a.data<T>();
@@ -80,7 +84,9 @@ void add_relu_forward(Tensor& y, const Tensor& a, const Tensor& b) {
 
 void scale_(Tensor& a, double alpha) {
   RG_CHECK(a.defined(), "scale_: undefined tensor");
-  check_cpu(a, "scale_");
+#ifdef HAVE_CUDA
+  if (a.is_cuda()) return cuda::scale_(a, alpha);
+#endif
   dispatch_float(a.dtype(), "scale_", [&](auto tag) {
     using T = decltype(tag);
     const T factor = static_cast<T>(alpha);

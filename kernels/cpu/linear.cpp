@@ -9,6 +9,10 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/half_via_f32.h"
 #include "kernels/ops.h"
+#include "ringgrad/config.h"
+#ifdef HAVE_CUDA
+#include "kernels/cuda/cuda_ops.h"
+#endif
 
 namespace ringgrad::kernels {
 
@@ -36,6 +40,10 @@ LinearSizes linear_sizes(const Tensor& x, const Tensor& w, const char* op) {
 
 void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias) {
   constexpr const char* op = "linear_forward";
+#ifdef HAVE_CUDA
+  if (cpu::on_cuda(op, {{"y", y}, {"x", x}, {"w", w}, {"bias", bias}}))
+    return cuda::linear_forward(y, x, w, bias);
+#endif
   if (x.defined() && cpu::is_half(x.dtype())) {
     cpu::check_half_operands(op, x, {&w, &bias, &y});
     Tensor y32 = cpu::f32_output(y);
@@ -61,6 +69,10 @@ void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b
 void linear_backward(Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& dy, const Tensor& x,
                      const Tensor& w) {
   constexpr const char* op = "linear_backward";
+#ifdef HAVE_CUDA
+  if (cpu::on_cuda(op, {{"dx", dx}, {"dw", dw}, {"dbias", dbias}, {"dy", dy}, {"x", x}, {"w", w}}))
+    return cuda::linear_backward(dx, dw, dbias, dy, x, w);
+#endif
   if (x.defined() && cpu::is_half(x.dtype())) {
     cpu::check_half_operands(op, x, {&w, &dy, &dx, &dw, &dbias});
     Tensor dx32 = cpu::f32_output(dx), dw32 = cpu::f32_output(dw), db32 = cpu::f32_output(dbias);

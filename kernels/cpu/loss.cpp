@@ -7,6 +7,10 @@
 #include "kernels/cpu/half_via_f32.h"
 #include "kernels/loss_math.h"
 #include "kernels/ops.h"
+#include "ringgrad/config.h"
+#ifdef HAVE_CUDA
+#include "kernels/cuda/cuda_ops.h"
+#endif
 
 namespace ringgrad::kernels {
 
@@ -44,6 +48,11 @@ Rows check_logits_and_labels(const Tensor& logits, const Tensor& labels, const c
 void cross_entropy_forward(Tensor& loss, Tensor& log_probs, const Tensor& logits,
                            const Tensor& labels) {
   constexpr const char* op = "cross_entropy_forward";
+#ifdef HAVE_CUDA
+  if (cpu::on_cuda(
+          op, {{"logits", logits}, {"loss", loss}, {"log_probs", log_probs}, {"labels", labels}}))
+    return cuda::cross_entropy_forward(loss, log_probs, logits, labels);
+#endif
   const Rows r = check_logits_and_labels(logits, labels, op, "logits");
   RG_CHECK_GT(r.n, 0, op, ": empty batch (the mean over zero rows is undefined)");
   cpu::check_shape(log_probs, logits.shape(), op, "log_probs");
@@ -74,6 +83,10 @@ void cross_entropy_forward(Tensor& loss, Tensor& log_probs, const Tensor& logits
 void cross_entropy_backward(Tensor& dlogits, const Tensor& log_probs, const Tensor& labels,
                             double dloss) {
   constexpr const char* op = "cross_entropy_backward";
+#ifdef HAVE_CUDA
+  if (cpu::on_cuda(op, {{"log_probs", log_probs}, {"dlogits", dlogits}, {"labels", labels}}))
+    return cuda::cross_entropy_backward(dlogits, log_probs, labels, dloss);
+#endif
   const Rows r = check_logits_and_labels(log_probs, labels, op, "log_probs");
   cpu::check_shape(dlogits, log_probs.shape(), op, "dlogits");
   cpu::check_same(dlogits, log_probs, op);
@@ -97,6 +110,10 @@ void cross_entropy_backward(Tensor& dlogits, const Tensor& log_probs, const Tens
 // Rows whose first maximal logit sits at the label.
 int64_t count_correct(const Tensor& logits, const Tensor& labels) {
   constexpr const char* op = "count_correct";
+#ifdef HAVE_CUDA
+  if (cpu::on_cuda(op, {{"logits", logits}, {"labels", labels}}))
+    return cuda::count_correct(logits, labels);
+#endif
   if (logits.defined() && logits.is_cpu() && cpu::is_half(logits.dtype()))
     return count_correct(cpu::widened(logits), labels);  // exact: a half value widens exactly
   const Rows r = check_logits_and_labels(logits, labels, op, "logits");

@@ -5,6 +5,10 @@
 
 #include "kernels/cpu/cpu_dispatch.h"
 #include "kernels/ops.h"
+#include "ringgrad/config.h"
+#ifdef HAVE_CUDA
+#include "kernels/cuda/cuda_ops.h"
+#endif
 #include "kernels/pool_math.h"
 
 namespace ringgrad::kernels {
@@ -69,6 +73,10 @@ Shape pool2d_output_shape(const Shape& x, const Pool2dParams& p) {
 // x: (N, C, H, W) -> y, indices: (N, C, P, Q)
 void maxpool2d_forward(Tensor& y, Tensor& indices, const Tensor& x, const Pool2dParams& p) {
   constexpr const char* op = "maxpool2d_forward";
+#ifdef HAVE_CUDA
+  if (cpu::on_cuda(op, {{"x", x}, {"y", y}, {"indices", indices}}))
+    return cuda::maxpool2d_forward(y, indices, x, p);
+#endif
   check_nchw(x, op, "x");
   const Shape out = pool2d_output_shape(x.shape(), p);
   cpu::check_shape(y, out, op, "y");
@@ -96,6 +104,10 @@ void maxpool2d_forward(Tensor& y, Tensor& indices, const Tensor& x, const Pool2d
 // dx[argmax] += dy for every output; dx: (N, C, H, W), dy and indices: (N, C, P, Q).
 void maxpool2d_backward(Tensor& dx, const Tensor& dy, const Tensor& indices) {
   constexpr const char* op = "maxpool2d_backward";
+#ifdef HAVE_CUDA
+  if (cpu::on_cuda(op, {{"dx", dx}, {"dy", dy}, {"indices", indices}}))
+    return cuda::maxpool2d_backward(dx, dy, indices);
+#endif
   check_nchw(dx, op, "dx");
   check_nchw(dy, op, "dy");
   cpu::check_shape(indices, dy.shape(), op, "indices");
@@ -135,6 +147,9 @@ void maxpool2d_backward(Tensor& dx, const Tensor& dy, const Tensor& indices) {
 // y[n, c] = mean of x[n, c, :, :]; x: (N, C, H, W) -> y: (N, C, 1, 1)
 void global_avgpool_forward(Tensor& y, const Tensor& x) {
   constexpr const char* op = "global_avgpool_forward";
+#ifdef HAVE_CUDA
+  if (cpu::on_cuda(op, {{"x", x}, {"y", y}})) return cuda::global_avgpool_forward(y, x);
+#endif
   check_nchw(x, op, "x");
   cpu::check_shape(y, Shape{x.size(0), x.size(1), 1, 1}, op, "y");
   RG_CHECK(y.dtype() == x.dtype(), op, ": y and x dtypes differ");
@@ -159,6 +174,9 @@ void global_avgpool_forward(Tensor& y, const Tensor& x) {
 // dx[n, c, h, w] = dy[n, c] / (H W); dy: (N, C, 1, 1) -> dx: (N, C, H, W)
 void global_avgpool_backward(Tensor& dx, const Tensor& dy) {
   constexpr const char* op = "global_avgpool_backward";
+#ifdef HAVE_CUDA
+  if (cpu::on_cuda(op, {{"dx", dx}, {"dy", dy}})) return cuda::global_avgpool_backward(dx, dy);
+#endif
   check_nchw(dx, op, "dx");
   cpu::check_shape(dy, Shape{dx.size(0), dx.size(1), 1, 1}, op, "dy");
   RG_CHECK(dx.dtype() == dy.dtype(), op, ": dx and dy dtypes differ");

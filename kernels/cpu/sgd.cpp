@@ -3,6 +3,10 @@
 #include "kernels/cpu/cpu_dispatch.h"
 #include "kernels/ops.h"
 #include "kernels/sgd_math.h"
+#include "ringgrad/config.h"
+#ifdef HAVE_CUDA
+#include "kernels/cuda/cuda_ops.h"
+#endif
 
 namespace ringgrad::kernels {
 
@@ -13,7 +17,6 @@ void sgd_step(Tensor& param, Tensor& momentum_buf, const Tensor& grad, const Sgd
   RG_CHECK(param.shape() == grad.shape(), op, ": grad shape ", grad.shape().str(),
            " does not match param shape ", param.shape().str());
   cpu::check_same(param, grad, op);
-  cpu::check_cpu(param, op);
   const bool use_momentum = p.momentum != 0;
   if (use_momentum) {
     RG_CHECK(momentum_buf.defined(), op,
@@ -23,6 +26,9 @@ void sgd_step(Tensor& param, Tensor& momentum_buf, const Tensor& grad, const Sgd
              momentum_buf.shape().str(), " does not match param shape ", param.shape().str());
     cpu::check_same(param, momentum_buf, op);
   }
+#ifdef HAVE_CUDA
+  if (param.is_cuda()) return cuda::sgd_step(param, momentum_buf, grad, p, first_step);
+#endif
   cpu::dispatch_float(param.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     const SgdCoefficients<T> c{static_cast<T>(p.lr), static_cast<T>(p.momentum),

@@ -1,7 +1,7 @@
-// Elementwise kernels on CUDA (relu forward/backward so far): one thread per element,
-// as the CPU kernel (kernels/elementwise_math.h).
-#include <cuda_runtime.h>
-
+// Elementwise kernels on CUDA: relu forward/backward, add, fused add+relu and scale, for
+// float32, float16 and bfloat16 (computed in float). One grid-stride loop each, with the
+// element math of the CPU kernels (kernels/elementwise_math.h).
+#include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/elementwise_math.h"
 
@@ -11,43 +11,77 @@ namespace {
 
 template <class T>
 __global__ void relu_forward_kernel(T* y, const T* x, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(blockDim.x) * gridDim.x)
-    y[i] = relu(x[i]);
+  for (int64_t i = global_thread(); i < n; i += grid_threads())
+    y[i] = convert_element<T>(relu(as_float(x[i])));
 }
 
 template <class T>
 __global__ void relu_backward_kernel(T* dx, const T* dy, const T* y, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(blockDim.x) * gridDim.x)
-    dx[i] = relu_grad(dy[i], y[i]);
+  for (int64_t i = global_thread(); i < n; i += grid_threads())
+    dx[i] = convert_element<T>(relu_grad(as_float(dy[i]), as_float(y[i])));
 }
 
-constexpr int kThreads = 256;
-int blocks_for(int64_t n) {
-  int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<int>(b < 65535 ? (b > 0 ? b : 1) : 65535);
+// y = a + b, or relu(a + b) with fuse_relu.
+template <class T>
+__global__ void add_kernel(T* y, const T* a, const T* b, int64_t n, bool fuse_relu) {
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) {
+    const float sum = as_float(a[i]) + as_float(b[i]);
+    y[i] = convert_element<T>(fuse_relu ? relu(sum) : sum);
+  }
 }
 
-void check_launch(const char* what) {
-  cudaError_t err = cudaGetLastError();
-  RG_CHECK(err == cudaSuccess, what, ": ", cudaGetErrorString(err));
+template <class T>
+__global__ void scale_kernel(T* a, float alpha, int64_t n) {
+  for (int64_t i = global_thread(); i < n; i += grid_threads())
+    a[i] = convert_element<T>(as_float(a[i]) * alpha);
+}
+
+void launch_add(Tensor& y, const Tensor& a, const Tensor& b, bool fuse_relu, const char* op) {
+  dispatch_cuda_float(a.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    Launch l(a);
+    add_kernel<<<blocks_for(a.numel()), kThreads, 0, l.stream>>>(y.data<T>(), a.data<T>(),
+                                                                 b.data<T>(), a.numel(), fuse_relu);
+    CUDA_CHECK_LAUNCH(op);
+  });
 }
 
 }  // namespace
 
 void relu_forward(Tensor& y, const Tensor& x) {
-  RG_CHECK(x.dtype() == DType::f32, "cuda relu_forward: float32 only for now");
-  relu_forward_kernel<<<blocks_for(x.numel()), kThreads>>>(y.data<float>(), x.data<float>(),
-                                                           x.numel());
-  check_launch("relu_forward_kernel");
+  dispatch_cuda_float(x.dtype(), "relu_forward", [&](auto tag) {
+    using T = decltype(tag);
+    Launch l(x);
+    relu_forward_kernel<<<blocks_for(x.numel()), kThreads, 0, l.stream>>>(y.data<T>(), x.data<T>(),
+                                                                          x.numel());
+    CUDA_CHECK_LAUNCH("relu_forward_kernel");
+  });
 }
 
 void relu_backward(Tensor& dx, const Tensor& dy, const Tensor& y) {
-  RG_CHECK(y.dtype() == DType::f32, "cuda relu_backward: float32 only for now");
-  relu_backward_kernel<<<blocks_for(y.numel()), kThreads>>>(dx.data<float>(), dy.data<float>(),
-                                                            y.data<float>(), y.numel());
-  check_launch("relu_backward_kernel");
+  dispatch_cuda_float(y.dtype(), "relu_backward", [&](auto tag) {
+    using T = decltype(tag);
+    Launch l(y);
+    relu_backward_kernel<<<blocks_for(y.numel()), kThreads, 0, l.stream>>>(
+        dx.data<T>(), dy.data<T>(), y.data<T>(), y.numel());
+    CUDA_CHECK_LAUNCH("relu_backward_kernel");
+  });
+}
+
+void add(Tensor& y, const Tensor& a, const Tensor& b) { launch_add(y, a, b, false, "add"); }
+
+void add_relu_forward(Tensor& y, const Tensor& a, const Tensor& b) {
+  launch_add(y, a, b, true, "add_relu_forward");
+}
+
+void scale_(Tensor& a, double alpha) {
+  dispatch_cuda_float(a.dtype(), "scale_", [&](auto tag) {
+    using T = decltype(tag);
+    Launch l(a);
+    scale_kernel<<<blocks_for(a.numel()), kThreads, 0, l.stream>>>(
+        a.data<T>(), static_cast<float>(alpha), a.numel());
+    CUDA_CHECK_LAUNCH("scale_kernel");
+  });
 }
 
 }  // namespace ringgrad::kernels::cuda

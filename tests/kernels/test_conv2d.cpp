@@ -5,9 +5,9 @@
 // agreement, empty batches and argument errors.
 #include <vector>
 
-#include "core/cuda_memory.h"
 #include "core/rng.h"
 #include "kernels/ops.h"
+#include "ringgrad/config.h"
 #include "tests/kernels/gradcheck.h"
 
 using namespace ringgrad;
@@ -163,18 +163,6 @@ TEST_CASE("conv2d rejects bad shapes, dtypes and parameters with messages") {
                        doctest::Contains("dy has shape"), Error);
 }
 
-TEST_CASE("conv2d refuses CUDA tensors until the CUDA kernel exists") {
-  if (cuda_device_count() == 0) {
-    MESSAGE("skipped: no usable CUDA device (", cuda_unavailable_reason(), ")");
-    return;
-  }
-  Tensor x = Tensor::zeros({1, 1, 3, 3}, DType::f32, Device::cuda());
-  Tensor w = Tensor::zeros({1, 1, 2, 2}, DType::f32, Device::cuda());
-  Tensor y = Tensor::empty({1, 1, 2, 2}, DType::f32, Device::cuda());
-  CHECK_THROWS_WITH_AS(kernels::conv2d_forward(y, x, w, Tensor(), conv_params(1, 1, 0, 0)),
-                       doctest::Contains("CUDA kernel for this op is not built yet"), Error);
-}
-
 TEST_CASE("conv2d worked by hand: 3x3 input, 2x2 kernel, bias, forward and backward") {
   // x = 1 2 3    w = 1 2     y[p][q] = sum_rs w[r][s] x[p+r][q+s] + 0.5:
   //     4 5 6        3 4     y00 = 1+4+12+20, y01 = 2+6+15+24, y10 = 4+10+21+32, y11 = 5+12+24+36
@@ -319,4 +307,20 @@ TEST_CASE("conv2d on an empty batch gives empty outputs and zero weight gradient
   kernels::conv2d_backward(g.dx, g.dw, g.dbias, Tensor::zeros(y.shape()), x, w, p);
   CHECK(g.dw.to_vector<float>() == std::vector<float>(w.numel(), 0.0f));
   CHECK(g.dbias.to_vector<float>() == std::vector<float>{0, 0, 0});
+}
+
+TEST_CASE("conv2d implementation switch: names parse, cudnn needs a cuDNN build") {
+  CHECK(kernels::parse_conv_impl("im2col") == kernels::ConvImpl::im2col);
+  CHECK(kernels::parse_conv_impl("cudnn") == kernels::ConvImpl::cudnn);
+  CHECK_THROWS_WITH_AS(kernels::parse_conv_impl("winograd"), doctest::Contains("im2col or cudnn"),
+                       InvalidArgument);
+  CHECK(kernels::conv_impl() == kernels::ConvImpl::im2col);  // the default
+#ifdef HAVE_CUDNN
+  kernels::set_conv_impl(kernels::ConvImpl::cudnn);
+  CHECK(kernels::conv_impl() == kernels::ConvImpl::cudnn);
+  kernels::set_conv_impl(kernels::ConvImpl::im2col);
+#else
+  CHECK_THROWS_WITH_AS(kernels::set_conv_impl(kernels::ConvImpl::cudnn),
+                       doctest::Contains("no cuDNN"), InvalidArgument);
+#endif
 }
