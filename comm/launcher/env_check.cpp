@@ -11,7 +11,9 @@
 
 #include "comm/launcher/check_table.h"
 #include "comm/launcher/launcher.h"
+#include "core/cuda_memory.h"
 #include "core/error.h"
+#include "ringgrad/config.h"
 
 namespace ringgrad::comm {
 
@@ -68,18 +70,19 @@ int launch(const LaunchConfig& c, std::string& error) {
   }
 }
 
-CheckRow perf_row(const LaunchConfig& c, const EnvCheckOptions& o) {
-  CheckRow row{"all", "all_reduce_perf", CheckStatus::fail, ""};
+// all_reduce_perf over the whole job on `backend` ("ring" on host buffers, "nccl" on the GPUs).
+CheckRow perf_row(const LaunchConfig& c, const EnvCheckOptions& o, const std::string& backend) {
+  CheckRow row{"all", "all_reduce_perf " + backend, CheckStatus::fail, ""};
   if (::access(o.perf.c_str(), X_OK) != 0) {
     row.detail = str_cat(o.perf, " is missing (build the all_reduce_perf target)");
     return row;
   }
   ScratchFile json("perf-json");
   std::string error;
-  const int rc = launch(job_like(c, {o.perf, "-b", "8", "-e", "64M", "-f", "4", "-c", "1",
-                                     "--backend", "ring", "--json", json.path()},
-                                 1),
-                        error);
+  std::vector<std::string> command = {o.perf, "-b", "8", "-e", "64M", "-f", "4", "-c", "1",
+                                      "--backend", backend, "--json", json.path()};
+  if (backend == "nccl") command.insert(command.end(), {"--device", "cuda"});
+  const int rc = launch(job_like(c, command, 1), error);
   nlohmann::json result;
   try {
     result = nlohmann::json::parse(json.read());
@@ -93,11 +96,29 @@ CheckRow perf_row(const LaunchConfig& c, const EnvCheckOptions& o) {
     return row;
   }
   row.status = CheckStatus::pass;
-  row.detail = "ring backend, #wrong 0";
+  row.detail = "#wrong 0";
   if (result.contains("avg_busbw"))
-    row.detail = str_cat("ring backend, ", result["world_size"].get<int>(), " ranks, #wrong 0, ",
-                         "avg busbw ", result["avg_busbw"].get<double>(), " GB/s");
+    row.detail = str_cat(result["world_size"].get<int>(), " ranks, #wrong 0, ", "avg busbw ",
+                         result["avg_busbw"].get<double>(), " GB/s");
   return row;
+}
+
+// The NCCL sweep runs where NCCL is built in and this node has a GPU per local rank (the build
+// row already holds every node to the same options); otherwise an INFO row says why not.
+std::vector<CheckRow> perf_rows(const LaunchConfig& c, const EnvCheckOptions& o) {
+  std::vector<CheckRow> rows = {perf_row(c, o, "ring")};
+#ifdef HAVE_NCCL
+  const int gpus = cuda_device_count();
+  if (gpus >= c.nproc_per_node)
+    rows.push_back(perf_row(c, o, "nccl"));
+  else
+    rows.push_back({"all", "all_reduce_perf nccl", CheckStatus::info,
+                    str_cat("not run: ", c.nproc_per_node, " ranks per node but ", gpus,
+                            " GPUs here (NCCL needs one GPU per rank)")});
+#else
+  rows.push_back({"all", "all_reduce_perf nccl", CheckStatus::info, "not run: built without NCCL"});
+#endif
+  return rows;
 }
 
 }  // namespace
@@ -121,9 +142,9 @@ int run_env_check(const LaunchConfig& c, const EnvCheckOptions& o) {
   if (rows.empty())
     rows.push_back({node_label(c), "rendezvous", CheckStatus::fail,
                     error.empty() ? str_cat("the node checker failed (exit ", rc, ")") : error});
-  if (all_passed(rows))
-    rows.push_back(perf_row(c, o));
-  else
+  if (all_passed(rows)) {
+    for (CheckRow& row : perf_rows(c, o)) rows.push_back(std::move(row));
+  } else
     rows.push_back({"all", "all_reduce_perf", CheckStatus::fail, "not run: a check above failed"});
   // Node 0 prints the table; the others say where it is, so a hostfile job shows it once.
   const int node = report_node_rank(report.read());

@@ -73,7 +73,15 @@ TEST_CASE("check: one node passes every row and prints the benchmark table") {
   for (const char* check : {"rendezvous", "worker port", "version", "cpus"})
     CHECK(row(r.out, "0", check).find("PASS") != std::string::npos);
   CHECK(row(r.out, "0", "cuda") != "");
+  CHECK(row(r.out, "all", "all_reduce_perf").find("ring") != std::string::npos);
   CHECK(row(r.out, "all", "all_reduce_perf").find("PASS") != std::string::npos);
+  // No GPU here: the NCCL sweep is an INFO row saying why it did not run.
+  std::vector<std::string> nccl;
+  for (const auto& line : lines_with(r.out, "all "))
+    if (line.find("all_reduce_perf nccl") != std::string::npos) nccl.push_back(line);
+  REQUIRE(nccl.size() == 1);
+  CHECK(nccl[0].find("INFO") != std::string::npos);
+  CHECK(nccl[0].find("not run: ") != std::string::npos);
   CHECK(r.out.find("# Out of bounds values : 0 OK") != std::string::npos);
   CHECK(r.out.find("world size 2") != std::string::npos);
   CHECK(r.out.find("checks passed") != std::string::npos);
