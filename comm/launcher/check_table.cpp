@@ -64,8 +64,11 @@ CheckStatus parse_status(const std::string& word, int line) {
 
 }  // namespace
 
-std::string serialize_check_report(int node_rank, const std::vector<CheckRow>& rows) {
-  std::string text = str_cat("# node ", node_rank, "\n");
+std::string serialize_check_report(int node_rank, const std::vector<int>& perf_ports,
+                                   const std::vector<CheckRow>& rows) {
+  std::string text = str_cat("# node ", node_rank, "\n# perf-ports");
+  for (int port : perf_ports) text += str_cat(" ", port);
+  text += "\n";
   for (const auto& r : rows)
     text += one_field(r.node) + "\t" + one_field(r.check) + "\t" + check_status_name(r.status) +
             "\t" + one_field(r.detail) + "\n";
@@ -98,6 +101,17 @@ int report_node_rank(const std::string& text) {
   const std::string marker = "# node ";
   if (text.rfind(marker, 0) != 0) return -1;
   return std::atoi(text.c_str() + marker.size());
+}
+
+int report_perf_port(const std::string& text, size_t i) {
+  const std::string marker = "\n# perf-ports";
+  const auto at = text.find(marker);
+  if (at == std::string::npos) return 0;
+  std::istringstream ports(text.substr(at + marker.size(), text.find('\n', at + 1) - at - marker.size()));
+  int port = 0;
+  for (size_t k = 0; k <= i; ++k)
+    if (!(ports >> port)) return 0;
+  return port;
 }
 
 }  // namespace ringgrad::comm

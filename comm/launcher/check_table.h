@@ -26,12 +26,16 @@ bool all_passed(const std::vector<CheckRow>& rows);  // no row is FAIL
 // Aligned columns NODE, CHECK, RESULT, DETAIL, one row per line, then a closing verdict line.
 std::string format_check_table(const std::vector<CheckRow>& rows);
 
-// A report file: "# node N" (the node that wrote it), then one row per line, fields separated
-// by tabs (tabs and newlines in a detail become spaces).
-std::string serialize_check_report(int node_rank, const std::vector<CheckRow>& rows);
+// A report file: "# node N" (the node that wrote it), "# perf-ports P Q" (free ports node 0
+// found for the stores of the ring and the NCCL benchmark jobs), then one row per line, fields separated by tabs (tabs
+// and newlines in a detail become spaces).
+std::string serialize_check_report(int node_rank, const std::vector<int>& perf_ports,
+                                   const std::vector<CheckRow>& rows);
 // The rows of a report; throws InvalidArgument naming the line that is malformed.
 std::vector<CheckRow> parse_check_rows(const std::string& text);
 // The node rank a report names; -1 when it names none (an empty or missing report).
 int report_node_rank(const std::string& text);
+// Perf port i of a report; 0 when it names none.
+int report_perf_port(const std::string& text, size_t i);
 
 }  // namespace ringgrad::comm

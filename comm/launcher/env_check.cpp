@@ -47,13 +47,15 @@ std::string node_label(const LaunchConfig& c) {
   return c.node_rank >= 0 ? std::to_string(c.node_rank) : std::string("this node");
 }
 
-// The user's launch with another command; the store one port up for the second job.
-LaunchConfig job_like(const LaunchConfig& c, std::vector<std::string> command, int port_shift) {
+// The user's launch with another command; store_port (when not 0) moves its store, so the
+// benchmark job never meets the checkers' store while that one closes.
+LaunchConfig job_like(const LaunchConfig& c, std::vector<std::string> command, int store_port) {
   LaunchConfig j = c;
   j.command = std::move(command);
   j.max_restarts = 0;  // a check that needs a restart has failed
-  if (j.rdzv_backend == "static" && j.master_port != 0) j.master_port += port_shift;
-  if (j.rdzv_backend == "c10d") j.rdzv_port += port_shift;
+  if (store_port != 0 && j.rdzv_backend == "static" && j.master_port != 0)
+    j.master_port = store_port;
+  if (store_port != 0 && j.rdzv_backend == "c10d") j.rdzv_port = store_port;
   return j;
 }
 
@@ -71,7 +73,8 @@ int launch(const LaunchConfig& c, std::string& error) {
 }
 
 // all_reduce_perf over the whole job on `backend` ("ring" on host buffers, "nccl" on the GPUs).
-CheckRow perf_row(const LaunchConfig& c, const EnvCheckOptions& o, const std::string& backend) {
+CheckRow perf_row(const LaunchConfig& c, const EnvCheckOptions& o, const std::string& backend,
+                  int store_port) {
   CheckRow row{"all", "all_reduce_perf " + backend, CheckStatus::fail, ""};
   if (::access(o.perf.c_str(), X_OK) != 0) {
     row.detail = str_cat(o.perf, " is missing (build the all_reduce_perf target)");
@@ -82,7 +85,7 @@ CheckRow perf_row(const LaunchConfig& c, const EnvCheckOptions& o, const std::st
   std::vector<std::string> command = {o.perf, "-b", "8", "-e", "64M", "-f", "4", "-c", "1",
                                       "--backend", backend, "--json", json.path()};
   if (backend == "nccl") command.insert(command.end(), {"--device", "cuda"});
-  const int rc = launch(job_like(c, command, 1), error);
+  const int rc = launch(job_like(c, command, store_port), error);
   nlohmann::json result;
   try {
     result = nlohmann::json::parse(json.read());
@@ -105,12 +108,13 @@ CheckRow perf_row(const LaunchConfig& c, const EnvCheckOptions& o, const std::st
 
 // The NCCL sweep runs where NCCL is built in and this node has a GPU per local rank (the build
 // row already holds every node to the same options); otherwise an INFO row says why not.
-std::vector<CheckRow> perf_rows(const LaunchConfig& c, const EnvCheckOptions& o) {
-  std::vector<CheckRow> rows = {perf_row(c, o, "ring")};
+std::vector<CheckRow> perf_rows(const LaunchConfig& c, const EnvCheckOptions& o,
+                                const std::string& report) {
+  std::vector<CheckRow> rows = {perf_row(c, o, "ring", report_perf_port(report, 0))};
 #ifdef HAVE_NCCL
   const int gpus = cuda_device_count();
   if (gpus >= c.nproc_per_node)
-    rows.push_back(perf_row(c, o, "nccl"));
+    rows.push_back(perf_row(c, o, "nccl", report_perf_port(report, 1)));
   else
     rows.push_back({"all", "all_reduce_perf nccl", CheckStatus::info,
                     str_cat("not run: ", c.nproc_per_node, " ranks per node but ", gpus,
@@ -143,7 +147,7 @@ int run_env_check(const LaunchConfig& c, const EnvCheckOptions& o) {
     rows.push_back({node_label(c), "rendezvous", CheckStatus::fail,
                     error.empty() ? str_cat("the node checker failed (exit ", rc, ")") : error});
   if (all_passed(rows)) {
-    for (CheckRow& row : perf_rows(c, o)) rows.push_back(std::move(row));
+    for (CheckRow& row : perf_rows(c, o, report.read())) rows.push_back(std::move(row));
   } else
     rows.push_back({"all", "all_reduce_perf", CheckStatus::fail, "not run: a check above failed"});
   // Node 0 prints the table; the others say where it is, so a hostfile job shows it once.

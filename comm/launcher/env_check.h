@@ -2,9 +2,10 @@
 // with the same node flags (or once with --hostfile). Two jobs, run by this node's launcher:
 //   1. one node checker per node (node_check.h: rendezvous, worker ports, build, CPUs, CUDA);
 //   2. only when every row of 1 passed, all_reduce_perf -b 8 -e 64M -f 4 -c 1 on the ring
-//      backend with the job's real nproc-per-node, its table printed as it runs.
-// The second job's store is on the port after the first's (--master-port + 1, or the
-// rendezvous endpoint's + 1): the first store may still be closing when a node moves on.
+//      backend (and on NCCL where there is a GPU per rank) with the job's real
+//      nproc-per-node, its table printed as it runs.
+// The benchmark jobs' stores are on free ports node 0's checker picked and reported (the first
+// store may still be closing when a node moves on, and a fixed port next to it may be taken).
 // Node 0 prints the table (check_table.h); the other nodes print one verdict line.
 #pragma once
 #include <chrono>

@@ -191,7 +191,19 @@ int run_node_check(const NodeCheckOptions& o) {
   store.set(key("facts", rank), serialize_node_facts(mine.facts));
   store.set(key("address", rank), mine.address);
   store.set(key("listen", rank), listener.valid() ? "ok " + mine.listen : mine.listen_error);
+  // The benchmark jobs that follow (ring, NCCL) need store ports nothing holds: node 0, where
+  // their stores will listen, asks the kernel for two now, and every node's report carries them.
+  if (rank == 0) {
+    std::string error;
+    const Socket first = listen_at(0, error), second = listen_at(0, error);
+    for (int i : {0, 1}) {
+      const Socket& s = i == 0 ? first : second;
+      store.set(key("perf_port", i), std::to_string(s.valid() ? bound_port(s) : 0));
+    }
+  }
   store_barrier(store, "check_listening", rank, world, o.timeout);
+  std::vector<int> perf_ports;
+  for (int i : {0, 1}) perf_ports.push_back(std::stoi(store.get(key("perf_port", i), o.timeout)));
 
   for (int to = 0; to < world; ++to) {
     const std::string listen = store.get(key("listen", to), o.timeout);
@@ -220,7 +232,7 @@ int run_node_check(const NodeCheckOptions& o) {
     for (int from = 0; from < world; ++from)
       r.reached.push_back(store.get(key("reach", n, from), o.timeout).substr(1));
   }
-  std::ofstream(o.report_path) << serialize_check_report(rank, node_check_rows(nodes));
+  std::ofstream(o.report_path) << serialize_check_report(rank, perf_ports, node_check_rows(nodes));
   ws.finish(o.timeout);
   return 0;
 }

@@ -20,7 +20,7 @@ launcher_pid=$!
 for _ in $(seq 600); do [[ -f $dir/ckpt.safetensors ]] && break; sleep 0.1; done
 [[ -f $dir/ckpt.safetensors ]] || { echo "FAIL: no checkpoint appeared"; cat "$dir/killed.out"; exit 1; }
 victim=
-for pid in $(pgrep -f -- "--checkpoint-every 4"); do
+for pid in $(pgrep -f -- "--save $dir/ckpt.safetensors"); do
   if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "RANK=1"; then victim=$pid; fi
 done
 [[ -n $victim ]] || { echo "FAIL: rank 1 not found"; exit 1; }

@@ -48,12 +48,16 @@ TEST_CASE("check table: aligned columns and the verdict line") {
   CHECK(format_check_table(rows).find("1 of 3 checks FAILED") != std::string::npos);
 }
 
-TEST_CASE("check report: round trip, node rank, malformed lines") {
+TEST_CASE("check report: round trip, node rank, perf ports, malformed lines") {
   const std::vector<CheckRow> rows = {{"0", "version", CheckStatus::fail, "a\tb\nc"},
                                       {"1", "cuda", CheckStatus::info, ""}};
-  const std::string text = serialize_check_report(3, rows);
+  const std::string text = serialize_check_report(3, {4242, 4343}, rows);
   CHECK(report_node_rank(text) == 3);
   CHECK(report_node_rank("") == -1);
+  CHECK(report_perf_port(text, 0) == 4242);
+  CHECK(report_perf_port(text, 1) == 4343);
+  CHECK(report_perf_port(text, 2) == 0);
+  CHECK(report_perf_port("# node 1\n", 0) == 0);
   const auto back = parse_check_rows(text);
   REQUIRE(back.size() == 2);
   CHECK(back[0].detail == "a b c");  // one line per row, whatever the detail held
