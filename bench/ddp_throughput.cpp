@@ -49,6 +49,8 @@ int main(int argc, char** argv) {
   std::string timeline_path;
   double bucket_cap_mb = 25;
   CLI::App app{"ddp_throughput: data-parallel training img/s, with and without gradient sync"};
+  // The compare_*.sh scripts pass their defaults first and the user's flags after: last wins.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.option_defaults()->always_capture_default();
   app.add_option("--model", model_name)->check(CLI::IsMember(model_names()));
   app.add_option("--backend", backend);

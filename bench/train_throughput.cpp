@@ -20,6 +20,8 @@ int main(int argc, char** argv) {
   std::string model_name = "resnet20";
   int batch = 64, threads = 2, warmup = 3, steps = 20;
   CLI::App app{"train_throughput: training img/s on synthetic MNIST-shaped data"};
+  // The compare_*.sh scripts pass their defaults first and the user's flags after: last wins.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.option_defaults()->always_capture_default();
   app.add_option("--model", model_name)->check(CLI::IsMember(model_names()));
   app.add_option("--batch-size", batch)->check(CLI::PositiveNumber);
