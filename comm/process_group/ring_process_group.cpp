@@ -14,7 +14,7 @@ namespace ringgrad::comm {
 
 namespace {
 
-constexpr auto kWorkerSpin = std::chrono::microseconds(50);
+constexpr auto kWorkerSpin = std::chrono::microseconds(5);
 
 void check_tensor(const Tensor& t, const char* operation, const char* role) {
   if (!t.defined()) RG_THROW(InvalidArgument, operation, ": the ", role, " tensor is undefined");
@@ -99,7 +99,23 @@ WorkPtr RingProcessGroup::enqueue(CollectiveKind kind, DType dtype, uint64_t cou
   Fingerprint fp = make_fingerprint(kind, counter++, dtype, count, op, root);
   fp.staged = staged ? 1 : 0;
   auto work = std::make_shared<Work>(describe(fp));
-  queue_.push_back({work, fp, peer, timeout.count() > 0 ? timeout : timeout_, std::move(run)});
+  Task task{work, fp, peer, timeout.count() > 0 ? timeout : timeout_, std::move(run)};
+  // A small host collective with nothing ahead of it runs right here: handing it to the worker
+  // and its completion back costs two thread wake-ups, several times the transfer itself. Order
+  // is kept (the queue is empty and the worker idle), and the worker waits while we run.
+  const bool small = count * dtype_size(dtype) <= ring::kTreeMaxBytes;
+  if (direction == Direction::all && !staged && small && queue_.empty() && !busy_) {
+    busy_ = true;
+    lock.unlock();
+    execute(task);
+    lock.lock();
+    busy_ = false;
+    const bool more = !queue_.empty();
+    lock.unlock();
+    if (more) wake_.notify_one();
+    return work;
+  }
+  queue_.push_back(std::move(task));
   queued_.fetch_add(1, std::memory_order_release);
   lock.unlock();
   wake_.notify_one();
@@ -122,13 +138,16 @@ void RingProcessGroup::worker_loop() {
            std::chrono::steady_clock::now() < spin_until) {
     }
     std::unique_lock<std::mutex> lock(mu_);
-    wake_.wait(lock, [&] { return !queue_.empty() || stopping_; });
+    wake_.wait(lock, [&] { return (!queue_.empty() && !busy_) || (stopping_ && queue_.empty()); });
     if (queue_.empty()) return;
     Task task = std::move(queue_.front());
     queue_.pop_front();
     queued_.fetch_sub(1, std::memory_order_relaxed);
+    busy_ = true;
     lock.unlock();
     execute(task);
+    lock.lock();
+    busy_ = false;
   }
 }
 

@@ -74,14 +74,15 @@ class RingProcessGroup : public ProcessGroup {
   std::vector<int> all_peers_;
   std::vector<int> partner_;  // {peer}, reused for send/recv
 
-  std::mutex mu_;  // guards the queue, the sequence numbers and stopping_
+  std::mutex mu_;  // guards the queue, the sequence numbers, busy_ and stopping_
   std::condition_variable wake_;
   std::deque<Task> queue_;
   std::atomic<size_t> queued_{0};
   uint64_t next_seq_ = 0;
   std::vector<uint64_t> sent_to_, received_from_;  // send/recv sequence per peer
   bool stopping_ = false;
-  std::string failure_;  // worker thread only
+  bool busy_ = false;    // a task is executing (on the worker, or inline on a caller)
+  std::string failure_;  // whichever thread executes (busy_ makes that one at a time)
   std::thread worker_;
 };
 

@@ -22,7 +22,7 @@ namespace {
 
 constexpr uint32_t kHelloMagic = 0x52474831;  // "RGH1"
 constexpr int kMaxIov = 64;
-constexpr auto kSpin = std::chrono::microseconds(50);
+constexpr auto kSpin = std::chrono::microseconds(5);
 
 struct Hello {
   uint32_t magic;
