@@ -1,6 +1,9 @@
 // One resnet20 training step (forward, loss, backward, SGD with momentum and weight decay) on
 // CUDA against the same step on the CPU from identical parameters and data: loss, every
-// gradient, the updated parameters and the BN running statistics within 1e-4 relative.
+// gradient, the updated parameters and the BN running statistics within 1e-4 relative; and
+// SyncBatchNorm on CUDA tensors (a ring group of one, so the staged ring) equals the CPU's.
+#include "comm/process_group/process_group.h"
+#include "comm/store/hash_store.h"
 #include "nn/autograd/ops.h"
 #include "nn/data/mnist.h"
 #include "nn/models/resnet.h"
@@ -52,4 +55,26 @@ TEST_CASE("gpu training: one resnet20 step on CUDA equals the CPU step") {
     }
     check_gpu_close(gpu_state[i].second, cpu_state[i].second, 1e-4, "parameter or buffer");
   }
+}
+
+TEST_CASE("gpu training: sync_batch_norm on CUDA tensors equals the CPU's, forward and backward") {
+  if (skip_without_cuda()) return;
+  auto group = comm::create_process_group("ring", std::make_shared<comm::HashStore>(), 0, 1);
+  Generator g(8);
+  const Tensor x = random_f32({4, 3, 5, 5}, g);
+  const Tensor gamma = random_f32({3}, g), beta = random_f32({3}, g);
+  Tensor rm = Tensor::zeros({3}), rv = Tensor::full({3}, 1.0);
+  Tensor rm_gpu = on_gpu(rm), rv_gpu = on_gpu(rv);
+  Variable xc(x, true), gc(gamma, true), bc(beta, true);
+  Variable xg(on_gpu(x), true), gg(on_gpu(gamma), true), bg(on_gpu(beta), true);
+  Variable yc = sync_batch_norm(xc, gc, bc, rm, rv, 0.1, 1e-5, *group);
+  Variable yg = sync_batch_norm(xg, gg, bg, rm_gpu, rv_gpu, 0.1, 1e-5, *group);
+  check_gpu_close(yg.value(), yc.value(), 1e-4, "y");
+  check_gpu_close(rm_gpu, rm, 1e-4, "running_mean");
+  check_gpu_close(rv_gpu, rv, 1e-4, "running_var");
+  backward(relu(yc));  // relu: an output gradient that is not constant per channel
+  backward(relu(yg));
+  check_gpu_close(xg.grad(), xc.grad(), 1e-4, "dx");
+  check_gpu_close(gg.grad(), gc.grad(), 1e-4, "dgamma");
+  check_gpu_close(bg.grad(), bc.grad(), 1e-4, "dbeta");
 }
