@@ -1,10 +1,13 @@
 // One resnet20 training step (forward, loss, backward, SGD with momentum and weight decay) on
 // CUDA against the same step on the CPU from identical parameters and data: loss, every
 // gradient, the updated parameters and the BN running statistics within 1e-4 relative; and
-// SyncBatchNorm on CUDA tensors (a ring group of one, so the staged ring) equals the CPU's.
+// SyncBatchNorm on CUDA tensors (a ring group of one, so the staged ring) equals the CPU's;
+// a checkpoint of a CUDA model and its momentum buffers loads back onto the device exactly.
 #include "comm/process_group/process_group.h"
 #include "comm/store/hash_store.h"
 #include "nn/autograd/ops.h"
+#include "nn/train/checkpoint.h"
+#include "tests/nn/temp_dir.h"
 #include "nn/data/mnist.h"
 #include "nn/models/resnet.h"
 #include "nn/optim/sgd.h"
@@ -77,4 +80,39 @@ TEST_CASE("gpu training: sync_batch_norm on CUDA tensors equals the CPU's, forwa
   check_gpu_close(xg.grad(), xc.grad(), 1e-4, "dx");
   check_gpu_close(gg.grad(), gc.grad(), 1e-4, "dgamma");
   check_gpu_close(bg.grad(), bc.grad(), 1e-4, "dbeta");
+}
+
+TEST_CASE("gpu training: a checkpoint of CUDA tensors loads back onto the device exactly") {
+  if (skip_without_cuda()) return;
+  Generator rng(4), other_rng(9);
+  auto model = make_model("resnet8", rng), restored = make_model("resnet8", other_rng);
+  model->to(Device::cuda(0));
+  restored->to(Device::cuda(0));
+  kernels::SgdParams opts;
+  opts.lr = 0.1;
+  opts.momentum = 0.9;
+  Sgd sgd(model->parameters(), opts), restored_sgd(restored->parameters(), opts);
+  const Dataset data = synthetic_mnist(8, 3);
+  backward(cross_entropy(model->forward(Variable(on_gpu(data.images))), on_gpu(data.labels)));
+  sgd.step();  // momentum buffers now exist, on the device
+  nn::testing::TempDir dir;
+  const CheckpointInfo info{"resnet8", 4, 10};
+  save_checkpoint(dir.file("ck.safetensors"), *model, sgd, {0, 1, 1}, info);
+  load_checkpoint(dir.file("ck.safetensors"), *restored, restored_sgd, info);
+  const auto saved = model->state_dict(), loaded = restored->state_dict();
+  REQUIRE(saved.size() == loaded.size());
+  for (size_t i = 0; i < saved.size(); ++i) {
+    CAPTURE(saved[i].first);
+    CHECK(loaded[i].second.is_cuda());
+    if (saved[i].second.dtype() == DType::i64)
+      CHECK(loaded[i].second.item() == saved[i].second.item());
+    else
+      check_gpu_close(loaded[i].second, saved[i].second.to(Device::cpu()), 0, "state dict entry");
+  }
+  for (size_t i = 0; i < sgd.momentum_buffers().size(); ++i) {
+    const Tensor& m = restored_sgd.momentum_buffers()[i];
+    REQUIRE(m.defined());
+    CHECK(m.is_cuda());
+    check_gpu_close(m, sgd.momentum_buffers()[i].to(Device::cpu()), 0, "momentum buffer");
+  }
 }
