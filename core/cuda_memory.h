@@ -49,7 +49,7 @@ class CudaDeviceGuard {
 // A CUDA event of one device (no timing), for ordering one stream after another without the
 // host waiting: record() on the producing stream, then wait_on() makes a consuming stream's
 // later work start after everything queued before the record. Streams are cudaStream_t as
-// void*. Move-less and copy-less; destroyed with its owner.
+// void*. Neither copyable nor movable; the event is destroyed with it.
 class CudaEvent {
  public:
   explicit CudaEvent(int device);
