@@ -46,6 +46,9 @@ int main(int argc, char** argv) {
   app.add_option("--checkpoint-every", c.checkpoint_every,
                  "steps between checkpoints written to --save (0: only at the end)")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--device", c.device,
+                 "cpu or cuda (under ringgrad-run: GPU LOCAL_RANK): parameters, batches and loss")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--backend", c.backend, "collectives for multi-process runs: ring, nccl or auto")
       ->check(CLI::IsMember({"ring", "nccl", "auto"}));
   app.add_option("--bucket-cap-mb", c.bucket_cap_mb, "DDP gradient bucket size in MiB")

@@ -1,13 +1,16 @@
 // train_throughput: training images/s of one model on a synthetic batch (forward, loss,
-// backward, SGD step), after warm-up steps, plus the process's peak resident memory.
-// Prints one line "model batch threads img/s peak_rss_mb" per model; compare_torch.sh runs
-// the same models in PyTorch beside it and prints the ratios.
+// backward, SGD step), after warm-up steps, plus the process's peak resident memory, on the
+// CPU or one GPU (--device cuda), optionally under autocast (--amp bf16).
+// Prints one line "model batch threads img/s peak_rss_mb" per model; compare_torch.sh (CPU)
+// and tests/gpu/run.sh (GPU) run the same models in PyTorch beside it and print the ratios.
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
 
+#include "core/cuda_memory.h"
+#include "nn/amp/autocast.h"
 #include "nn/autograd/ops.h"
 #include "nn/data/mnist.h"
 #include "nn/models/resnet.h"
@@ -18,6 +21,7 @@ using namespace ringgrad::nn;
 
 int main(int argc, char** argv) {
   std::string model_name = "resnet20";
+  std::string device_name = "cpu", amp = "none";
   int batch = 64, threads = 2, warmup = 3, steps = 20;
   CLI::App app{"train_throughput: training img/s on synthetic MNIST-shaped data"};
   // The compare_*.sh scripts pass their defaults first and the user's flags after: last wins.
@@ -28,26 +32,44 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads)->check(CLI::PositiveNumber);
   app.add_option("--warmup", warmup)->check(CLI::NonNegativeNumber);
   app.add_option("--steps", steps)->check(CLI::PositiveNumber);
+  app.add_option("--device", device_name, "cpu or cuda (device 0)")->check(CLI::IsMember({"cpu", "cuda"}));
+  // fp16 is left out: without a GradScaler its gradients underflow, so it would time a recipe
+  // nobody trains with.
+  app.add_option("--amp", amp, "none or bf16")->check(CLI::IsMember({"none", "bf16"}));
   CLI11_PARSE(app, argc, argv);
   try {
     kernels::set_num_threads(threads);
+    if (device_name == "cuda" && !cuda_unavailable_reason().empty())
+      RG_THROW(Error, "--device cuda: no usable CUDA device (", cuda_unavailable_reason(), ")");
+    const Device device = device_name == "cuda" ? Device::cuda(0) : Device::cpu();
+    const std::optional<DType> amp_dtype = amp::parse_amp_mode(amp);
     Generator rng(0);
     auto model = make_model(model_name, rng);
+    model->to(device);
     kernels::SgdParams opts;
     opts.lr = 0.01;
     opts.momentum = 0.9;
     opts.weight_decay = 5e-4;
     Sgd sgd(model->parameters(), opts);
     Dataset data = synthetic_mnist(batch, 1);
+    const Tensor images = data.images.to(device), labels = data.labels.to(device);
+    // Returns the loss without reading it: on a GPU the steps queue up on the compute stream.
     auto step = [&] {
       sgd.zero_grad();
-      Variable loss = cross_entropy(model->forward(Variable(data.images)), data.labels);
+      Variable loss;
+      {
+        amp::AutocastGuard autocast(amp_dtype);
+        loss = cross_entropy(model->forward(Variable(images)), labels);
+      }
       backward(loss);
       sgd.step();
+      return loss;
     };
-    for (int i = 0; i < warmup; ++i) step();
+    for (int i = 0; i < warmup; ++i) step().value().item();
     auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < steps; ++i) step();
+    Variable last;
+    for (int i = 0; i < steps; ++i) last = step();
+    last.value().item();  // waits for every queued step
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);

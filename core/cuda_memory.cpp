@@ -154,6 +154,27 @@ PinnedBuffer::PinnedBuffer(size_t bytes) : bytes_(bytes) {
   CUDA_CHECK(cudaMallocHost(&data_, bytes == 0 ? 1 : bytes));
 }
 
+CudaEvent::CudaEvent(int device) : device_(device) {
+  CudaDeviceGuard guard(device);  // an event belongs to the device current at creation
+  cudaEvent_t e = nullptr;
+  CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  event_ = e;
+}
+
+CudaEvent::~CudaEvent() {
+  if (event_) (void)cudaEventDestroy(static_cast<cudaEvent_t>(event_));
+}
+
+void CudaEvent::record(void* stream) {
+  CudaDeviceGuard guard(device_);
+  CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event_), static_cast<cudaStream_t>(stream)));
+}
+
+void CudaEvent::wait_on(void* stream) const {
+  CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream),
+                                 static_cast<cudaEvent_t>(event_), 0));
+}
+
 PinnedBuffer::~PinnedBuffer() {
   if (data_) (void)cudaFreeHost(data_);
 }
@@ -180,6 +201,10 @@ void cuda_copy(void*, const void*, size_t, CopyKind, int) { no_cuda(); }
 void cuda_memset_zero(void*, size_t, int) { no_cuda(); }
 PinnedBuffer::PinnedBuffer(size_t) { no_cuda(); }
 PinnedBuffer::~PinnedBuffer() = default;
+CudaEvent::CudaEvent(int) : device_(-1) { no_cuda(); }
+CudaEvent::~CudaEvent() = default;
+void CudaEvent::record(void*) { no_cuda(); }
+void CudaEvent::wait_on(void*) const { no_cuda(); }
 
 #endif
 

@@ -46,6 +46,26 @@ class CudaDeviceGuard {
   int previous_ = -1;  // -1: nothing to restore
 };
 
+// A CUDA event of one device (no timing), for ordering one stream after another without the
+// host waiting: record() on the producing stream, then wait_on() makes a consuming stream's
+// later work start after everything queued before the record. Streams are cudaStream_t as
+// void*. Neither copyable nor movable; the event is destroyed with it.
+class CudaEvent {
+ public:
+  explicit CudaEvent(int device);
+  ~CudaEvent();
+  CudaEvent(const CudaEvent&) = delete;
+  CudaEvent& operator=(const CudaEvent&) = delete;
+
+  void record(void* stream);
+  void wait_on(void* stream) const;  // cudaStreamWaitEvent(stream, this)
+  int device() const { return device_; }
+
+ private:
+  int device_;
+  void* event_ = nullptr;  // cudaEvent_t
+};
+
 enum class CopyKind { host_to_device, device_to_host, device_to_device };
 // On the compute stream of `device`; returns when the copy is done (host memory may be reused).
 void cuda_copy(void* dst, const void* src, size_t bytes, CopyKind kind, int device);

@@ -48,14 +48,28 @@ NcclComm::NcclComm(const ncclUniqueId& id, int rank, int size, int device,
     if (comm_) ncclCommAbort(comm_);
     RG_THROW(Error, "nccl backend: communicator setup on ", label_, " failed: ", why);
   }
-  // A blocking stream (not cudaStreamNonBlocking): it waits for earlier work on the legacy
-  // default stream, where the kernels and copies that fill the tensors run today.
-  // Note [nccl stream ordering]: once core has a per-process compute stream, issuing must
-  // instead make this stream wait on an event recorded on that stream.
+  // Note [nccl stream ordering]: ringgrad's kernels and copies run on the per-device compute
+  // stream (core/cuda_memory.h). Two streams created by cudaStreamCreate do not order each
+  // other (each orders only against the legacy default stream), so every enqueue records an
+  // event on the compute stream and makes this stream wait for it: the collective starts
+  // after the kernels that wrote its inputs, and the host never blocks for it. The other
+  // direction, results consumed by later kernels, needs no event while Work::wait blocks the
+  // host until the collective's own event completed: whatever the compute stream runs after
+  // that is queued after the collective finished (NcclWork::wait still makes the compute
+  // stream wait for the event, so the order holds on the device too). This stream stays a
+  // blocking one, so work on the legacy default stream (other code, tests) is ordered too.
+  // The same rule holds for the ring's staging streams (comm/ring/cuda_staging_copier.cpp).
   const cudaError_t err = cudaStreamCreate(&stream_);
   if (err != cudaSuccess) {
     ncclCommAbort(comm_);
     RG_THROW(Error, "nccl backend: cudaStreamCreate on ", label_, ": ", cudaGetErrorString(err));
+  }
+  try {
+    inputs_ready_ = std::make_unique<CudaEvent>(device_);
+  } catch (const Error&) {
+    cudaStreamDestroy(stream_);
+    ncclCommAbort(comm_);
+    throw;
   }
 }
 

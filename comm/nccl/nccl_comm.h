@@ -4,6 +4,7 @@
 // error polling and abort, since a communicator's calls are not safe from several threads.
 #pragma once
 #include <chrono>
+#include <memory>
 #include <cuda_runtime.h>
 #include <mutex>
 #include <nccl.h>
@@ -11,6 +12,7 @@
 #include <string>
 
 #include "comm/transport/transport.h"
+#include "core/cuda_memory.h"
 
 namespace ringgrad::comm {
 
@@ -40,6 +42,9 @@ class NcclComm {
     std::lock_guard<std::mutex> lock(mu_);
     check_usable(operation);
     select_device();
+    // Note [nccl stream ordering]: the inputs were written on the compute stream.
+    inputs_ready_->record(cuda_compute_stream(device_));
+    inputs_ready_->wait_on(stream_);
     settle(call(comm_, stream_), operation, deadline);
     after(stream_);
   }
@@ -63,6 +68,7 @@ class NcclComm {
   std::mutex mu_;
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
+  std::unique_ptr<CudaEvent> inputs_ready_;  // recorded on the compute stream at each enqueue
   std::optional<std::string> aborted_;
 };
 

@@ -36,7 +36,11 @@ void NcclWork::wait(Milliseconds timeout) {
   auto sleep = std::chrono::microseconds(1);
   for (;;) {
     const cudaError_t state = cudaEventQuery(event_);
-    if (state == cudaSuccess) return;
+    if (state == cudaSuccess) {  // Note [nccl stream ordering]: results are read on the compute stream
+      RG_CUDA_CALL(cudaStreamWaitEvent(
+          static_cast<cudaStream_t>(cuda_compute_stream(comm_->device())), event_, 0));
+      return;
+    }
     if (state != cudaErrorNotReady) {
       const std::string why = str_cat(description(), " failed on ", comm_->label(),
                                       ": CUDA error ", cudaGetErrorString(state));

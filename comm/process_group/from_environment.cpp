@@ -7,7 +7,7 @@
 namespace ringgrad::comm {
 
 DistributedJob join_distributed_job(const std::string& backend, const std::string& group_name,
-                                    DeviceType tensor_device) {
+                                    DeviceType tensor_device, int cuda_device) {
   DistributedJob job;
   const bool launched =
       env_get("RANK") || env_get("OMPI_COMM_WORLD_RANK") || env_get("SLURM_PROCID");
@@ -21,7 +21,8 @@ DistributedJob join_distributed_job(const std::string& backend, const std::strin
   options.group_name = group_name;
   options.generation = job.env.generation;
   options.tensor_device = tensor_device;
-  options.cuda_device = job.env.local_rank;  // also under mpirun/srun, which set no LOCAL_RANK
+  // The local rank also under mpirun/srun, which set no LOCAL_RANK.
+  options.cuda_device = cuda_device >= 0 ? cuda_device : job.env.local_rank;
   job.group = create_process_group(backend, job.store->store, job.env.rank, job.env.world_size,
                                    options);
   return job;

@@ -23,8 +23,10 @@ struct DistributedJob {
 
 // Blocks until every rank has joined (up to the collective timeout); throws naming what is
 // missing or malformed. `tensor_device`: where the job's tensors live ("auto" picks nccl for
-// CUDA tensors when it can, see create_process_group).
+// CUDA tensors when it can, see create_process_group). `cuda_device`: the GPU those tensors
+// are on, for nccl; -1: the launcher's local rank.
 DistributedJob join_distributed_job(const std::string& backend, const std::string& group_name,
-                                    DeviceType tensor_device = DeviceType::cpu);
+                                    DeviceType tensor_device = DeviceType::cpu,
+                                    int cuda_device = -1);
 
 }  // namespace ringgrad::comm

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "core/cuda_memory.h"
 #include "core/error.h"
 #include "ringgrad/config.h"
 
@@ -27,6 +28,7 @@ class CudaStagingCopier : public StagingCopier {
     check(cudaSetDevice(device_), "cudaSetDevice");
     check(cudaStreamCreate(&to_host_stream_), "cudaStreamCreate");
     check(cudaStreamCreate(&to_device_stream_), "cudaStreamCreate");
+    compute_ready_ = std::make_unique<CudaEvent>(device_);
     for (int s = 0; s < kSlots; ++s) {
       check(cudaEventCreateWithFlags(&in_done_[s], cudaEventDisableTiming), "cudaEventCreate");
       check(cudaEventCreateWithFlags(&out_done_[s], cudaEventDisableTiming), "cudaEventCreate");
@@ -61,7 +63,17 @@ class CudaStagingCopier : public StagingCopier {
 
   unsigned char* slot(int index) override { return slots_[index]; }
 
+  // Note [nccl stream ordering] (comm/nccl/nccl_comm.cpp): each copy first waits for the work
+  // queued so far on the compute stream, which wrote the input (to_host) and may still read
+  // the output (to_device). Recorded per chunk on the worker thread, so it may also wait for
+  // kernels queued after the collective was issued: later than needed, never too early.
+  void after_compute(cudaStream_t stream) {
+    compute_ready_->record(cuda_compute_stream(device_));
+    compute_ready_->wait_on(stream);
+  }
+
   void to_host(int slot, const void* device, const StagedBlock& b) override {
+    after_compute(to_host_stream_);
     check(cudaStreamWaitEvent(to_host_stream_, out_done_[slot], 0), "cudaStreamWaitEvent");
     if (b.rows > 0 && b.width > 0)
       check(cudaMemcpy2DAsync(slots_[slot] + b.host_offset, std::max(b.host_pitch, b.width),
@@ -73,6 +85,7 @@ class CudaStagingCopier : public StagingCopier {
   }
 
   void to_device(int slot, void* device, const StagedBlock& b) override {
+    after_compute(to_device_stream_);
     if (b.rows > 0 && b.width > 0)
       check(cudaMemcpy2DAsync(static_cast<unsigned char*>(device) + b.device_offset,
                               std::max(b.device_pitch, b.width), slots_[slot] + b.host_offset,
@@ -88,6 +101,7 @@ class CudaStagingCopier : public StagingCopier {
  private:
   int device_;
   cudaStream_t to_host_stream_ = nullptr, to_device_stream_ = nullptr;
+  std::unique_ptr<CudaEvent> compute_ready_;
   cudaEvent_t in_done_[kSlots] = {}, out_done_[kSlots] = {};
   unsigned char* slots_[kSlots] = {};
   size_t capacity_ = 0;

@@ -1,7 +1,8 @@
 // The StagingCopier for CUDA tensors: two pinned host slots, one stream for device->host and
 // one for host->device copies, and an event per slot and direction that orders reuse of a
-// slot. Streams are blocking ones, so copies in wait for kernels on the legacy default stream
-// that wrote the tensor (see Note [nccl stream ordering] in comm/nccl/nccl_comm.cpp).
+// slot. Each copy waits for an event recorded on the compute stream, where the kernels that
+// wrote the tensor ran (Note [nccl stream ordering] in comm/nccl/nccl_comm.cpp); the host
+// waits for the last copy out before the collective's Work completes.
 #pragma once
 #include <memory>
 

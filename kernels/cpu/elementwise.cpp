@@ -1,4 +1,4 @@
-// relu forward/backward, add, fused add+relu and scale (CPU), and the entry points that send
+// relu forward/backward, add, fused add+relu, scale and the counter increment (CPU), and the entry points that send
 // CUDA tensors to kernels/cuda (check_same has already required one device for all operands).
 // Memory-bound loops: one OpenMP-parallel pass each.
 #include "kernels/cpu/cpu_dispatch.h"
@@ -95,6 +95,17 @@ void scale_(Tensor& a, double alpha) {
 #pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < n; ++i) ap[i] *= factor;
   });
+}
+
+void increment_(Tensor& counter) {
+  RG_CHECK(counter.defined() && counter.numel() == 1 && counter.dtype() == DType::i64,
+           "increment_: needs a one-element int64 tensor, got ",
+           counter.defined() ? dtype_name(counter.dtype()) : "undefined", " of shape ",
+           counter.shape().str());
+#ifdef HAVE_CUDA
+  if (counter.is_cuda()) return cuda::increment_(counter);
+#endif
+  ++*counter.data<int64_t>();
 }
 
 }  // namespace ringgrad::kernels

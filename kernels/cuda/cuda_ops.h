@@ -53,6 +53,7 @@ void relu_backward(Tensor& dx, const Tensor& dy, const Tensor& y);
 void add(Tensor& y, const Tensor& a, const Tensor& b);
 void add_relu_forward(Tensor& y, const Tensor& a, const Tensor& b);
 void scale_(Tensor& a, double alpha);
+void increment_(Tensor& counter);  // one int64 element
 
 // pool.cu
 void maxpool2d_forward(Tensor& y, Tensor& indices, const Tensor& x, const Pool2dParams& p);

@@ -1,5 +1,5 @@
 // Elementwise kernels on CUDA: relu forward/backward, add, fused add+relu and scale, for
-// float32, float16 and bfloat16 (computed in float). One grid-stride loop each, with the
+// float32, float16 and bfloat16 (computed in float), and the int64 counter increment. One grid-stride loop each, with the
 // element math of the CPU kernels (kernels/elementwise_math.h).
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_ops.h"
@@ -35,6 +35,8 @@ __global__ void scale_kernel(T* a, float alpha, int64_t n) {
   for (int64_t i = global_thread(); i < n; i += grid_threads())
     a[i] = convert_element<T>(as_float(a[i]) * alpha);
 }
+
+__global__ void increment_kernel(int64_t* counter) { ++*counter; }
 
 void launch_add(Tensor& y, const Tensor& a, const Tensor& b, bool fuse_relu, const char* op) {
   dispatch_cuda_float(a.dtype(), op, [&](auto tag) {
@@ -82,6 +84,12 @@ void scale_(Tensor& a, double alpha) {
         a.data<T>(), static_cast<float>(alpha), a.numel());
     CUDA_CHECK_LAUNCH("scale_kernel");
   });
+}
+
+void increment_(Tensor& counter) {
+  Launch l(counter);
+  increment_kernel<<<1, 1, 0, l.stream>>>(counter.data<int64_t>());
+  CUDA_CHECK_LAUNCH("increment_kernel");
 }
 
 }  // namespace ringgrad::kernels::cuda

@@ -3,6 +3,9 @@
 // variance are the global batch's; backward all-reduces (sum dy, sum dy*xhat) for the input
 // gradient. The weight and bias gradients stay local sums: DDP averages them like any other
 // gradient, which gives exactly the gradient of the global-batch loss.
+// On CUDA the reductions and the normalisation run on the device; the per-channel vectors
+// (a few hundred doubles) are packed and finalised on the host, and all-reduced on the input's
+// device, where the group's backend wants them (nccl takes CUDA tensors only).
 #include <algorithm>
 #include <cmath>
 
@@ -14,20 +17,31 @@ namespace ringgrad::nn {
 
 namespace {
 
-// Packs per-channel f64 vectors (and optional scalars) into one tensor, all-reduces the sum.
+Tensor on_host(const Tensor& t) { return t.to(Device::cpu()); }
+
+// Packs per-channel f64 vectors (and optional scalars) on the host, all-reduces the sum on
+// `device` and returns the host copy of the result.
 Tensor allreduce_sum(comm::ProcessGroup& group, std::initializer_list<const Tensor*> parts,
-                     double extra, bool with_extra) {
+                     double extra, bool with_extra, Device device) {
   int64_t n = with_extra ? 1 : 0;
   for (const Tensor* p : parts) n += p->numel();
   Tensor packed = Tensor::empty({n}, DType::f64);
   double* out = packed.data<double>();
   for (const Tensor* p : parts) {
-    const double* src = p->data<double>();
-    out = std::copy(src, src + p->numel(), out);
+    const Tensor host = on_host(*p);
+    const double* src = host.data<double>();
+    out = std::copy(src, src + host.numel(), out);
   }
   if (with_extra) *out = extra;
-  group.allreduce(packed)->wait();
-  return packed;
+  Tensor reduced = packed.to(device);
+  group.allreduce(reduced)->wait();
+  return on_host(reduced);
+}
+
+// A per-channel f64 result as `dtype` on `device` (the cast runs on the host: CUDA has no
+// f64 cast kernel, and C values are too few to matter).
+Tensor per_channel(const Tensor& host_f64, DType dtype, Device device) {
+  return host_f64.to(dtype).to(device);
 }
 
 struct SyncBatchNormNode : Node {
@@ -37,13 +51,17 @@ struct SyncBatchNormNode : Node {
   const char* name() const override { return "sync_batch_norm"; }
   void backward(const Tensor& dy, std::vector<Tensor>& grads) override {
     const int64_t c = x.size(1);
-    Tensor sum_dy = Tensor::empty({c}, DType::f64), sum_dy_xhat = Tensor::empty({c}, DType::f64);
+    const Device device = x.device();
+    Tensor sum_dy = Tensor::empty({c}, DType::f64, device);
+    Tensor sum_dy_xhat = Tensor::empty({c}, DType::f64, device);
     kernels::batchnorm_backward_reduce(sum_dy, sum_dy_xhat, dy, x, mean, invstd);
-    if (inputs[1]) grads[1] = sum_dy_xhat.to(gamma.dtype());  // local: DDP averages these
-    if (inputs[2]) grads[2] = sum_dy.to(gamma.dtype());
+    // local sums: DDP averages these
+    if (inputs[1]) grads[1] = per_channel(on_host(sum_dy_xhat), gamma.dtype(), device);
+    if (inputs[2]) grads[2] = per_channel(on_host(sum_dy), gamma.dtype(), device);
     if (!inputs[0]) return;
-    Tensor total = allreduce_sum(*group, {&sum_dy, &sum_dy_xhat}, 0, false);
-    Tensor global_dy = total.narrow(0, c), global_dy_xhat = total.narrow(c, c);
+    Tensor total = allreduce_sum(*group, {&sum_dy, &sum_dy_xhat}, 0, false, device);
+    Tensor global_dy = total.narrow(0, c).to(device);
+    Tensor global_dy_xhat = total.narrow(c, c).to(device);
     Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.device());
     kernels::batchnorm_backward_apply(dx, dy, x, mean, invstd, gamma, global_dy, global_dy_xhat,
                                       count);
@@ -59,17 +77,19 @@ Variable sync_batch_norm(const Variable& x_in, const Variable& gamma, const Vari
   const Variable x = amp::cast_for_fp32_op(x_in);  // autocast: statistics in f32
   const Tensor& xv = x.value();
   const int64_t c = xv.size(1);
-  Tensor sum = Tensor::empty({c}, DType::f64), sum_sq = Tensor::empty({c}, DType::f64);
+  const Device device = xv.device();
+  Tensor sum = Tensor::empty({c}, DType::f64, device), sum_sq = Tensor::empty({c}, DType::f64, device);
   kernels::batchnorm_channel_sums(sum, sum_sq, xv);
   const double local_count = static_cast<double>(xv.numel() / c);
-  Tensor total = allreduce_sum(group, {&sum, &sum_sq}, local_count, true);
+  Tensor total = allreduce_sum(group, {&sum, &sum_sq}, local_count, true, device);
   const double* t = total.data<double>();
   const double count = t[2 * c];
   RG_CHECK(count > 1, "sync_batch_norm needs more than one value per channel over all ranks");
 
   Tensor mean = Tensor::empty({c}, DType::f64), invstd = Tensor::empty({c}, DType::f64);
-  float* rm = running_mean.data<float>();
-  float* rv = running_var.data<float>();
+  Tensor running_mean_host = on_host(running_mean), running_var_host = on_host(running_var);
+  float* rm = running_mean_host.data<float>();
+  float* rv = running_var_host.data<float>();
   for (int64_t i = 0; i < c; ++i) {
     const double m = t[i] / count;
     const double var = std::max(0.0, t[c + i] / count - m * m);  // biased: normalises
@@ -78,7 +98,13 @@ Variable sync_batch_norm(const Variable& x_in, const Variable& gamma, const Vari
     rm[i] = static_cast<float>((1 - momentum) * rm[i] + momentum * m);
     rv[i] = static_cast<float>((1 - momentum) * rv[i] + momentum * var * count / (count - 1));
   }
-  Tensor y = Tensor::empty(xv.shape(), xv.dtype(), xv.device());
+  if (device.is_cuda()) {  // on the CPU the host copies alias the buffers themselves
+    running_mean.copy_from(running_mean_host);
+    running_var.copy_from(running_var_host);
+    mean = mean.to(device);
+    invstd = invstd.to(device);
+  }
+  Tensor y = Tensor::empty(xv.shape(), xv.dtype(), device);
   kernels::batchnorm_apply(y, xv, mean, invstd, gamma.value(), beta.value());
   if (!any_requires_grad({&x, &gamma, &beta})) return Variable(y);
   auto node = std::make_shared<SyncBatchNormNode>();

@@ -48,7 +48,7 @@ BatchNorm2d::BatchNorm2d(int channels, double momentum, double eps)
       eps_(eps) {}
 
 Variable BatchNorm2d::forward(const Variable& x) {
-  if (is_training() && num_batches_tracked_.is_cpu()) num_batches_tracked_.data<int64_t>()[0]++;
+  if (is_training()) kernels::increment_(num_batches_tracked_);
   if (is_training() && sync_group_)
     return sync_batch_norm(x, weight_, bias_, running_mean_, running_var_, momentum_, eps_,
                            *sync_group_);

@@ -79,7 +79,10 @@ TrainingPosition load_checkpoint(const std::string& path, Module& model, Sgd& op
   auto& buffers = optimizer.momentum_buffers();
   for (size_t i = 0; i < params.size(); ++i) {
     const std::string key = kMomentumPrefix + params[i].first;
-    if (file.contains(key)) buffers[i] = file.at(key).clone();
+    if (!file.contains(key)) continue;
+    // Own copy on the parameter's device (a host entry may be a view into the file's bytes).
+    const Device device = params[i].second.value().device();
+    buffers[i] = device.is_cpu() ? file.at(key).clone() : file.at(key).to(device);
   }
   TrainingPosition pos;
   pos.epoch = metadata_int(file, "epoch");

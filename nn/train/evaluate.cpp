@@ -13,6 +13,7 @@ EvalResult evaluate(Module& model, const Dataset& test, int64_t batch_size,
                     comm::ProcessGroup* group) {
   NoGradGuard no_grad;
   model.eval();
+  const Device device = model.parameters().front().value().device();
   const int world = group ? group->size() : 1, rank = group ? group->rank() : 0;
   const std::vector<int64_t> indices =
       DistributedSampler::for_evaluation(test.size(), world, rank).indices();
@@ -29,12 +30,17 @@ EvalResult evaluate(Module& model, const Dataset& test, int64_t batch_size,
                   static_cast<const char*>(test.images.raw_data()) + src * row_bytes, row_bytes);
       labels.data<int64_t>()[i] = test.labels.data<int64_t>()[src];
     }
-    Variable logits = model.forward(Variable(images));
-    loss_sum += cross_entropy(logits, labels).value().item() * static_cast<double>(rows);
-    correct += static_cast<double>(kernels::count_correct(logits.value(), labels));
+    const Tensor on_device = labels.to(device);
+    Variable logits = model.forward(Variable(images.to(device)));
+    loss_sum += cross_entropy(logits, on_device).value().item() * static_cast<double>(rows);
+    correct += static_cast<double>(kernels::count_correct(logits.value(), on_device));
   }
   Tensor sums = Tensor::from_vector<double>({loss_sum, correct, double(indices.size())}, {3});
-  if (group) group->allreduce(sums)->wait();
+  if (group) {  // on the model's device: the group's backend may take CUDA tensors only (nccl)
+    Tensor reduced = sums.to(device);
+    group->allreduce(reduced)->wait();
+    sums = reduced.to(Device::cpu());
+  }
   model.train();
   const double* s = sums.data<double>();
   EvalResult r;

@@ -14,6 +14,7 @@ struct EvalResult {
 };
 
 // group may be null (one process). Runs under no_grad in eval mode, restores train mode.
+// Batches are assembled on the host and scored on the device of the model's parameters.
 EvalResult evaluate(Module& model, const Dataset& test, int64_t batch_size,
                     comm::ProcessGroup* group);
 

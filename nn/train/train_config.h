@@ -33,6 +33,8 @@ struct TrainConfig {
   // Mixed precision: none | fp16 | bf16. Autocast runs convolutions and linears in that dtype
   // with f32 master weights; fp16 adds dynamic loss scaling (GradScaler), bf16 needs none.
   std::string amp = "none";
+  // cpu | cuda: where the parameters, buffers, batches and loss live (cuda: GPU LOCAL_RANK).
+  std::string device = "cpu";
   double amp_init_scale = 65536;   // fp16: the GradScaler's first loss scale (PyTorch's default)
 
   // Data parallel (used when launched with WORLD_SIZE > 1, e.g. by ringgrad-run):

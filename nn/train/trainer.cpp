@@ -1,6 +1,7 @@
 // Training loop. Each step: set the scheduled learning rate (and momentum for onecycle),
 // forward and cross-entropy (under autocast with --amp), backward of the loss (scaled for
-// fp16), SGD step (skipped by the GradScaler when fp16 gradients overflowed). Launched with
+// fp16), SGD step (skipped by the GradScaler when fp16 gradients overflowed), all on --device
+// (each batch is copied there from the host DataLoader). Launched with
 // WORLD_SIZE > 1 (ringgrad-run, torchrun-style environment, mpirun or srun) the model is
 // wrapped in DistributedDataParallel: each rank trains on its DistributedSampler shard with
 // --batch-size images per step, the gradients are averaged by the bucketed all-reduce, and
@@ -31,6 +32,7 @@
 #include "nn/train/checkpoint.h"
 #include "nn/train/evaluate.h"
 #include "nn/train/progress.h"
+#include "nn/train/training_device.h"
 
 namespace ringgrad::nn {
 
@@ -59,7 +61,11 @@ Splits load_data(const TrainConfig& c) {
 TrainResult train(const TrainConfig& c) {
   RG_CHECK(c.epochs >= 1, "--epochs must be at least 1, got ", c.epochs);
   RG_CHECK(c.batch_size >= 1, "--batch-size must be at least 1, got ", c.batch_size);
-  comm::DistributedJob job = comm::join_distributed_job(c.backend, "ringgrad-train");
+  const Device device = select_training_device(c.device);
+  RG_CHECK(c.backend != "nccl" || device.is_cuda(),
+           "--backend nccl reduces CUDA tensors only: add --device cuda, or use --backend ring");
+  comm::DistributedJob job = comm::join_distributed_job(
+      c.backend, "ringgrad-train", device.type, device.is_cuda() ? device.index : -1);
   // Default: OMP_NUM_THREADS when set (ringgrad-run sets 1, as torchrun), else the cores
   // shared among the processes of this node.
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -72,6 +78,7 @@ TrainResult train(const TrainConfig& c) {
   Splits data = load_data(c);
   Generator init_rng(c.seed, /*stream=*/0);
   auto model = make_model(c.model, init_rng);
+  model->to(device);
   kernels::SgdParams sgd;
   sgd.lr = c.lr;
   sgd.momentum = c.momentum;
@@ -123,7 +130,8 @@ TrainResult train(const TrainConfig& c) {
   progress.line(str_cat("ringgrad-train: ", c.model, " (", model->num_parameters(),
                         " parameters), ", data.train.size(), " training images, ", world,
                         world == 1 ? " process" : " processes", " x batch ", c.batch_size, ", ",
-                        threads, " threads each", job.group ? ", backend " + job.group->backend_name() : "",
+                        threads, " threads each", device.is_cuda() ? ", " + device.str() : "",
+                        job.group ? ", backend " + job.group->backend_name() : "",
                         amp_dtype ? ", amp " + c.amp : ""));
   TrainResult result;
   double train_seconds = 0;
@@ -139,22 +147,23 @@ TrainResult train(const TrainConfig& c) {
     Batch batch;
     while (loader.next(batch)) {
       const auto step_start = Clock::now();
+      const Tensor images = batch.images.to(device), labels = batch.labels.to(device);
       optimizer.set_lr(schedule.lr(pos.global_step));
       if (auto m = schedule.momentum(pos.global_step)) optimizer.set_momentum(*m);
       optimizer.zero_grad();
       Variable logits, loss;
       {
         amp::AutocastGuard autocast(amp_dtype);
-        logits = forward(Variable(batch.images));
-        loss = cross_entropy(logits, batch.labels);
+        logits = forward(Variable(images));
+        loss = cross_entropy(logits, labels);
       }
       backward(scaler.scale(loss));
       scaler.step(optimizer);
       scaler.update();
 
-      const int64_t rows = batch.labels.size(0);
-      const double loss_value = loss.value().item();
-      epoch_correct += kernels::count_correct(logits.value(), batch.labels);
+      const int64_t rows = labels.size(0);
+      const double loss_value = loss.value().item();  // waits for the step on a GPU
+      epoch_correct += kernels::count_correct(logits.value(), labels);
       train_seconds += seconds_since(step_start);
       images_trained += rows;
       epoch_loss += loss_value * static_cast<double>(rows);

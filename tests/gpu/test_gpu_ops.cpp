@@ -226,7 +226,7 @@ TEST_CASE("gpu batchnorm: every entry point matches the CPU, per-channel tensors
   }
 }
 
-TEST_CASE("gpu elementwise: relu, add, add_, add_relu and scale_ match the CPU exactly") {
+TEST_CASE("gpu elementwise: relu, add, add_, add_relu, scale_ and increment_ match the CPU exactly") {
   if (skip_without_cuda()) return;
   Generator g(5);
   const Shape s{3, 7, 11};
@@ -251,6 +251,9 @@ TEST_CASE("gpu elementwise: relu, add, add_, add_relu and scale_ match the CPU e
   kernels::scale_(a, -0.75);
   kernels::scale_(ag, -0.75);
   check_gpu_close(ag, a, 0, "add_ then scale_");
+  Tensor counter = on_gpu(Tensor::zeros({}, DType::i64));
+  for (int i = 0; i < 3; ++i) kernels::increment_(counter);
+  CHECK(counter.item() == 3);
 }
 
 TEST_CASE("gpu pooling: max-pool values and indices equal the CPU's, gradients and average pool") {

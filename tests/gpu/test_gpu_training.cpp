@@ -1,7 +1,13 @@
 // One resnet20 training step (forward, loss, backward, SGD with momentum and weight decay) on
 // CUDA against the same step on the CPU from identical parameters and data: loss, every
-// gradient, the updated parameters and the BN running statistics within 1e-4 relative.
+// gradient, the updated parameters and the BN running statistics within 1e-4 relative; and
+// SyncBatchNorm on CUDA tensors (a ring group of one, so the staged ring) equals the CPU's;
+// a checkpoint of a CUDA model and its momentum buffers loads back onto the device exactly.
+#include "comm/process_group/process_group.h"
+#include "comm/store/hash_store.h"
 #include "nn/autograd/ops.h"
+#include "nn/train/checkpoint.h"
+#include "tests/nn/temp_dir.h"
 #include "nn/data/mnist.h"
 #include "nn/models/resnet.h"
 #include "nn/optim/sgd.h"
@@ -46,8 +52,67 @@ TEST_CASE("gpu training: one resnet20 step on CUDA equals the CPU step") {
   REQUIRE(cpu_state.size() == gpu_state.size());
   for (size_t i = 0; i < cpu_state.size(); ++i) {
     CAPTURE(cpu_state[i].first);
-    // num_batches_tracked is counted on the host only (nn/modules/layers.cpp).
-    if (cpu_state[i].second.dtype() != DType::f32) continue;
+    if (cpu_state[i].second.dtype() == DType::i64) {  // num_batches_tracked, counted on the device
+      CHECK(gpu_state[i].second.item() == cpu_state[i].second.item());
+      continue;
+    }
     check_gpu_close(gpu_state[i].second, cpu_state[i].second, 1e-4, "parameter or buffer");
+  }
+}
+
+TEST_CASE("gpu training: sync_batch_norm on CUDA tensors equals the CPU's, forward and backward") {
+  if (skip_without_cuda()) return;
+  auto group = comm::create_process_group("ring", std::make_shared<comm::HashStore>(), 0, 1);
+  Generator g(8);
+  const Tensor x = random_f32({4, 3, 5, 5}, g);
+  const Tensor gamma = random_f32({3}, g), beta = random_f32({3}, g);
+  Tensor rm = Tensor::zeros({3}), rv = Tensor::full({3}, 1.0);
+  Tensor rm_gpu = on_gpu(rm), rv_gpu = on_gpu(rv);
+  Variable xc(x, true), gc(gamma, true), bc(beta, true);
+  Variable xg(on_gpu(x), true), gg(on_gpu(gamma), true), bg(on_gpu(beta), true);
+  Variable yc = sync_batch_norm(xc, gc, bc, rm, rv, 0.1, 1e-5, *group);
+  Variable yg = sync_batch_norm(xg, gg, bg, rm_gpu, rv_gpu, 0.1, 1e-5, *group);
+  check_gpu_close(yg.value(), yc.value(), 1e-4, "y");
+  check_gpu_close(rm_gpu, rm, 1e-4, "running_mean");
+  check_gpu_close(rv_gpu, rv, 1e-4, "running_var");
+  backward(relu(yc));  // relu: an output gradient that is not constant per channel
+  backward(relu(yg));
+  check_gpu_close(xg.grad(), xc.grad(), 1e-4, "dx");
+  check_gpu_close(gg.grad(), gc.grad(), 1e-4, "dgamma");
+  check_gpu_close(bg.grad(), bc.grad(), 1e-4, "dbeta");
+}
+
+TEST_CASE("gpu training: a checkpoint of CUDA tensors loads back onto the device exactly") {
+  if (skip_without_cuda()) return;
+  Generator rng(4), other_rng(9);
+  auto model = make_model("resnet8", rng), restored = make_model("resnet8", other_rng);
+  model->to(Device::cuda(0));
+  restored->to(Device::cuda(0));
+  kernels::SgdParams opts;
+  opts.lr = 0.1;
+  opts.momentum = 0.9;
+  Sgd sgd(model->parameters(), opts), restored_sgd(restored->parameters(), opts);
+  const Dataset data = synthetic_mnist(8, 3);
+  backward(cross_entropy(model->forward(Variable(on_gpu(data.images))), on_gpu(data.labels)));
+  sgd.step();  // momentum buffers now exist, on the device
+  nn::testing::TempDir dir;
+  const CheckpointInfo info{"resnet8", 4, 10};
+  save_checkpoint(dir.file("ck.safetensors"), *model, sgd, {0, 1, 1}, info);
+  load_checkpoint(dir.file("ck.safetensors"), *restored, restored_sgd, info);
+  const auto saved = model->state_dict(), loaded = restored->state_dict();
+  REQUIRE(saved.size() == loaded.size());
+  for (size_t i = 0; i < saved.size(); ++i) {
+    CAPTURE(saved[i].first);
+    CHECK(loaded[i].second.is_cuda());
+    if (saved[i].second.dtype() == DType::i64)
+      CHECK(loaded[i].second.item() == saved[i].second.item());
+    else
+      check_gpu_close(loaded[i].second, saved[i].second.to(Device::cpu()), 0, "state dict entry");
+  }
+  for (size_t i = 0; i < sgd.momentum_buffers().size(); ++i) {
+    const Tensor& m = restored_sgd.momentum_buffers()[i];
+    REQUIRE(m.defined());
+    CHECK(m.is_cuda());
+    check_gpu_close(m, sgd.momentum_buffers()[i].to(Device::cpu()), 0, "momentum buffer");
   }
 }

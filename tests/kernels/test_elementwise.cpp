@@ -80,3 +80,13 @@ TEST_CASE("elementwise ops reject mismatched and non-floating tensors") {
   CHECK_THROWS_WITH_AS(kernels::scale_(ints, 2.0), doctest::Contains("float32 and float64"),
                        InvalidArgument);
 }
+
+TEST_CASE("increment_ counts a one-element int64 tensor and rejects anything else") {
+  Tensor counter = Tensor::zeros({}, DType::i64);
+  kernels::increment_(counter);
+  kernels::increment_(counter);
+  CHECK(counter.item() == 2);
+  Tensor floats = Tensor::zeros({}), two = Tensor::zeros({2}, DType::i64);
+  CHECK_THROWS_WITH_AS(kernels::increment_(floats), doctest::Contains("int64"), Error);
+  CHECK_THROWS_WITH_AS(kernels::increment_(two), doctest::Contains("one-element"), Error);
+}

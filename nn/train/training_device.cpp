@@ -1,0 +1,20 @@
+// Choosing the training device.
+#include "nn/train/training_device.h"
+
+#include "core/cuda_memory.h"
+#include "core/error.h"
+
+namespace ringgrad::nn {
+
+Device select_training_device(const std::string& name) {
+  if (name == "cpu") return Device::cpu();
+  if (name != "cuda")
+    RG_THROW(InvalidArgument, "--device must be cpu or cuda, got '", name, "'");
+  const std::string reason = cuda_unavailable_reason();
+  if (!reason.empty())
+    RG_THROW(Error, "--device cuda: no usable CUDA device (", reason,
+             "); run with --device cpu, or on a machine with a GPU and a CUDA build");
+  return Device::cuda(cuda_select_device_from_env());
+}
+
+}  // namespace ringgrad::nn
