@@ -3,8 +3,10 @@
 
 #include <thread>
 
-#include "comm/nccl/nccl_check.h"
+#include <nccl.h>
+
 #include "comm/store/store.h"
+#include "core/cuda_check.h"
 #include "core/logging.h"
 
 namespace ringgrad::comm {
@@ -125,7 +127,7 @@ void NcclComm::check_usable(const std::string& operation) const {
              ": the communicator was aborted earlier: ", *aborted_);
 }
 
-void NcclComm::select_device() const { RG_CUDA_CALL(cudaSetDevice(device_)); }
+void NcclComm::select_device() const { CUDA_CHECK(cudaSetDevice(device_)); }
 
 void NcclComm::settle(ncclResult_t result, const std::string& operation,
                       Clock::time_point deadline) {

@@ -4,8 +4,10 @@
 
 #include <cstring>
 
-#include "comm/nccl/nccl_check.h"
+#include <nccl.h>
+
 #include "comm/nccl/nccl_work.h"
+#include "core/cuda_check.h"
 #include "core/cuda_memory.h"
 #include "core/env.h"
 
@@ -57,7 +59,7 @@ ncclUniqueId exchange_unique_id(Store& store, const ProcessGroupOptions& options
   const std::string key = str_cat("ncclpg/", options.group_name, "/g", options.generation, "/unique_id");
   ncclUniqueId id;
   if (rank == 0) {
-    RG_NCCL_CALL(ncclGetUniqueId(&id));
+    NCCL_CHECK(ncclGetUniqueId(&id));
     store.set(key, std::string(id.internal, sizeof id.internal));
     return id;
   }
@@ -103,7 +105,7 @@ WorkPtr NcclProcessGroup::issue(CollectiveKind kind, DType dtype, uint64_t count
   const auto deadline = Clock::now() + (timeout.count() > 0 ? timeout : timeout_);
   auto work = std::make_shared<NcclWork>(describe(fp), comm_, deadline, std::move(tensors));
   comm_->enqueue(work->description(), deadline, std::forward<Call>(call), [&](cudaStream_t stream) {
-    RG_CUDA_CALL(cudaEventRecord(work->event(), stream));
+    CUDA_CHECK(cudaEventRecord(work->event(), stream));
   });
   return work;
 }

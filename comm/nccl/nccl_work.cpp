@@ -3,7 +3,9 @@
 
 #include <thread>
 
-#include "comm/nccl/nccl_check.h"
+#include <nccl.h>
+
+#include "core/cuda_check.h"
 
 namespace ringgrad::comm {
 
@@ -19,8 +21,8 @@ NcclWork::NcclWork(std::string description, std::shared_ptr<NcclComm> comm,
     : Work(std::move(description)), comm_(std::move(comm)), issued_(Clock::now()),
       deadline_(deadline), tensors_(std::move(tensors)) {
   // An event belongs to the device current at creation; it must be the stream's.
-  RG_CUDA_CALL(cudaSetDevice(comm_->device()));
-  RG_CUDA_CALL(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
+  CUDA_CHECK(cudaSetDevice(comm_->device()));
+  CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
 }
 
 NcclWork::~NcclWork() {
@@ -37,7 +39,7 @@ void NcclWork::wait(Milliseconds timeout) {
   for (;;) {
     const cudaError_t state = cudaEventQuery(event_);
     if (state == cudaSuccess) {  // Note [nccl stream ordering]: results are read on the compute stream
-      RG_CUDA_CALL(cudaStreamWaitEvent(
+      CUDA_CHECK(cudaStreamWaitEvent(
           static_cast<cudaStream_t>(cuda_compute_stream(comm_->device())), event_, 0));
       return;
     }
