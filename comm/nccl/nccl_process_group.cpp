@@ -191,15 +191,6 @@ WorkPtr NcclProcessGroup::allgather(const Tensor& input, const Tensor& output,
                });
 }
 
-// NCCL runs in place when the send buffer is this rank's block of the receive buffer.
-WorkPtr NcclProcessGroup::allgather_inplace(const Tensor& output, const AllgatherOptions& opts) {
-  check_tensor(output, "allgather", "output");
-  RG_CHECK(output.numel() % size() == 0, "allgather: output has ", output.numel(),
-           " elements, not a multiple of the group size ", size());
-  const int64_t block = output.numel() / size();
-  return allgather(output.view({output.numel()}).narrow(rank() * block, block), output, opts);
-}
-
 WorkPtr NcclProcessGroup::reduce_scatter(const Tensor& input, const Tensor& output,
                                          const ReduceScatterOptions& opts) {
   check_pair(input, output, "reduce_scatter", 1, size());
@@ -209,15 +200,6 @@ WorkPtr NcclProcessGroup::reduce_scatter(const Tensor& input, const Tensor& outp
                  return ncclReduceScatter(input.raw_data(), output.raw_data(), count,
                                           nccl_dtype(input.dtype()), nccl_op(opts.op), comm, stream);
                });
-}
-
-WorkPtr NcclProcessGroup::reduce_scatter_inplace(const Tensor& tensor,
-                                                 const ReduceScatterOptions& opts) {
-  check_tensor(tensor, "reduce_scatter", "input");
-  RG_CHECK(tensor.numel() % size() == 0, "reduce_scatter: tensor has ", tensor.numel(),
-           " elements, not a multiple of the group size ", size());
-  const int64_t block = tensor.numel() / size();
-  return reduce_scatter(tensor, tensor.view({tensor.numel()}).narrow(rank() * block, block), opts);
 }
 
 // A one-float all-reduce: it completes on a rank only after every rank has entered it.

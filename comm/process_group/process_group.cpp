@@ -13,6 +13,28 @@
 
 namespace ringgrad::comm {
 
+// The in-place forms are the out-of-place ones on views: this rank's block of the whole
+// buffer is the input (all-gather) or the output (reduce-scatter).
+namespace {
+int64_t rank_block(const Tensor& t, int size, const char* operation) {
+  RG_CHECK(t.defined(), operation, ": the tensor is undefined");
+  RG_CHECK(t.numel() % size == 0, operation, ": tensor has ", t.numel(),
+           " elements, not a multiple of the group size ", size);
+  return t.numel() / size;
+}
+}  // namespace
+
+WorkPtr ProcessGroup::allgather_inplace(const Tensor& output, const AllgatherOptions& opts) {
+  const int64_t block = rank_block(output, size(), "allgather");
+  return allgather(output.view({output.numel()}).narrow(rank() * block, block), output, opts);
+}
+
+WorkPtr ProcessGroup::reduce_scatter_inplace(const Tensor& tensor,
+                                             const ReduceScatterOptions& opts) {
+  const int64_t block = rank_block(tensor, size(), "reduce_scatter");
+  return reduce_scatter(tensor, tensor.view({tensor.numel()}).narrow(rank() * block, block), opts);
+}
+
 Milliseconds default_collective_timeout() {
   const double seconds = env_double("RINGGRAD_TIMEOUT_S", 0.0);
   if (seconds < 0) RG_THROW(InvalidArgument, "RINGGRAD_TIMEOUT_S=", seconds, " must be positive");

@@ -65,13 +65,12 @@ class ProcessGroup {
   // alone, with this rank's block already in position.
   virtual WorkPtr allgather(const Tensor& input, const Tensor& output,
                             const AllgatherOptions& opts = {}) = 0;
-  virtual WorkPtr allgather_inplace(const Tensor& output, const AllgatherOptions& opts = {}) = 0;
+  WorkPtr allgather_inplace(const Tensor& output, const AllgatherOptions& opts = {});
   // input: size() * output.numel() elements; output = block `rank` of the reduction. In
   // place: `tensor` alone, result in its block `rank`.
   virtual WorkPtr reduce_scatter(const Tensor& input, const Tensor& output,
                                  const ReduceScatterOptions& opts = {}) = 0;
-  virtual WorkPtr reduce_scatter_inplace(const Tensor& tensor,
-                                         const ReduceScatterOptions& opts = {}) = 0;
+  WorkPtr reduce_scatter_inplace(const Tensor& tensor, const ReduceScatterOptions& opts = {});
   virtual WorkPtr barrier(const BarrierOptions& opts = {}) = 0;
   virtual WorkPtr send(const Tensor& tensor, int dst, const SendRecvOptions& opts = {}) = 0;
   virtual WorkPtr recv(const Tensor& tensor, int src, const SendRecvOptions& opts = {}) = 0;

@@ -259,14 +259,6 @@ WorkPtr RingProcessGroup::allgather(const Tensor& input, const Tensor& output,
                  });
 }
 
-WorkPtr RingProcessGroup::allgather_inplace(const Tensor& output, const AllgatherOptions& opts) {
-  check_tensor(output, "allgather", "output");
-  RG_CHECK(output.numel() % size() == 0, "allgather: output has ", output.numel(),
-           " elements, not a multiple of the group size ", size());
-  const int64_t block = output.numel() / size();
-  return allgather(output.view({output.numel()}).narrow(rank() * block, block), output, opts);
-}
-
 WorkPtr RingProcessGroup::reduce_scatter(const Tensor& input, const Tensor& output,
                                          const ReduceScatterOptions& opts) {
   check_pair(input, output, "reduce_scatter", 1, size());
@@ -283,15 +275,6 @@ WorkPtr RingProcessGroup::reduce_scatter(const Tensor& input, const Tensor& outp
                    ring::ring_reduce_scatter(t, input.raw_data(), output.raw_data(), count,
                                              input.dtype(), op, s);
                  });
-}
-
-WorkPtr RingProcessGroup::reduce_scatter_inplace(const Tensor& tensor,
-                                                 const ReduceScatterOptions& opts) {
-  check_tensor(tensor, "reduce_scatter", "input");
-  RG_CHECK(tensor.numel() % size() == 0, "reduce_scatter: tensor has ", tensor.numel(),
-           " elements, not a multiple of the group size ", size());
-  const int64_t block = tensor.numel() / size();
-  return reduce_scatter(tensor, tensor.view({tensor.numel()}).narrow(rank() * block, block), opts);
 }
 
 WorkPtr RingProcessGroup::barrier(const BarrierOptions& opts) {

@@ -37,10 +37,8 @@ class RingProcessGroup : public ProcessGroup {
   WorkPtr reduce(const Tensor& tensor, const ReduceOptions& opts) override;
   WorkPtr reduce(const Tensor& input, const Tensor& output, const ReduceOptions& opts) override;
   WorkPtr allgather(const Tensor& input, const Tensor& output, const AllgatherOptions& opts) override;
-  WorkPtr allgather_inplace(const Tensor& output, const AllgatherOptions& opts) override;
   WorkPtr reduce_scatter(const Tensor& input, const Tensor& output,
                          const ReduceScatterOptions& opts) override;
-  WorkPtr reduce_scatter_inplace(const Tensor& tensor, const ReduceScatterOptions& opts) override;
   WorkPtr barrier(const BarrierOptions& opts) override;
   WorkPtr send(const Tensor& tensor, int dst, const SendRecvOptions& opts) override;
   WorkPtr recv(const Tensor& tensor, int src, const SendRecvOptions& opts) override;
