@@ -121,6 +121,18 @@ __global__ void write_bias_grad_kernel(T* dbias, const double* sums, int64_t K) 
     dbias[k] = convert_element<T>(static_cast<float>(sums[k]));
 }
 
+// The GEMM's column operand for images starting at xc: col(x) written into `col`, or x itself
+// where a 1x1 stride-1 conv needs no im2col (`col` is then undefined).
+template <class T>
+const T* columns_for(Tensor& col, const T* xc, int64_t images, bool x_is_col, const Geometry& g,
+                     cudaStream_t stream) {
+  if (x_is_col) return xc;
+  im2col_kernel<<<blocks_for(g.patch() * images * g.out_plane()), kThreads, 0, stream>>>(
+      col.data<T>(), xc, images, g);
+  CUDA_CHECK_LAUNCH("im2col_kernel");
+  return col.data<T>();
+}
+
 template <class T>
 void forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias, const Geometry& g) {
   const int64_t N = x.size(0);
@@ -140,13 +152,7 @@ void forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias, co
     const int64_t cols = n * g.out_plane();
     const T* xc = x.data<T>() + first * g.C * g.H * g.W;
     T* yc = y.data<T>() + first * g.K * g.out_plane();
-    const T* colp = xc;
-    if (!x_is_col) {
-      im2col_kernel<<<blocks_for(g.patch() * cols), kThreads, 0, l.stream>>>(col.data<T>(), xc, n,
-                                                                             g);
-      CUDA_CHECK_LAUNCH("im2col_kernel");
-      colp = col.data<T>();
-    }
+    const T* colp = columns_for(col, xc, n, x_is_col, g, l.stream);
     T* out = images == 1 ? yc : result.data<T>();
     gemm(device, x.dtype(), Op::none, Op::none, g.K, cols, g.patch(), 1.0f, w.data<T>(), g.patch(),
          colp, cols, 0.0f, out, cols);
@@ -195,13 +201,7 @@ void backward(Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& dy, const Ten
     }
     const T* xc = x.data<T>() + first * g.C * g.H * g.W;
     if (dw.defined()) {
-      const T* colp = xc;
-      if (!x_is_col) {
-        im2col_kernel<<<blocks_for(g.patch() * cols), kThreads, 0, l.stream>>>(col.data<T>(), xc, n,
-                                                                               g);
-        CUDA_CHECK_LAUNCH("im2col_kernel");
-        colp = col.data<T>();
-      }
+      const T* colp = columns_for(col, xc, n, x_is_col, g, l.stream);
       gemm(device, x.dtype(), Op::none, Op::transpose, g.K, g.patch(), cols, 1.0f, dyc, cols, colp,
            cols, first == 0 ? 0.0f : 1.0f, dw.data<T>(), g.patch());
     }
