@@ -241,10 +241,8 @@ Tensor flipped_transposed_kernel(const T* w, const ConvGeometry& g) {
 }
 
 // Per chunk, with dY the chunk's output gradient as (K, columns):
-//   dw^T (CRS, K)      += col(x) dY^T       (one partial per thread, summed and transposed last)
+//   dw (K, CRS)        += dY col(x)^T       (one partial per thread, summed last)
 //   dcol (CRS, columns) = w^T dY,  dx = col2im(dcol)
-// dw is accumulated transposed because OpenBLAS runs that product 5-30% faster than dY col^T
-// on ResNet shapes (the long side CRS becomes the rows).
 template <class T>
 void backward(T* dx, T* dw, const T* dy, const T* x, const T* w, int64_t N, const ConvGeometry& g) {
   if (const TapWindow taps = active_taps(g); !covers_kernel(taps, g)) {
@@ -278,7 +276,7 @@ void backward(T* dx, T* dw, const T* dy, const T* x, const T* w, int64_t N, cons
   const int64_t per_thread = col_size + dy_size;
   const int64_t dw_size = dw ? g.K * g.patch_size() : 0;
   Tensor workspace = Tensor::empty({plan.threads * (per_thread + dw_size)}, DTypeOf<T>::value);
-  T* partials = workspace.data<T>() + plan.threads * per_thread;  // dw^T of each thread
+  T* partials = workspace.data<T>() + plan.threads * per_thread;  // dw of each thread
 #pragma omp parallel num_threads(plan.threads)
   {
     const int thread = omp_get_thread_num();
@@ -298,8 +296,8 @@ void backward(T* dx, T* dw, const T* dy, const T* x, const T* w, int64_t N, cons
       const T* xc = x + first * g.image_size();
       if (dw) {
         if (!x_is_col) cpu::im2col(col, xc, images, g);
-        gemm(Op::none, Op::transpose, g.patch_size(), g.K, cols, T(1), x_is_col ? xc : col, cols,
-             dyc, cols, beta, dw_sum, g.K);
+        gemm(Op::none, Op::transpose, g.K, g.patch_size(), cols, T(1), dyc, cols,
+             x_is_col ? xc : col, cols, beta, dw_sum, g.patch_size());
         beta = 1;
       }
       if (dx) {
@@ -311,20 +309,13 @@ void backward(T* dx, T* dw, const T* dy, const T* x, const T* w, int64_t N, cons
       }
     }
     // Every thread had at least one chunk (plan.threads <= plan.chunks), so every partial is set.
-    // dw[k][j] = sum over threads of dw^T[j][k], in blocks of rows j that stay in cache.
     if (dw) {
-      constexpr int64_t kRowsPerBlock = 64;
       const int team = omp_get_num_threads();
-      const int64_t CRS = g.patch_size();
 #pragma omp for schedule(static)
-      for (int64_t j0 = 0; j0 < CRS; j0 += kRowsPerBlock) {
-        const int64_t j1 = std::min(CRS, j0 + kRowsPerBlock);
-        for (int64_t k = 0; k < g.K; ++k)
-          for (int64_t j = j0; j < j1; ++j) {
-            T sum = 0;
-            for (int t = 0; t < team; ++t) sum += partials[t * dw_size + j * g.K + k];
-            dw[k * CRS + j] = sum;
-          }
+      for (int64_t i = 0; i < dw_size; ++i) {
+        T sum = 0;
+        for (int t = 0; t < team; ++t) sum += partials[t * dw_size + i];
+        dw[i] = sum;
       }
     }
   }

@@ -1,5 +1,6 @@
 // Shared by the GEMM-backed CPU kernels (conv2d, linear): row-major C = alpha op(A) op(B) +
-// beta C through OpenBLAS for float/double; parallel_gemm, which splits C into one block per
+// beta C through OpenBLAS for float/double (or, for float, our AVX-512 kernel where the CPU
+// has it: Note [AVX-512 sgemm]); parallel_gemm, which splits C into one block per
 // OpenMP thread, each a single-threaded BLAS call (see Note [BLAS threads]); and the operand
 // check both ops use. Private to kernels/cpu.
 #pragma once
@@ -10,6 +11,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/cpu_dispatch.h"
+#include "kernels/cpu/sgemm_avx512.h"
 
 namespace ringgrad::kernels::cpu {
 
@@ -17,13 +19,13 @@ namespace ringgrad::kernels::cpu {
 // first call. Every GEMM-backed kernel calls it before it forks.
 void use_single_threaded_blas();
 
-enum class Op : bool { none = false, transpose = true };
-
 inline CBLAS_TRANSPOSE cblas_op(Op op) { return op == Op::transpose ? CblasTrans : CblasNoTrans; }
 
 // C (m x n) = alpha op(A) (m x k) op(B) (k x n) + beta C, row-major with leading dimensions.
 inline void gemm(Op op_a, Op op_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                  int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (avx512_sgemm_enabled())
+    return sgemm_avx512(op_a, op_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   cblas_sgemm(CblasRowMajor, cblas_op(op_a), cblas_op(op_b), m, n, k, alpha, a, lda, b, ldb, beta,
               c, ldc);
 }

@@ -1,0 +1,247 @@
+// Single-precision GEMM with AVX-512 intrinsics (see sgemm_avx512.h).
+//
+// Note [AVX-512 sgemm]
+// Debian 12's OpenBLAS (0.3.21) runs its AVX2 kernels on the AMD EPYC CPUs these machines have,
+// and it has to: the machines pin OPENBLAS_CORETYPE=Haswell because that release computes wrong
+// results or crashes with its AVX-512 kernels on some processors. PyTorch's oneDNN, the
+// comparison, runs AVX-512 there. On conv_bench's resnet20 shapes OpenBLAS's AVX-512 kernels
+// measured 1.4-1.6x faster than its AVX2 ones, so the f32 GEMMs behind our convolutions and
+// linear layers run this kernel where the CPU has AVX-512F (RINGGRAD_SGEMM=openblas turns it
+// off). Only the functions marked RG_AVX512 use AVX-512 instructions; the rest of the file and
+// of the tree is compiled for the baseline CPU, so nothing runs them on a CPU without AVX-512.
+//
+// The scheme is the classic one (Goto and van de Geijn), cut to the shapes our layers have:
+// C is computed in tiles of kRows rows x up to kColumns columns. op(A) is packed per block of
+// kDepth products into tiles of kRows rows, stored column by column, so the kernel reads kRows
+// consecutive floats per step and broadcasts them. op(B) is read in place, one row of the tile
+// per step (three 16-float vectors, the last masked at the right edge), when it is not
+// transposed: for the convolutions that is the column matrix, which packing would copy once
+// more. A transposed op(B), or rows whose stride is a multiple of 2 KiB (every row of the tile
+// would fall in the same L1 set), are packed into a strip first. Each tile keeps its
+// kRows x 3 accumulators in registers (24 of the 32) over the whole block.
+#include "kernels/cpu/sgemm_avx512.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#define RG_AVX512 __attribute__((target("avx512f")))
+
+namespace ringgrad::kernels::cpu {
+
+namespace {
+
+constexpr int64_t kLanes = 16;                 // floats per vector
+constexpr int64_t kRows = 8;                   // rows of C per tile
+constexpr int64_t kVectors = 3;                // vectors per row of a tile
+constexpr int64_t kColumns = kVectors * kLanes;  // columns of C per tile
+constexpr int64_t kDepth = 384;                // products per packed block of op(A)
+
+// Per-thread packing buffers, grown to the largest call seen and then reused, so a training
+// step allocates nothing after its first iteration.
+float* buffer(std::vector<float>& storage, int64_t size) {
+  if (static_cast<int64_t>(storage.size()) < size) storage.resize(size);
+  return storage.data();
+}
+
+// op(X)[i][p] for a row-major X with leading dimension ld.
+inline float element(Op op, const float* x, int64_t ld, int64_t i, int64_t p) {
+  return op == Op::none ? x[i * ld + p] : x[p * ld + i];
+}
+
+// op(A) rows [0, m), products [k0, k0 + depth) -> tiles of kRows rows; tile t holds, for each
+// product p, rows t*kRows .. t*kRows + kRows - 1 (rows past m are 0).
+void pack_a(float* packed, Op op, const float* a, int64_t lda, int64_t m, int64_t k0,
+            int64_t depth) {
+  for (int64_t i0 = 0; i0 < m; i0 += kRows) {
+    float* tile = packed + i0 * depth;
+    for (int64_t i = 0; i < kRows; ++i) {
+      if (i0 + i >= m) {
+        for (int64_t p = 0; p < depth; ++p) tile[p * kRows + i] = 0;
+        continue;
+      }
+      for (int64_t p = 0; p < depth; ++p) tile[p * kRows + i] = element(op, a, lda, i0 + i, k0 + p);
+    }
+  }
+}
+
+// op(B) products [k0, k0 + depth), columns [j0, j0 + columns) -> a strip of kColumns floats per
+// product. Columns past the edge are left as they are: the tile's masked load never reads them.
+void pack_b(float* strip, Op op, const float* b, int64_t ldb, int64_t k0, int64_t depth,
+            int64_t j0, int64_t columns) {
+  for (int64_t j = 0; j < columns; ++j)
+    for (int64_t p = 0; p < depth; ++p) strip[p * kColumns + j] = element(op, b, ldb, k0 + p, j0 + j);
+}
+
+// C tile (rows x the columns that `last` and V say) = alpha * sum_p a[p] b[p] + beta * C, with
+// V vectors per row, the last one masked by `last`; b advances by ldb per product.
+template <int V>
+RG_AVX512 void tile(int64_t depth, const float* a, const float* b, int64_t ldb, __mmask16 last,
+                    int64_t rows, float alpha, float beta, float* c, int64_t ldc) {
+  __m512 acc[kRows][V];
+#pragma GCC unroll 8
+  for (int i = 0; i < kRows; ++i)
+#pragma GCC unroll 3
+    for (int v = 0; v < V; ++v) acc[i][v] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < depth; ++p, a += kRows, b += ldb) {
+    __m512 row[V];
+#pragma GCC unroll 3
+    for (int v = 0; v < V; ++v)
+      row[v] = v + 1 < V ? _mm512_loadu_ps(b + v * kLanes) : _mm512_maskz_loadu_ps(last, b + v * kLanes);
+#pragma GCC unroll 8
+    for (int i = 0; i < kRows; ++i) {
+      const __m512 ai = _mm512_set1_ps(a[i]);
+#pragma GCC unroll 3
+      for (int v = 0; v < V; ++v) acc[i][v] = _mm512_fmadd_ps(ai, row[v], acc[i][v]);
+    }
+  }
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+#pragma GCC unroll 8
+  for (int i = 0; i < kRows; ++i) {
+    if (i >= rows) continue;
+    float* out = c + i * ldc;
+#pragma GCC unroll 3
+    for (int v = 0; v < V; ++v) {
+      const __mmask16 mask = v + 1 < V ? __mmask16(0xFFFF) : last;
+      __m512 r = _mm512_mul_ps(va, acc[i][v]);
+      if (beta != 0.0f) r = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mask, out + v * kLanes), r);
+      _mm512_mask_storeu_ps(out + v * kLanes, mask, r);
+    }
+  }
+}
+
+// C = alpha A B^T + beta C where A's rows (m of them) and B's rows (n) both run along the
+// product, so C[i][j] is the dot product of row i of A and row j of B: the shape of dw = dY
+// col^T and of a linear layer's forward. Such a tile reads both operands in place (no packing,
+// which here would be a transposing copy of the whole column matrix) with the products in the
+// vector lanes: kDotRows x kDotColumns accumulators, each summed across its lanes at the end.
+// Rows and columns past the edge repeat the last real one and are not stored.
+constexpr int kDotRows = 4, kDotColumns = 6;
+
+// The sum of v's 16 lanes, by halving. The all-lanes masked forms of the shuffles are used
+// because GCC 12's plain ones (and _mm512_reduce_add_ps) start from _mm512_undefined_ps and
+// warn that it may be used uninitialised.
+RG_AVX512 inline float lane_sum(__m512 v) {
+  constexpr __mmask16 all = 0xFFFF;
+  v = _mm512_add_ps(v, _mm512_mask_shuffle_f32x4(v, all, v, v, _MM_SHUFFLE(1, 0, 3, 2)));
+  v = _mm512_add_ps(v, _mm512_mask_shuffle_f32x4(v, all, v, v, _MM_SHUFFLE(2, 3, 0, 1)));
+  v = _mm512_add_ps(v, _mm512_mask_permute_ps(v, all, v, _MM_SHUFFLE(1, 0, 3, 2)));
+  v = _mm512_add_ps(v, _mm512_mask_permute_ps(v, all, v, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm512_cvtss_f32(v);
+}
+
+RG_AVX512 void dot_tile(int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+                        int64_t rows, int64_t columns, float alpha, float beta, float* c,
+                        int64_t ldc) {
+  const float* a_row[kDotRows];
+  const float* b_row[kDotColumns];
+  for (int i = 0; i < kDotRows; ++i) a_row[i] = a + std::min<int64_t>(i, rows - 1) * lda;
+  for (int j = 0; j < kDotColumns; ++j) b_row[j] = b + std::min<int64_t>(j, columns - 1) * ldb;
+  __m512 acc[kDotRows][kDotColumns];
+#pragma GCC unroll 4
+  for (int i = 0; i < kDotRows; ++i)
+#pragma GCC unroll 6
+    for (int j = 0; j < kDotColumns; ++j) acc[i][j] = _mm512_setzero_ps();
+  const __mmask16 tail = static_cast<__mmask16>((1u << (k % kLanes)) - 1);
+  for (int64_t p = 0; p < k; p += kLanes) {  // one vector of products: 16, or the tail's
+    const __mmask16 mask = p + kLanes <= k ? __mmask16(0xFFFF) : tail;
+    __m512 av[kDotRows];
+#pragma GCC unroll 4
+    for (int i = 0; i < kDotRows; ++i) av[i] = _mm512_maskz_loadu_ps(mask, a_row[i] + p);
+#pragma GCC unroll 6
+    for (int j = 0; j < kDotColumns; ++j) {
+      const __m512 bv = _mm512_maskz_loadu_ps(mask, b_row[j] + p);
+#pragma GCC unroll 4
+      for (int i = 0; i < kDotRows; ++i) acc[i][j] = _mm512_fmadd_ps(av[i], bv, acc[i][j]);
+    }
+  }
+  // Constant indices only (fully unrolled), or the compiler keeps acc in memory.
+#pragma GCC unroll 4
+  for (int i = 0; i < kDotRows; ++i)
+#pragma GCC unroll 6
+    for (int j = 0; j < kDotColumns; ++j) {
+      if (i >= rows || j >= columns) continue;
+      float* out = c + i * ldc + j;
+      const float sum = alpha * lane_sum(acc[i][j]);
+      *out = beta == 0.0f ? sum : sum + beta * *out;
+    }
+}
+
+// The dot-product tiles over all of C, column tiles outermost so that the kDotColumns rows of
+// B stay in L1 while every row tile of A passes them.
+void dot_gemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+              const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  for (int64_t j0 = 0; j0 < n; j0 += kDotColumns)
+    for (int64_t i0 = 0; i0 < m; i0 += kDotRows)
+      dot_tile(k, a + i0 * lda, lda, b + j0 * ldb, ldb, std::min<int64_t>(kDotRows, m - i0),
+               std::min<int64_t>(kDotColumns, n - j0), alpha, beta, c + i0 * ldc + j0, ldc);
+}
+
+using TileFn = void (*)(int64_t, const float*, const float*, int64_t, __mmask16, int64_t, float,
+                        float, float*, int64_t);
+constexpr TileFn kTiles[kVectors] = {tile<1>, tile<2>, tile<3>};
+
+// Rows a multiple of 512 floats apart map every row of a tile to the same L1 cache sets.
+bool read_b_in_place(Op op_b, int64_t ldb) { return op_b == Op::none && ldb % 512 != 0; }
+
+// k == 0: C = beta * C (the product is empty), with C not read when beta == 0.
+void scale(float* c, int64_t ldc, int64_t m, int64_t n, float beta) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+}
+
+}  // namespace
+
+bool cpu_has_avx512() {
+  static const bool has = __builtin_cpu_supports("avx512f");
+  return has;
+}
+
+bool avx512_sgemm_enabled() {
+  static const bool enabled = [] {
+    const char* choice = std::getenv("RINGGRAD_SGEMM");
+    return cpu_has_avx512() && !(choice && std::strcmp(choice, "openblas") == 0);
+  }();
+  return enabled;
+}
+
+void sgemm_avx512(Op op_a, Op op_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                  int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) return scale(c, ldc, m, n, beta);
+  if (op_a == Op::none && op_b == Op::transpose)
+    return dot_gemm(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  thread_local std::vector<float> a_storage, b_storage;
+  const int64_t row_tiles = (m + kRows - 1) / kRows;
+  const bool in_place = read_b_in_place(op_b, ldb);
+  for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
+    const int64_t depth = std::min(kDepth, k - k0);
+    const float block_beta = k0 == 0 ? beta : 1.0f;  // later blocks add to the first
+    float* packed_a = buffer(a_storage, row_tiles * kRows * depth);
+    pack_a(packed_a, op_a, a, lda, m, k0, depth);
+    float* strip = in_place ? nullptr : buffer(b_storage, kColumns * depth);
+    for (int64_t j0 = 0; j0 < n; j0 += kColumns) {
+      const int64_t columns = std::min(kColumns, n - j0);
+      const int64_t vectors = (columns + kLanes - 1) / kLanes;
+      const int64_t lanes = columns - (vectors - 1) * kLanes;  // in the last vector, 1..16
+      const __mmask16 last = static_cast<__mmask16>((1u << lanes) - 1);
+      const float* b_tile = b + k0 * ldb + j0;
+      int64_t b_stride = ldb;
+      if (!in_place) {
+        pack_b(strip, op_b, b, ldb, k0, depth, j0, columns);
+        b_tile = strip;
+        b_stride = kColumns;
+      }
+      for (int64_t t = 0; t < row_tiles; ++t) {
+        const int64_t i0 = t * kRows;
+        kTiles[vectors - 1](depth, packed_a + i0 * depth, b_tile, b_stride, last,
+                            std::min(kRows, m - i0), alpha, block_beta, c + i0 * ldc + j0, ldc);
+      }
+    }
+  }
+}
+
+}  // namespace ringgrad::kernels::cpu

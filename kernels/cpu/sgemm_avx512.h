@@ -1,0 +1,22 @@
+// Our single-precision GEMM for CPUs with AVX-512, which the f32 gemm in gemm.h uses in place
+// of OpenBLAS where the CPU has it (Note [AVX-512 sgemm] in sgemm_avx512.cpp). Private to
+// kernels/cpu; the tests call it directly to compare it with a plain reference.
+#pragma once
+#include <cstdint>
+
+namespace ringgrad::kernels::cpu {
+
+enum class Op : bool { none = false, transpose = true };
+
+// True when this CPU runs AVX-512F and RINGGRAD_SGEMM is not "openblas" (read once).
+bool avx512_sgemm_enabled();
+// True when this CPU runs AVX-512F at all (the tests' skip condition).
+bool cpu_has_avx512();
+
+// Row-major C (m x n) = alpha op(A) (m x k) op(B) (k x n) + beta C, BLAS semantics: C is not
+// read when beta == 0. Single-threaded; callable from many threads at once. Only call it when
+// cpu_has_avx512().
+void sgemm_avx512(Op op_a, Op op_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                  int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
+}  // namespace ringgrad::kernels::cpu
