@@ -89,7 +89,7 @@ struct ProcessGroupOptions {
   Milliseconds setup_timeout{0};       // connecting the ranks; 0: same as timeout
   std::string run_id;                  // checked in the connection handshake
   int64_t generation = 0;
-  std::string allreduce_algorithm;     // "ring" | "tree" | "" (RINGGRAD_ALGO, else by size)
+  std::string allreduce_algorithm;     // "ring" | "tree" | "direct" | "" (RINGGRAD_ALGO, else by size)
   DeviceType tensor_device = DeviceType::cpu;  // where this group's tensors live ("auto")
   int cuda_device = -1;                // nccl: the GPU; -1: LOCAL_RANK (0 when unset)
 };

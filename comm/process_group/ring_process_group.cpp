@@ -194,9 +194,8 @@ WorkPtr RingProcessGroup::allreduce(const Tensor& input, const Tensor& output,
                    }
                    const auto algo = ring::choose_allreduce_algorithm(
                        input.nbytes(), t.size(), forced_algorithm_);
-                   auto* f = algo == ring::AllreduceAlgorithm::tree ? &ring::tree_allreduce
-                                                                   : &ring::ring_allreduce;
-                   f(t, input.raw_data(), output.raw_data(), count, input.dtype(), op, s);
+                   ring::allreduce_function(algo)(t, input.raw_data(), output.raw_data(), count,
+                                                  input.dtype(), op, s);
                  });
 }
 

@@ -139,8 +139,19 @@ void ring_broadcast(Transport& t, const void* input, void* output, size_t bytes,
 AllreduceAlgorithm choose_allreduce_algorithm(size_t bytes, int world, const std::string& forced) {
   if (forced == "ring") return AllreduceAlgorithm::ring;
   if (forced == "tree") return AllreduceAlgorithm::tree;
-  RG_CHECK(forced.empty(), "RINGGRAD_ALGO='", forced, "' is not one of: ring, tree");
-  return bytes <= kTreeMaxBytes || world <= 1 ? AllreduceAlgorithm::tree : AllreduceAlgorithm::ring;
+  if (forced == "direct") return AllreduceAlgorithm::direct;
+  RG_CHECK(forced.empty(), "RINGGRAD_ALGO='", forced, "' is not one of: ring, tree, direct");
+  if (bytes <= kDirectMaxBytes || world <= 1) return AllreduceAlgorithm::direct;
+  return bytes <= kTreeMaxBytes ? AllreduceAlgorithm::tree : AllreduceAlgorithm::ring;
+}
+
+AllreduceFn allreduce_function(AllreduceAlgorithm algorithm) {
+  switch (algorithm) {
+    case AllreduceAlgorithm::tree: return &tree_allreduce;
+    case AllreduceAlgorithm::direct: return &direct_allreduce;
+    case AllreduceAlgorithm::ring: break;
+  }
+  return &ring_allreduce;
 }
 
 }  // namespace ringgrad::comm::ring

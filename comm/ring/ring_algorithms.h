@@ -2,7 +2,7 @@
 // of algorithm and transport). Inputs and outputs are host buffers of `count` elements of
 // `dtype`; out-of-place calls leave the input untouched, and input == output means in place.
 // Every rank ends with bitwise identical results: the ring all-gathers finished bytes and the
-// tree combines commutatively. `scratch` holds the caller's reusable buffers (grown, never shrunk).
+// tree combines commutatively and the direct algorithm in rank order. `scratch` holds the caller's reusable buffers (grown, never shrunk).
 #pragma once
 #include <cstddef>
 #include <string>
@@ -29,6 +29,11 @@ void ring_allreduce(Transport& t, const void* input, void* output, size_t count,
 void tree_allreduce(Transport& t, const void* input, void* output, size_t count, DType dtype,
                     ReduceOp op, Scratch& scratch);
 
+// Every rank sends its buffer to every other and combines all n in rank order: one round,
+// (n-1) buffers sent per rank. Latency-optimal for tiny messages.
+void direct_allreduce(Transport& t, const void* input, void* output, size_t count, DType dtype,
+                      ReduceOp op, Scratch& scratch);
+
 // Result only on `root` (output there); other ranks' outputs hold partial sums afterwards.
 void ring_reduce(Transport& t, const void* input, void* output, size_t count, DType dtype,
                  ReduceOp op, int root, Scratch& scratch);
@@ -45,12 +50,17 @@ void ring_allgather(Transport& t, const void* input, void* output, size_t bytes,
 // Root's input reaches every rank's output along a pipelined chain (root -> root+1 -> ...).
 void ring_broadcast(Transport& t, const void* input, void* output, size_t bytes, int root);
 
-enum class AllreduceAlgorithm { ring, tree };
-// Messages up to kTreeMaxBytes use the tree: below that, the ring's 2(n-1) latency-bound steps
-// cost more than the tree's extra bytes (all_reduce_perf on loopback: the two cross between
-// 32 KiB and 512 KiB with 2-4 ranks; re-tune on a quiet machine). RINGGRAD_ALGO=ring|tree
-// forces one (`forced`, empty = by size).
+enum class AllreduceAlgorithm { ring, tree, direct };
+// By size: up to kDirectMaxBytes direct, up to kTreeMaxBytes the tree, above that the ring.
+// Below kTreeMaxBytes the ring's 2(n-1) latency-bound steps cost more than the tree's extra
+// bytes (all_reduce_perf on loopback: the two cross between 32 KiB and 512 KiB with 2-4
+// ranks; re-tune on a quiet machine). With 4 ranks the direct exchange takes about half the
+// tree's time up to a few KiB (8 bytes: MEASURED). RINGGRAD_ALGO=ring|tree|direct forces one
+// (`forced`, empty = by size).
+constexpr size_t kDirectMaxBytes = 4 << 10;
 constexpr size_t kTreeMaxBytes = 64 << 10;
 AllreduceAlgorithm choose_allreduce_algorithm(size_t bytes, int world, const std::string& forced);
+using AllreduceFn = void (*)(Transport&, const void*, void*, size_t, DType, ReduceOp, Scratch&);
+AllreduceFn allreduce_function(AllreduceAlgorithm algorithm);
 
 }  // namespace ringgrad::comm::ring

@@ -84,9 +84,8 @@ void staged_allreduce(Transport& t, Staging& s, const void* input, void* output,
                       DType dtype, ReduceOp op, const std::string& forced_algorithm) {
   const size_t elem = dtype_size(dtype);
   run_elementwise(s, input, output, count, elem, true, true, [&](unsigned char* slot, size_t n) {
-    const auto algo = choose_allreduce_algorithm(n * elem, t.size(), forced_algorithm);
-    auto* f = algo == AllreduceAlgorithm::tree ? &tree_allreduce : &ring_allreduce;
-    f(t, slot, slot, n, dtype, op, s.scratch);
+    allreduce_function(choose_allreduce_algorithm(n * elem, t.size(), forced_algorithm))(
+        t, slot, slot, n, dtype, op, s.scratch);
   });
 }
 

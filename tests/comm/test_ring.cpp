@@ -63,7 +63,7 @@ std::string label(const char* what, ReduceOp op, DType dtype, int64_t count, boo
 }  // namespace
 
 TEST_CASE("ring allreduce: every op, dtype and size matches the reference") {
-  for (const char* algorithm : {"ring", "tree"})
+  for (const char* algorithm : {"ring", "tree", "direct"})
     for (int world = 1; world <= 5; ++world) {
       CAPTURE(algorithm);
       CAPTURE(world);
@@ -177,7 +177,7 @@ TEST_CASE("ring allreduce: a 64 MiB buffer on 3 ranks") {
 }
 
 TEST_CASE("ring allreduce: inexact data gives bitwise identical results on every rank and run") {
-  for (const char* algorithm : {"ring", "tree"})
+  for (const char* algorithm : {"ring", "tree", "direct"})
     for (int world : {3, 5}) {
       CAPTURE(algorithm);
       CAPTURE(world);

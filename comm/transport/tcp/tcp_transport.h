@@ -65,6 +65,8 @@ class TcpTransport : public Transport {
   bool progress_peer(int peer);           // one non-blocking pass; true if bytes moved
   bool progress_all();
   void block_until_ready();               // poll() the peers with pending I/O
+  template <class Done>
+  void progress_until(Done done);          // moves I/O until done(); see kSpin
   [[noreturn]] void fail_peer(int peer, const std::string& what);
   std::string first_failure_note();
 
