@@ -240,6 +240,72 @@ Tensor flipped_transposed_kernel(const T* w, const ConvGeometry& g) {
   return flipped;
 }
 
+// Stride-1 backward when dx is wanted: dx = conv(dy, w') as above, and dw from the same
+// column matrix of dy. With h = p + r - pad_h (and likewise w),
+//   dw[k][c][r][s] = sum_{n,p,q} dy[n][k][p][q] x[n][c][p + r - pad_h][q + s - pad_w]
+//                  = sum_{n,h,w} col(dy)[(k, R-1-r, S-1-s)][(n, h, w)] x[n][c][h][w]
+// (col(dy) is the flipped conv's column matrix, zero exactly where dy's index leaves the image),
+// so per chunk dw^T (C, KRS) += X col(dy)^T with X the chunk's x as (C, columns), and one im2col
+// serves both products instead of one of dy and another of x.
+template <class T>
+void backward_through_flipped_conv(T* dx, T* dw, const T* dy, const T* x, const T* w, int64_t N,
+                                   const ConvGeometry& g) {
+  const ConvGeometry f = input_grad_geometry(g);  // the conv over dy: f.K == g.C, f.C == g.K
+  const Tensor flipped = flipped_transposed_kernel(w, g);
+  const ChunkPlan plan = plan_chunks(N, f, sizeof(T));
+  const bool batched = plan.images > 1;  // dx and x then need moving to and from (C, columns)
+  const int64_t columns = plan.images * f.output_plane(), KRS = f.patch_size();
+  const int64_t col_size = KRS * columns;
+  const int64_t moved_size = batched ? 2 * g.C * columns : 0;  // dx's result, then x
+  const int64_t per_thread = col_size + moved_size;
+  const int64_t dw_size = dw ? g.C * KRS : 0;
+  Tensor workspace = Tensor::empty({plan.threads * (per_thread + dw_size)}, DTypeOf<T>::value);
+  T* partials = workspace.data<T>() + plan.threads * per_thread;  // dw^T of each thread
+#pragma omp parallel num_threads(plan.threads)
+  {
+    const int thread = omp_get_thread_num();
+    T* col = workspace.data<T>() + thread * per_thread;
+    T* result = col + col_size;
+    T* x_moved = result + g.C * columns;
+    T* dw_sum = partials + thread * dw_size;
+    T beta = 0;  // the first chunk of each thread overwrites its dw_sum
+#pragma omp for schedule(static)
+    for (int64_t chunk = 0; chunk < plan.chunks; ++chunk) {
+      const int64_t first = chunk * plan.images, images = std::min(plan.images, N - first);
+      const int64_t cols = images * f.output_plane();
+      cpu::im2col(col, dy + first * g.output_image_size(), images, f);
+      T* dxc = dx + first * g.image_size();
+      T* out = batched ? result : dxc;
+      gemm(Op::none, Op::none, g.C, cols, KRS, T(1), flipped.data<T>(), KRS, col, cols, T(0), out,
+           cols);
+      store_output(dxc, out, static_cast<const T*>(nullptr), images, f);
+      if (!dw) continue;
+      const T* xc = x + first * g.image_size();
+      if (batched) {  // x (images, C, H*W) is laid out as the flipped conv's output
+        batch_output_grad(x_moved, xc, images, f);
+        xc = x_moved;
+      }
+      gemm(Op::none, Op::transpose, g.C, KRS, cols, T(1), xc, cols, col, cols, beta, dw_sum, KRS);
+      beta = 1;
+    }
+    // dw[k][c][r][s] = sum over threads of dw^T[c][(k, R-1-r, S-1-s)].
+    if (dw) {
+      const int team = omp_get_num_threads();
+      const int64_t RS = g.R * g.S;
+#pragma omp for schedule(static)
+      for (int64_t kc = 0; kc < g.K * g.C; ++kc) {
+        const int64_t k = kc / g.C, c = kc % g.C;
+        for (int64_t rs = 0; rs < RS; ++rs) {
+          const int64_t from = c * KRS + k * RS + (RS - 1 - rs);
+          T sum = 0;
+          for (int t = 0; t < team; ++t) sum += partials[t * dw_size + from];
+          dw[kc * RS + rs] = sum;
+        }
+      }
+    }
+  }
+}
+
 // Per chunk, with dY the chunk's output gradient as (K, columns):
 //   dw (K, CRS)        += dY col(x)^T       (one partial per thread, summed last)
 //   dcol (CRS, columns) = w^T dY,  dx = col2im(dcol)
@@ -261,12 +327,7 @@ void backward(T* dx, T* dw, const T* dy, const T* x, const T* w, int64_t N, cons
     }
     return;
   }
-  if (dx && input_grad_is_conv(g)) {
-    const Tensor flipped = flipped_transposed_kernel(w, g);
-    forward(dx, dy, flipped.data<T>(), static_cast<const T*>(nullptr), N, input_grad_geometry(g));
-    if (!dw) return;
-    dx = nullptr;
-  }
+  if (dx && input_grad_is_conv(g)) return backward_through_flipped_conv(dx, dw, dy, x, w, N, g);
   const ChunkPlan plan = plan_chunks(N, g, sizeof(T));
   const bool x_is_col = g.is_pointwise() && plan.images == 1;  // and dx is dcol
   const bool dy_is_batched = plan.images == 1;

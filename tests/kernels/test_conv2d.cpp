@@ -217,6 +217,8 @@ TEST_CASE("conv2d forward and backward match the direct f64 reference over many 
       {{2, 3, 6, 5}, {4, 3, 3, 3}, 1, 1, 0, 0, false},    // ... by 2 (no padding here)
       {{2, 2, 5, 6}, {3, 2, 3, 2}, 1, 1, 2, 1, true},     // ... by 0, 3x2 kernel
       {{2, 2, 4, 4}, {3, 2, 2, 2}, 1, 1, 2, 0, false},    // pad_h > R - 1: dx by col2im
+      {{11, 5, 3, 3}, {4, 5, 3, 3}, 1, 1, 1, 1, true},    // ... and dw from its column matrix,
+                                                          // tiny images batched per GEMM
   };
   Generator gen(7);
   ThreadCountGuard guard;
@@ -278,6 +280,14 @@ TEST_CASE("conv2d backward computes only the requested gradients") {
   check_close(dw, want.dw, 1e-12, "dw alone");
   kernels::conv2d_backward(dx, none, none, dy, x, w, p);
   check_close(dx, want.dx, 1e-12, "dx alone");
+  // Stride 1, where dx and dw share the column matrix of dy when both are wanted.
+  const kernels::Conv2dParams same = conv_params(1, 1, 1, 1);
+  Tensor dy1 = random_tensor({3, 4, 6, 6}, gen);
+  ConvGrads want1 = reference_grads(dy1, x, w, same);
+  kernels::conv2d_backward(none, dw, none, dy1, x, w, same);
+  check_close(dw, want1.dw, 1e-12, "stride 1 dw alone");
+  kernels::conv2d_backward(dx, none, none, dy1, x, w, same);
+  check_close(dx, want1.dx, 1e-12, "stride 1 dx alone");
 }
 
 TEST_CASE("conv2d in float32 agrees with float64") {
