@@ -1,6 +1,6 @@
 // 2-D convolution on the CPU (f32, f64; f16 and bf16 through f32) as im2col + GEMM, forward
-// and backward (for stride 1, dx is the forward conv of dy with the flipped kernel; otherwise
-// GEMM + col2im).
+// and backward (for stride 1, dx is the forward conv of dy with the flipped kernel, and dw
+// reuses that conv's column matrix; otherwise GEMM + col2im).
 // Work split: each OpenMP thread owns whole images, taken in chunks that become one GEMM each,
 // so forward outputs and dx never overlap between threads and need no locks; dw is summed from
 // one partial per thread. BLAS runs single-threaded inside the region (Note [BLAS threads]).
