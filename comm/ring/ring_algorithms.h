@@ -54,9 +54,10 @@ enum class AllreduceAlgorithm { ring, tree, direct };
 // By size: up to kDirectMaxBytes direct, up to kTreeMaxBytes the tree, above that the ring.
 // Below kTreeMaxBytes the ring's 2(n-1) latency-bound steps cost more than the tree's extra
 // bytes (all_reduce_perf on loopback: the two cross between 32 KiB and 512 KiB with 2-4
-// ranks; re-tune on a quiet machine). With 4 ranks the direct exchange takes about half the
-// tree's time up to a few KiB (8 bytes: MEASURED). RINGGRAD_ALGO=ring|tree|direct forces one
-// (`forced`, empty = by size).
+// ranks; re-tune on a quiet machine). With 4 ranks on 2 cores the direct exchange took
+// 41-53 us against the tree's 48-78 us from 8 B to 2 KiB, and the same at 8 KiB
+// (docs/ring-allreduce.md). RINGGRAD_ALGO=ring|tree|direct forces one (`forced`, empty = by
+// size).
 constexpr size_t kDirectMaxBytes = 4 << 10;
 constexpr size_t kTreeMaxBytes = 64 << 10;
 AllreduceAlgorithm choose_allreduce_algorithm(size_t bytes, int world, const std::string& forced);
