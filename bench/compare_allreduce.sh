@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# Side-by-side all-reduce on loopback: our all_reduce_perf (ring backend, CPU), PyTorch's Gloo
-# (/usr/bin/python3) and Open MPI's MPI_Allreduce over TCP (--mca btl tcp,self), each with 2
-# and 4 ranks, 8 B to 128 MiB (float sum); prints busbw side by side with our/their ratios and
-# iperf3's single-stream loopback throughput as the link limit; then scripts/plot.sh draws
-# busbw against size for the three, one PNG per world size, into PLOT_DIR (BUILD_DIR/plots).
+# Side-by-side all-reduce on loopback, each with 2 and 4 ranks, 8 B to 128 MiB (float sum):
+#   ours      all_reduce_perf (ring backend, CPU), as it runs by default: ranks on one host talk
+#             over unix sockets (comm/transport/tcp/tcp_transport.h)
+#   ours-tcp  the same with RINGGRAD_TRANSPORT=tcp: TCP between every pair, as the others below
+#   gloo      PyTorch's Gloo (/usr/bin/python3), TCP
+#   mpi-tcp   Open MPI's MPI_Allreduce with --mca btl tcp,self
+#   mpi-sm    Open MPI's MPI_Allreduce with its default same-host transport (shared memory)
+# and prints busbw side by side, our/their ratios, and iperf3's single-stream loopback
+# throughput as the TCP link limit; then scripts/plot.sh draws busbw against size, one PNG per
+# world size, into PLOT_DIR (BUILD_DIR/plots).
 # Usage: bench/compare_allreduce.sh [BUILD_DIR=build] [MAX_BYTES=134217728]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,7 +20,7 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 PORT=$((29700 + RANDOM % 200))
 
-echo "# iperf3 single stream on loopback (the link limit)"
+echo "# iperf3 single stream on loopback (the TCP link limit)"
 iperf3 -s -1 -p $PORT >/dev/null 2>&1 & sleep 0.5
 IPERF=$(iperf3 -c 127.0.0.1 -p $PORT -t 3 -J | /usr/bin/python3 -c \
   'import json,sys; print("%.3f" % (json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"] / 8e9))')
@@ -26,14 +31,14 @@ if ! mpicc -O2 -o "$TMP/mpi_allreduce" bench/mpi_allreduce.c 2>"$TMP/mpicc.err";
   HAVE_MPI=0; echo "# Open MPI: mpicc failed ($(head -1 "$TMP/mpicc.err")); install libopenmpi-dev"
 fi
 
-ours() {  # world -> "size time busbw" lines
+ours() {  # WORLD TRANSPORT -> "size time busbw" lines
   local n=$1 pids=()
   for ((r = 0; r < n; ++r)); do
-    RANK=$r WORLD_SIZE=$n MASTER_ADDR=127.0.0.1 MASTER_PORT=$PORT RINGGRAD_LOG=warn \
+    RANK=$r WORLD_SIZE=$n MASTER_ADDR=127.0.0.1 MASTER_PORT=$PORT RINGGRAD_LOG=warn RINGGRAD_TRANSPORT=$2 \
       timeout 600 "$BUILD/bin/all_reduce_perf" -b $MIN -e "$MAX" -f $FACTOR -n $ITERS -w $WARMUP -c 1 \
       --json "$TMP/ours$r.json" >/dev/null & pids+=($!)
   done
-  wait "${pids[@]}"; PORT=$((PORT + 1)); cp "$TMP/ours0.json" "$TMP/ours_world$n.json"
+  wait "${pids[@]}"; PORT=$((PORT + 1)); cp "$TMP/ours0.json" "$TMP/ours_$2_world$n.json"
   /usr/bin/python3 -c 'import json,sys
 for row in json.load(open(sys.argv[1]))["rows"]:
     print(row["size"], "%.2f" % row["out_of_place"]["time_us"], "%.3f" % row["out_of_place"]["busbw"])' "$TMP/ours0.json"
@@ -47,10 +52,12 @@ gloo() {
   done
   wait "${pids[@]}"; PORT=$((PORT + 1)); cat "$TMP/gloo0.txt"
 }
-mpi() {
+mpi() {  # WORLD tcp|sm
   [ $HAVE_MPI = 1 ] || return 0
-  timeout 600 mpirun --allow-run-as-root --oversubscribe -np "$1" --mca btl tcp,self \
-    --mca btl_tcp_if_include lo "$TMP/mpi_allreduce" $MIN "$MAX" $FACTOR $ITERS $WARMUP
+  local btl=(--mca btl tcp,self --mca btl_tcp_if_include lo)
+  [ "$2" = sm ] && btl=()
+  timeout 600 mpirun --allow-run-as-root --oversubscribe -np "$1" "${btl[@]}" \
+    "$TMP/mpi_allreduce" $MIN "$MAX" $FACTOR $ITERS $WARMUP
 }
 
 # "size time_us busbw" lines (Gloo's and MPI's programs) as all_reduce_perf --json, for plot.sh.
@@ -65,24 +72,32 @@ PY
 
 mkdir -p "$PLOT_DIR"
 for n in 2 4; do
-  ours $n >"$TMP/o" ; gloo $n >"$TMP/g"; mpi $n >"$TMP/m" || true
+  ours $n auto >"$TMP/o"; ours $n tcp >"$TMP/ot"; gloo $n >"$TMP/g"
+  mpi $n tcp >"$TMP/m" || true; mpi $n sm >"$TMP/ms" || true
   echo
-  echo "# world $n: busbw (GB/s) and 8-byte latency; ratio = ours / theirs; link limit iperf3 $IPERF GB/s"
-  /usr/bin/python3 - "$TMP/o" "$TMP/g" "$TMP/m" "$IPERF" <<'PY'
+  echo "# world $n: busbw (GB/s), then time per call (us); ratios: ours / theirs (o = ours,"
+  echo "# t = ours-tcp); TCP link limit: iperf3 $IPERF GB/s"
+  /usr/bin/python3 - "$TMP/o" "$TMP/ot" "$TMP/g" "$TMP/m" "$TMP/ms" "$IPERF" <<'PY'
 import sys
 def load(p):
     return {int(l.split()[0]): (float(l.split()[1]), float(l.split()[2])) for l in open(p) if l.strip()}
-ours, gloo, mpi, link = load(sys.argv[1]), load(sys.argv[2]), load(sys.argv[3]), float(sys.argv[4])
-ratio = lambda a, b: "%7.2f" % (a / b) if b else "    n/a"
-print("%12s %10s %10s %10s %8s %8s %8s %10s %10s %10s" % ("size(B)", "ours", "gloo", "mpi", "o/gloo", "o/mpi", "o/iperf", "ours(us)", "gloo(us)", "mpi(us)"))
-for size in sorted(ours):
-    o, g, m = ours[size], gloo.get(size, (0, 0)), mpi.get(size, (0, 0))
-    print("%12d %10.3f %10.3f %10.3f %8s %8s %8s %10.1f %10.1f %10.1f" % (size, o[1], g[1], m[1], ratio(o[1], g[1]),
-          ratio(o[1], m[1]), ratio(o[1], link), o[0], g[0], m[0]))
+names = ["ours", "ours-tcp", "gloo", "mpi-tcp", "mpi-sm"]
+runs = [load(p) for p in sys.argv[1:6]]
+link = float(sys.argv[6])
+ratio = lambda a, b: "%.2f" % (a / b) if b else "n/a"
+ratios = [("o/gloo", 0, 2), ("t/gloo", 1, 2), ("t/mpi-tcp", 1, 3), ("o/mpi-sm", 0, 4)]
+print("%10s" % "size(B)" + "".join("%9s" % n for n in names) + "".join("%10s" % r[0] for r in ratios) +
+      "%9s %9s" % ("o/iperf", "t/iperf") + "".join("%10s" % (n + "us") for n in names))
+for size in sorted(runs[0]):
+    row = [r.get(size, (0, 0)) for r in runs]
+    print("%10d" % size + "".join("%9.3f" % b for _, b in row) +
+          "".join("%10s" % ratio(row[a][1], row[b][1]) for _, a, b in ratios) +
+          "%9s %9s" % (ratio(row[0][1], link), ratio(row[1][1], link)) + "".join("%10.1f" % t for t, _ in row))
 PY
-  runs=("$TMP/ours_world$n.json=ours (ring)")
+  runs=("$TMP/ours_auto_world$n.json=ours" "$TMP/ours_tcp_world$n.json=ours over TCP")
   as_perf_json "$TMP/g" gloo $n >"$TMP/gloo.json" && [ -s "$TMP/g" ] && runs+=("$TMP/gloo.json=Gloo")
-  [ -s "$TMP/m" ] && as_perf_json "$TMP/m" mpi $n >"$TMP/mpi.json" && runs+=("$TMP/mpi.json=Open MPI")
+  [ -s "$TMP/m" ] && as_perf_json "$TMP/m" mpi $n >"$TMP/mpi.json" && runs+=("$TMP/mpi.json=Open MPI TCP")
+  [ -s "$TMP/ms" ] && as_perf_json "$TMP/ms" mpi $n >"$TMP/mpi_sm.json" && runs+=("$TMP/mpi_sm.json=Open MPI shm")
   bash scripts/plot.sh busbw "$PLOT_DIR/allreduce_world$n.png" "${runs[@]}" ||
     echo "# no figure for world $n (plot.sh exited $?)"
 done

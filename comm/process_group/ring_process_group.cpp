@@ -52,6 +52,15 @@ std::string store_host_of(const Store* store) {
   return env_str("MASTER_ADDR", "");
 }
 
+// RINGGRAD_TRANSPORT: "auto" (the default: unix sockets to ranks on this host, TCP to the
+// others) or "tcp" (TCP to every rank, as to compare with Gloo or Open MPI over TCP).
+bool unix_sockets_on_same_host() {
+  const std::string setting = env_str("RINGGRAD_TRANSPORT", "auto");
+  if (setting != "auto" && setting != "tcp")
+    RG_THROW(InvalidArgument, "RINGGRAD_TRANSPORT='", setting, "' is not one of: auto, tcp");
+  return setting == "auto";
+}
+
 }  // namespace
 
 RingProcessGroup::RingProcessGroup(std::shared_ptr<Store> store, int rank, int size,
@@ -67,6 +76,7 @@ RingProcessGroup::RingProcessGroup(std::shared_ptr<Store> store, int rank, int s
         t.setup_timeout = options.setup_timeout.count() > 0 ? options.setup_timeout : timeout_;
         t.ifname = env_get("RINGGRAD_SOCKET_IFNAME");
         t.store_host = store_host_of(store.get());
+        t.unix_sockets_on_same_host = unix_sockets_on_same_host();
         const std::string prefix =
             "ringpg/" + options.group_name + "/g" + std::to_string(options.generation) + "/";
         return std::make_unique<tcp::TcpTransport>(std::move(store), prefix, rank, size, t);

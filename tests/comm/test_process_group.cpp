@@ -121,7 +121,7 @@ TEST_CASE("setup: a rank that never joins is named after the setup timeout") {
   }
 }
 
-TEST_CASE("settings: bad interface name, unknown backend, nccl, RINGGRAD_ALGO, bad arguments") {
+TEST_CASE("settings: bad interface name, unknown backend, nccl, RINGGRAD_ALGO and _TRANSPORT, bad arguments") {
   auto store = std::make_shared<HashStore>();
   ::setenv("RINGGRAD_SOCKET_IFNAME", "nope0", 1);
   std::string m;
@@ -151,6 +151,9 @@ TEST_CASE("settings: bad interface name, unknown backend, nccl, RINGGRAD_ALGO, b
     CHECK(create_process_group("auto", store, 0, 1, cuda_auto)->backend_name() == "ring");
   }
   CHECK_THROWS_WITH(make_ring_group(store, 0, 1, "algo", Milliseconds(1000), "fast"), doctest::Contains("not one of: ring, tree"));
+  ::setenv("RINGGRAD_TRANSPORT", "shm", 1);
+  CHECK_THROWS_WITH_AS(make_ring_group(store, 0, 1, "transport"), doctest::Contains("RINGGRAD_TRANSPORT='shm' is not one of: auto, tcp"), InvalidArgument);
+  ::unsetenv("RINGGRAD_TRANSPORT");
 
   auto pg = make_ring_group(store, 0, 1, "args");
   CHECK_THROWS_WITH_AS(pg->allreduce(Tensor::zeros({3}), Tensor::zeros({4})), doctest::Contains("expected 3"), InvalidArgument);

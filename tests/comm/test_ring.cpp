@@ -63,10 +63,19 @@ std::string label(const char* what, ReduceOp op, DType dtype, int64_t count, boo
 }  // namespace
 
 TEST_CASE("ring allreduce: every op, dtype and size matches the reference") {
-  for (const char* algorithm : {"ring", "tree", "direct"})
+  // Ranks here share a host, so they talk over unix sockets unless RINGGRAD_TRANSPORT=tcp.
+  struct Variant {
+    const char* algorithm;
+    const char* transport;
+  };
+  for (const Variant v : {Variant{"ring", "auto"}, Variant{"tree", "auto"},
+                          Variant{"direct", "auto"}, Variant{"ring", "tcp"}})
     for (int world = 1; world <= 5; ++world) {
+      const char* algorithm = v.algorithm;
       CAPTURE(algorithm);
+      CAPTURE(v.transport);
       CAPTURE(world);
+      ::setenv("RINGGRAD_TRANSPORT", v.transport, 1);
       run_group(world, "allreduce", algorithm, [&](int rank, ProcessGroup& pg, auto& errors) {
         for (DType dtype : kDTypes)
           for (ReduceOp op : kOps)
@@ -83,6 +92,7 @@ TEST_CASE("ring allreduce: every op, dtype and size matches the reference") {
                 if (!in_place) compare(input, before, "allreduce input must stay untouched", errors);
               }
       });
+      ::unsetenv("RINGGRAD_TRANSPORT");
     }
 }
 

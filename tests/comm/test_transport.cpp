@@ -1,13 +1,19 @@
 // Tests for comm/transport/tcp: which interface a rank listens on (RINGGRAD_SOCKET_IFNAME, else
-// the route to the store's host), and the refusal of loopback when the ranks span hosts.
+// the route to the store's host), the refusal of loopback when the ranks span hosts, and when a
+// peer is reached over a unix socket instead of TCP.
 // Loopback only: a second host is faked by publishing its address entry in the store.
 #include <doctest/doctest.h>
 
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <cstdlib>
+#include <thread>
 
 #include "comm/store/prefix_store.h"
 #include "comm/store/tcp_store_server.h"
 #include "comm/transport/tcp/socket.h"
+#include "comm/transport/tcp/tcp_transport.h"
 #include "core/error.h"
 #include "tests/comm/ring_fixtures.h"
 #include "tests/comm/store_fixtures.h"
@@ -62,7 +68,7 @@ TEST_CASE("interface: loopback is refused on every rank when the ranks span host
     CAPTURE(ifname);
     auto store = std::make_shared<HashStore>();
     // Rank 1 "runs on another host": its address entry names a different hostname.
-    store->set("ringpg/hosts/g0/addr/1", "127.0.0.1:9 some-other-host");
+    store->set("ringpg/hosts/g0/addr/1", "127.0.0.1:9 some-other-host - -");
     std::optional<ScopedEnv> env;
     if (*ifname) env.emplace("RINGGRAD_SOCKET_IFNAME", ifname);
     const auto m = message_of<InvalidArgument>([&] { make_ring_group(store, 0, 2, "hosts"); });
@@ -71,4 +77,59 @@ TEST_CASE("interface: loopback is refused on every rank when the ranks span host
     CHECK(contains(m, "Set RINGGRAD_SOCKET_IFNAME"));
     CHECK(contains(m, "lo (127.0.0.1)"));
   }
+}
+
+TEST_CASE("transport: a peer on this host is reached over a unix socket, others over TCP") {
+  // Rank 0 is faked: it publishes an address entry, listens on TCP and on a unix socket, and
+  // reports which one rank 1 (a real TcpTransport) connected to.
+  struct Case {
+    const char* what;
+    bool same_identity, real_unix_name, unix_allowed, want_unix;
+  };
+  const Case cases[] = {
+      {"same host", true, true, true, true},
+      {"same host, RINGGRAD_TRANSPORT=tcp", true, true, false, false},
+      {"another kernel or network namespace", false, true, true, false},
+      {"same host, the unix connect fails: TCP instead", true, false, true, false},
+  };
+  char hostname[256] = {};
+  ::gethostname(hostname, sizeof hostname - 1);
+  for (const Case& c : cases) {
+    CAPTURE(c.what);
+    auto store = std::make_shared<HashStore>();
+    int port = 0;
+    std::string unix_name;
+    tcp::Socket tcp_listener = tcp::listen_on("127.0.0.1", port);
+    tcp::Socket unix_listener = tcp::listen_unix(unix_name);
+    const std::string identity = c.same_identity ? tcp::host_identity() : "another-boot/net:[1]";
+    store->set("t/addr/0", "127.0.0.1:" + std::to_string(port) + " " + hostname + " " + identity +
+                               " " + (c.real_unix_name ? unix_name : "no-such-name"));
+    bool fake_saw_unix = false;
+    std::string fake_error;
+    std::thread fake([&] {
+      try {
+        const auto deadline = Clock::now() + std::chrono::seconds(10);
+        tcp::Socket s = tcp::accept_until({&tcp_listener, &unix_listener}, deadline, "fake rank 0");
+        int domain = 0;
+        socklen_t len = sizeof domain;
+        ::getsockopt(s.fd(), SOL_SOCKET, SO_DOMAIN, &domain, &len);
+        fake_saw_unix = domain == AF_UNIX;
+        char hello[32];  // TcpTransport's handshake record, then its one-byte acknowledgement
+        tcp::read_fully(s, hello, sizeof hello, deadline, "fake rank 0 reading the handshake");
+        tcp::write_fully(s, "k", 1, deadline, "fake rank 0 acknowledging");
+      } catch (const std::exception& e) {
+        fake_error = e.what();
+      }
+    });
+    tcp::TcpTransportOptions options;
+    options.setup_timeout = Milliseconds(10000);
+    options.unix_sockets_on_same_host = c.unix_allowed;
+    std::unique_ptr<tcp::TcpTransport> rank1;
+    CHECK_NOTHROW(rank1 = std::make_unique<tcp::TcpTransport>(store, "t/", 1, 2, options));
+    fake.join();
+    CHECK(fake_error == "");
+    CHECK(fake_saw_unix == c.want_unix);
+    if (rank1) CHECK(rank1->over_unix(0) == c.want_unix);
+  }
+  CHECK(tcp::host_identity().find("/net:[") != std::string::npos);
 }

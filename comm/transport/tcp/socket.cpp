@@ -1,5 +1,5 @@
 // Socket plumbing: POSIX sockets, poll() for deadlines, getifaddrs() and a routing probe for
-// the interface choice.
+// the interface choice, abstract-namespace unix sockets for peers on the same host.
 #include "comm/transport/tcp/socket.h"
 
 #include <arpa/inet.h>
@@ -11,7 +11,11 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
+
+#include <cstddef>
+#include <fstream>
 
 #include <cerrno>
 #include <cstring>
@@ -161,12 +165,23 @@ Socket listen_on(const std::string& address, int& port) {
   return s;
 }
 
-Socket accept_until(const Socket& listener, Clock::time_point deadline, const std::string& what) {
-  if (!poll_until(listener.fd(), POLLIN, deadline))
-    RG_THROW(TimeoutError, what, ": no connection arrived before the timeout");
-  Socket s(::accept4(listener.fd(), nullptr, nullptr, SOCK_CLOEXEC));
-  if (!s.valid()) RG_THROW(IoError, what, ": accept failed: ", errno_text(errno));
-  return s;
+Socket accept_until(const std::vector<const Socket*>& listeners, Clock::time_point deadline,
+                    const std::string& what) {
+  std::vector<pollfd> fds;
+  for (const Socket* l : listeners)
+    if (l->valid()) fds.push_back({l->fd(), POLLIN, 0});
+  for (;;) {
+    const int rc = ::poll(fds.data(), static_cast<nfds_t>(fds.size()), remaining_ms(deadline));
+    if (rc == 0) RG_THROW(TimeoutError, what, ": no connection arrived before the timeout");
+    if (rc < 0 && errno == EINTR) continue;
+    if (rc < 0) RG_THROW(IoError, what, ": poll failed: ", errno_text(errno));
+    for (const pollfd& p : fds) {
+      if (!(p.revents & POLLIN)) continue;
+      Socket s(::accept4(p.fd, nullptr, nullptr, SOCK_CLOEXEC));
+      if (!s.valid()) RG_THROW(IoError, what, ": accept failed: ", errno_text(errno));
+      return s;
+    }
+  }
 }
 
 Socket connect_until(const Endpoint& to, Clock::time_point deadline, const std::string& what) {
@@ -181,9 +196,49 @@ Socket connect_until(const Endpoint& to, Clock::time_point deadline, const std::
   }
 }
 
+Socket listen_unix(std::string& name) {
+  Socket s(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!s.valid()) RG_THROW(IoError, "unix socket() failed: ", errno_text(errno));
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  // An address of just the family asks the kernel for a fresh abstract name (autobind).
+  if (::bind(s.fd(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa_family_t)) != 0)
+    RG_THROW(IoError, "unix socket autobind failed: ", errno_text(errno));
+  if (::listen(s.fd(), 128) != 0) RG_THROW(IoError, "unix listen failed: ", errno_text(errno));
+  socklen_t len = sizeof sa;
+  ::getsockname(s.fd(), reinterpret_cast<sockaddr*>(&sa), &len);
+  const size_t path_bytes = len - offsetof(sockaddr_un, sun_path);
+  name.assign(sa.sun_path + 1, path_bytes - 1);  // skip the abstract namespace's leading NUL
+  return s;
+}
+
+Socket connect_unix(const std::string& name, const std::string& what) {
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  RG_CHECK(name.size() + 1 < sizeof sa.sun_path, what, ": unix socket name too long");
+  std::memcpy(sa.sun_path + 1, name.data(), name.size());
+  const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  Socket s(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (::connect(s.fd(), reinterpret_cast<sockaddr*>(&sa), len) != 0)
+    RG_THROW(IoError, what, ": connect to unix socket @", name, " failed: ", errno_text(errno));
+  return s;
+}
+
+std::string host_identity() {
+  std::string boot_id;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot_id;
+  char netns[64] = {};
+  const ssize_t n = ::readlink("/proc/self/ns/net", netns, sizeof netns - 1);
+  if (boot_id.empty() || n <= 0) return {};
+  return boot_id + "/" + std::string(netns, static_cast<size_t>(n));
+}
+
 void tune_stream(const Socket& s, int buffer_bytes) {
+  int domain = 0;
+  socklen_t len = sizeof domain;
+  ::getsockopt(s.fd(), SOL_SOCKET, SO_DOMAIN, &domain, &len);
   int one = 1;
-  ::setsockopt(s.fd(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  if (domain != AF_UNIX) ::setsockopt(s.fd(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   ::setsockopt(s.fd(), SOL_SOCKET, SO_SNDBUF, &buffer_bytes, sizeof buffer_bytes);
   ::setsockopt(s.fd(), SOL_SOCKET, SO_RCVBUF, &buffer_bytes, sizeof buffer_bytes);
   int flags = ::fcntl(s.fd(), F_GETFL, 0);

@@ -1,9 +1,11 @@
-// TCP socket plumbing for the TCP transport: an RAII file descriptor, listen/connect with
-// deadlines, stream tuning (TCP_NODELAY, large buffers, non-blocking) and the choice of the
-// local interface address (RINGGRAD_SOCKET_IFNAME, like NCCL_SOCKET_IFNAME).
+// Socket plumbing for the TCP transport: an RAII file descriptor, listen/connect with
+// deadlines, stream tuning (TCP_NODELAY, large buffers, non-blocking), the choice of the
+// local interface address (RINGGRAD_SOCKET_IFNAME, like NCCL_SOCKET_IFNAME), and the unix
+// sockets that connect ranks on the same host.
 #pragma once
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "comm/transport/transport.h"
 
@@ -54,12 +56,24 @@ std::string describe_interfaces();
 
 // Listening socket on `address`, kernel-chosen port; returns the port through `port`.
 Socket listen_on(const std::string& address, int& port);
-// Accepts one connection, waiting until `deadline`; throws TimeoutError naming `what`.
-Socket accept_until(const Socket& listener, Clock::time_point deadline, const std::string& what);
+// Accepts one connection on whichever of `listeners` (invalid ones are skipped) has one first,
+// waiting until `deadline`; throws TimeoutError naming `what`.
+Socket accept_until(const std::vector<const Socket*>& listeners, Clock::time_point deadline,
+                    const std::string& what);
 // Connects, retrying refused connections until `deadline`.
 Socket connect_until(const Endpoint& to, Clock::time_point deadline, const std::string& what);
 
-// TCP_NODELAY, SO_SNDBUF/SO_RCVBUF of `buffer_bytes`, O_NONBLOCK.
+// Same-host connections: AF_UNIX stream sockets in the abstract namespace. They reach the
+// processes of one kernel and one network namespace, which is the scope host_identity() names,
+// and carry a byte stream at about twice loopback TCP's rate (no TCP/IP processing per packet).
+// listen_unix binds a kernel-chosen name (autobind: unique, printable) and returns it in `name`.
+Socket listen_unix(std::string& name);
+Socket connect_unix(const std::string& name, const std::string& what);
+// "<boot id>/net:[<inode>]": equal on two ranks iff they share a kernel and a network
+// namespace, so the one can reach the other's abstract unix socket. "" when unreadable.
+std::string host_identity();
+
+// TCP_NODELAY (TCP only), SO_SNDBUF/SO_RCVBUF of `buffer_bytes`, O_NONBLOCK.
 void tune_stream(const Socket& s, int buffer_bytes);
 
 // Blocking-with-deadline exchange on a (non-blocking) socket, for the connection handshake.

@@ -1,4 +1,5 @@
-// TcpTransport: mesh setup through the store, then a poll()-driven progress engine. Sends and
+// TcpTransport: mesh setup through the store (TCP, or a unix socket to a peer on this host),
+// then a poll()-driven progress engine. Sends and
 // receives are queued per peer and moved with writev/readv, so a fingerprint and its payload
 // leave in one system call; when nothing moves we yield and retry for a while (see kSpin)
 // and then sleep in poll() until the deadline.
@@ -13,6 +14,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <sstream>
 
 #include "core/error.h"
 #include "core/logging.h"
@@ -51,13 +53,15 @@ std::string local_hostname() {
   return name;
 }
 
-// "ip:port hostname", as each rank publishes itself.
-void parse_published(const std::string& text, Endpoint& endpoint, std::string& hostname) {
-  const auto space = text.find(' '), colon = text.rfind(':', space);
-  RG_CHECK(space != std::string::npos && colon != std::string::npos,
-           "malformed ring address '", text, "' in the store");
-  endpoint = {text.substr(0, colon), std::stoi(text.substr(colon + 1, space - colon - 1))};
-  hostname = text.substr(space + 1);
+// "ip:port hostname host-identity unix-name", as each rank publishes itself.
+void parse_published(const std::string& text, Endpoint& endpoint, std::string& hostname,
+                     std::string& identity, std::string& unix_name) {
+  std::istringstream fields(text);
+  std::string address;
+  fields >> address >> hostname >> identity >> unix_name;
+  const auto colon = address.rfind(':');
+  RG_CHECK(!fields.fail() && colon != std::string::npos, "malformed ring address '", text, "' in the store");
+  endpoint = {address.substr(0, colon), std::stoi(address.substr(colon + 1))};
 }
 
 }  // namespace
@@ -70,18 +74,25 @@ TcpTransport::TcpTransport(std::shared_ptr<Store> store, std::string key_prefix,
   interface_ = select_interface(options.ifname, options.store_host);
   int port = 0;
   Socket listener = listen_on(interface_.address, port);
-  peers_[rank].endpoint = {interface_.address, port};
-  peers_[rank].hostname = local_hostname();
-  log_info("ring transport '", prefix_, "': rank ", rank, "/", size, " on ", peers_[rank].hostname, " uses interface ",
+  Peer& me = peers_[rank];
+  me.endpoint = {interface_.address, port};
+  me.hostname = local_hostname();
+  me.host_identity = host_identity();
+  if (me.host_identity.empty()) me.host_identity = "-";
+  Socket unix_listener;
+  me.unix_name = "-";
+  if (options.unix_sockets_on_same_host) unix_listener = listen_unix(me.unix_name);
+  log_info("ring transport '", prefix_, "': rank ", rank, "/", size, " on ", me.hostname, " uses interface ",
            interface_.name, " (", interface_.address, ":", port, "; ", interface_.reason, ")");
-  store_->set(prefix_ + "addr/" + std::to_string(rank),
-              peers_[rank].endpoint.str() + " " + peers_[rank].hostname);
-  connect_mesh(options, listener);
+  store_->set(prefix_ + "addr/" + std::to_string(rank), me.endpoint.str() + " " + me.hostname +
+                                                            " " + me.host_identity + " " + me.unix_name);
+  connect_mesh(options, listener, unix_listener);
 }
 
 TcpTransport::~TcpTransport() = default;
 
-void TcpTransport::connect_mesh(const TcpTransportOptions& options, const Socket& listener) {
+void TcpTransport::connect_mesh(const TcpTransportOptions& options, const Socket& listener,
+                                const Socket& unix_listener) {
   const auto deadline = Clock::now() + options.setup_timeout;
   std::vector<std::string> keys;
   for (int r = 0; r < size(); ++r) keys.push_back(prefix_ + "addr/" + std::to_string(r));
@@ -97,20 +108,22 @@ void TcpTransport::connect_mesh(const TcpTransportOptions& options, const Socket
              " (did they start, and do they use the same store and group name?)");
   }
   for (int r = 0; r < size(); ++r)
-    if (r != rank()) parse_published(store_->get(keys[r]), peers_[r].endpoint, peers_[r].hostname);
+    if (r != rank())
+      parse_published(store_->get(keys[r]), peers_[r].endpoint, peers_[r].hostname,
+                      peers_[r].host_identity, peers_[r].unix_name);
   refuse_loopback_across_hosts();
 
   const Hello mine{kHelloMagic, rank(), -1, size(), options.generation, fnv1a(options.run_id)};
   // Higher ranks connect to lower ones; acks flow only after accepts, so no wait cycle exists.
   for (int r = 0; r < rank(); ++r) {
     const std::string what = "connecting rank " + std::to_string(rank()) + " to " + describe_peer(r);
-    peers_[r].socket = connect_until(peers_[r].endpoint, deadline, what);
+    peers_[r].socket = connect_to(r, options.unix_sockets_on_same_host, deadline, what);
     Hello hello = mine;
     hello.to_rank = r;
     write_fully(peers_[r].socket, &hello, sizeof hello, deadline, what);
   }
   for (int accepted = 0; accepted < size() - 1 - rank();) {
-    Socket s = accept_until(listener, deadline,
+    Socket s = accept_until({&listener, &unix_listener}, deadline,
                             "rank " + std::to_string(rank()) + " waiting for higher ranks to connect");
     Hello hello{};
     read_fully(s, &hello, sizeof hello, deadline, "reading a connection handshake");
@@ -131,6 +144,10 @@ void TcpTransport::connect_mesh(const TcpTransportOptions& options, const Socket
     }
     const char ack = 'k';
     write_fully(s, &ack, 1, deadline, "acknowledging " + describe_peer(from));
+    int domain = 0;
+    socklen_t len = sizeof domain;
+    ::getsockopt(s.fd(), SOL_SOCKET, SO_DOMAIN, &domain, &len);
+    peers_[from].over_unix = domain == AF_UNIX;
     peers_[from].socket = std::move(s);
     ++accepted;
   }
@@ -140,8 +157,34 @@ void TcpTransport::connect_mesh(const TcpTransportOptions& options, const Socket
                "rank " + std::to_string(rank()) + " waiting for the handshake reply of " +
                    describe_peer(r) + " (refused: check run id and generation)");
   }
-  for (int r = 0; r < size(); ++r)
-    if (r != rank()) tune_stream(peers_[r].socket, options.socket_buffer_bytes);
+  std::string unix_peers;
+  for (int r = 0; r < size(); ++r) {
+    if (r == rank()) continue;
+    tune_stream(peers_[r].socket, options.socket_buffer_bytes);
+    if (peers_[r].over_unix) unix_peers += (unix_peers.empty() ? "" : ", ") + std::to_string(r);
+  }
+  if (!unix_peers.empty())
+    log_info("ring transport '", prefix_, "': rank ", rank(), " reaches ranks ", unix_peers,
+             " (same host) over unix sockets, the others over TCP");
+}
+
+// A unix socket when the peer shares this kernel and network namespace and has a unix listener
+// (and we may use one), else TCP. A unix connect that fails falls back to TCP: the peer accepts
+// on both, so the two sides need not agree beforehand.
+Socket TcpTransport::connect_to(int peer, bool unix_allowed, Clock::time_point deadline,
+                                const std::string& what) {
+  Peer& p = peers_[peer];
+  const std::string& mine = peers_[rank()].host_identity;
+  if (unix_allowed && mine != "-" && p.host_identity == mine && p.unix_name != "-") {
+    try {
+      Socket s = connect_unix(p.unix_name, what);
+      p.over_unix = true;
+      return s;
+    } catch (const IoError& e) {
+      log_warn("ring transport: ", e.what(), "; using TCP instead");
+    }
+  }
+  return connect_until(p.endpoint, deadline, what);
 }
 
 // Loopback reaches only this host: a group that spans hosts (as their names say) and has a
