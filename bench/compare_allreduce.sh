@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Side-by-side all-reduce on loopback, each with 2 and 4 ranks, 8 B to 128 MiB (float sum):
 #   ours      all_reduce_perf (ring backend, CPU), as it runs by default: ranks on one host talk
-#             over unix sockets (comm/transport/tcp/tcp_transport.h)
+#             over unix sockets (comm/transport/tcp/tcp_transport.h); out of place, and in
+#             place (ours-ip)
 #   ours-tcp  the same with RINGGRAD_TRANSPORT=tcp: TCP between every pair, as the others below
-#   gloo      PyTorch's Gloo (/usr/bin/python3), TCP
-#   mpi-tcp   Open MPI's MPI_Allreduce with --mca btl tcp,self
+#   gloo      PyTorch's Gloo (/usr/bin/python3), TCP; torch.distributed.all_reduce is in place
+#   mpi-tcp   Open MPI's MPI_Allreduce with --mca btl tcp,self, out of place
 #   mpi-sm    Open MPI's MPI_Allreduce with its default same-host transport (shared memory)
-# and prints busbw side by side, our/their ratios, and iperf3's single-stream loopback
-# throughput as the TCP link limit; then scripts/plot.sh draws busbw against size, one PNG per
+# and prints busbw side by side, our/their ratios (each against our call of the same kind: in
+# place against Gloo, out of place against MPI and iperf3), and iperf3's single-stream loopback
+# throughput as the TCP link limit (also with both directions at once, --bidir); then scripts/plot.sh draws busbw against size, one PNG per
 # world size, into PLOT_DIR (BUILD_DIR/plots).
 # Usage: bench/compare_allreduce.sh [BUILD_DIR=build] [MAX_BYTES=134217728]
 set -euo pipefail
@@ -25,6 +27,12 @@ iperf3 -s -1 -p $PORT >/dev/null 2>&1 & sleep 0.5
 IPERF=$(iperf3 -c 127.0.0.1 -p $PORT -t 3 -J | /usr/bin/python3 -c \
   'import json,sys; print("%.3f" % (json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"] / 8e9))')
 echo "iperf3: $IPERF GB/s"; PORT=$((PORT + 1))
+# Each rank of a ring sends and receives at once; this is TCP's rate when both directions run.
+iperf3 -s -1 -p $PORT >/dev/null 2>&1 & sleep 0.5
+IPERF_BIDIR=$(iperf3 -c 127.0.0.1 -p $PORT -t 3 --bidir -J | /usr/bin/python3 -c \
+  'import json,sys; e = json.load(sys.stdin)["end"]
+print("%.3f" % ((e["sum_received"]["bits_per_second"] + e["sum_received_bidir_reverse"]["bits_per_second"]) / 16e9))')
+echo "iperf3 --bidir: $IPERF_BIDIR GB/s each way, on average"; PORT=$((PORT + 1))
 
 HAVE_MPI=1
 if ! mpicc -O2 -o "$TMP/mpi_allreduce" bench/mpi_allreduce.c 2>"$TMP/mpicc.err"; then
@@ -41,7 +49,8 @@ ours() {  # WORLD TRANSPORT -> "size time busbw" lines
   wait "${pids[@]}"; PORT=$((PORT + 1)); cp "$TMP/ours0.json" "$TMP/ours_$2_world$n.json"
   /usr/bin/python3 -c 'import json,sys
 for row in json.load(open(sys.argv[1]))["rows"]:
-    print(row["size"], "%.2f" % row["out_of_place"]["time_us"], "%.3f" % row["out_of_place"]["busbw"])' "$TMP/ours0.json"
+    print(row["size"], "%.2f %.3f" % (row["out_of_place"]["time_us"], row["out_of_place"]["busbw"]),
+          "%.2f %.3f" % (row["in_place"]["time_us"], row["in_place"]["busbw"]))' "$TMP/ours0.json"
 }
 gloo() {
   local n=$1 pids=()
@@ -76,23 +85,26 @@ for n in 2 4; do
   mpi $n tcp >"$TMP/m" || true; mpi $n sm >"$TMP/ms" || true
   echo
   echo "# world $n: busbw (GB/s), then time per call (us); ratios: ours / theirs (o = ours,"
-  echo "# t = ours-tcp); TCP link limit: iperf3 $IPERF GB/s"
+  echo "# t = ours-tcp; in place against Gloo); TCP link limit: iperf3 $IPERF GB/s one way,"
+  echo "# $IPERF_BIDIR GB/s each way with both directions at once"
   /usr/bin/python3 - "$TMP/o" "$TMP/ot" "$TMP/g" "$TMP/m" "$TMP/ms" "$IPERF" <<'PY'
 import sys
-def load(p):
-    return {int(l.split()[0]): (float(l.split()[1]), float(l.split()[2])) for l in open(p) if l.strip()}
-names = ["ours", "ours-tcp", "gloo", "mpi-tcp", "mpi-sm"]
-runs = [load(p) for p in sys.argv[1:6]]
+def load(p, column=1):  # {size: (time_us, busbw)} from "size time busbw [time busbw]" lines
+    return {int(l.split()[0]): tuple(float(x) for x in l.split()[column:column + 2]) for l in open(p) if l.strip()}
+o, t, g, m, ms = sys.argv[1:6]
+names = ["ours", "ours-ip", "ours-tcp", "tcp-ip", "gloo", "mpi-tcp", "mpi-sm"]
+runs = [load(o), load(o, 3), load(t), load(t, 3), load(g), load(m), load(ms)]
 link = float(sys.argv[6])
 ratio = lambda a, b: "%.2f" % (a / b) if b else "n/a"
-ratios = [("o/gloo", 0, 2), ("t/gloo", 1, 2), ("t/mpi-tcp", 1, 3), ("o/mpi-sm", 0, 4)]
+ratios = [("o/gloo", 1, 4), ("t/gloo", 3, 4), ("t/mpi-tcp", 2, 5), ("o/mpi-sm", 0, 6)]
 print("%10s" % "size(B)" + "".join("%9s" % n for n in names) + "".join("%10s" % r[0] for r in ratios) +
-      "%9s %9s" % ("o/iperf", "t/iperf") + "".join("%10s" % (n + "us") for n in names))
+      "%9s %9s" % ("o/iperf", "t/iperf") + "".join("%10s" % (n + "us") for i, n in enumerate(names) if i not in (1, 3)))
 for size in sorted(runs[0]):
     row = [r.get(size, (0, 0)) for r in runs]
     print("%10d" % size + "".join("%9.3f" % b for _, b in row) +
           "".join("%10s" % ratio(row[a][1], row[b][1]) for _, a, b in ratios) +
-          "%9s %9s" % (ratio(row[0][1], link), ratio(row[1][1], link)) + "".join("%10.1f" % t for t, _ in row))
+          "%9s %9s" % (ratio(row[0][1], link), ratio(row[2][1], link)) +
+          "".join("%10.1f" % t for i, (t, _) in enumerate(row) if i not in (1, 3)))
 PY
   runs=("$TMP/ours_auto_world$n.json=ours" "$TMP/ours_tcp_world$n.json=ours over TCP")
   as_perf_json "$TMP/g" gloo $n >"$TMP/gloo.json" && [ -s "$TMP/g" ] && runs+=("$TMP/gloo.json=Gloo")
