@@ -4,7 +4,6 @@
 // Loopback only: a second host is faked by publishing its address entry in the store.
 #include <doctest/doctest.h>
 
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -110,10 +109,7 @@ TEST_CASE("transport: a peer on this host is reached over a unix socket, others 
       try {
         const auto deadline = Clock::now() + std::chrono::seconds(10);
         tcp::Socket s = tcp::accept_until({&tcp_listener, &unix_listener}, deadline, "fake rank 0");
-        int domain = 0;
-        socklen_t len = sizeof domain;
-        ::getsockopt(s.fd(), SOL_SOCKET, SO_DOMAIN, &domain, &len);
-        fake_saw_unix = domain == AF_UNIX;
+        fake_saw_unix = s.is_unix();
         char hello[32];  // TcpTransport's handshake record, then its one-byte acknowledgement
         tcp::read_fully(s, hello, sizeof hello, deadline, "fake rank 0 reading the handshake");
         tcp::write_fully(s, "k", 1, deadline, "fake rank 0 acknowledging");

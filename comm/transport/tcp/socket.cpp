@@ -120,6 +120,12 @@ void Socket::close() {
   fd_ = -1;
 }
 
+bool Socket::is_unix() const {
+  int domain = 0;
+  socklen_t len = sizeof domain;
+  return ::getsockopt(fd_, SOL_SOCKET, SO_DOMAIN, &domain, &len) == 0 && domain == AF_UNIX;
+}
+
 void Socket::abort() {
   if (fd_ < 0) return;
   linger l{1, 0};
@@ -234,11 +240,8 @@ std::string host_identity() {
 }
 
 void tune_stream(const Socket& s, int buffer_bytes) {
-  int domain = 0;
-  socklen_t len = sizeof domain;
-  ::getsockopt(s.fd(), SOL_SOCKET, SO_DOMAIN, &domain, &len);
   int one = 1;
-  if (domain != AF_UNIX) ::setsockopt(s.fd(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  if (!s.is_unix()) ::setsockopt(s.fd(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   ::setsockopt(s.fd(), SOL_SOCKET, SO_SNDBUF, &buffer_bytes, sizeof buffer_bytes);
   ::setsockopt(s.fd(), SOL_SOCKET, SO_RCVBUF, &buffer_bytes, sizeof buffer_bytes);
   int flags = ::fcntl(s.fd(), F_GETFL, 0);

@@ -23,6 +23,7 @@ class Socket {
 
   int fd() const { return fd_; }
   bool valid() const { return fd_ >= 0; }
+  bool is_unix() const;  // an AF_UNIX socket (else TCP)
   void close();
   // Closes with a reset (SO_LINGER 0), so the peer sees ECONNRESET at once.
   void abort();

@@ -1,8 +1,7 @@
 // TcpTransport: mesh setup through the store (TCP, or a unix socket to a peer on this host),
-// then a poll()-driven progress engine. Sends and
-// receives are queued per peer and moved with writev/readv, so a fingerprint and its payload
-// leave in one system call; when nothing moves we yield and retry for a while (see kSpin)
-// and then sleep in poll() until the deadline.
+// then a poll()-driven progress engine. Sends and receives are queued per peer and moved with
+// writev/readv, so a fingerprint and its payload leave in one system call; when nothing moves
+// we yield and retry for a while (see kSpin) and then sleep in poll() until the deadline.
 #include "comm/transport/tcp/tcp_transport.h"
 
 #include <poll.h>
@@ -144,10 +143,7 @@ void TcpTransport::connect_mesh(const TcpTransportOptions& options, const Socket
     }
     const char ack = 'k';
     write_fully(s, &ack, 1, deadline, "acknowledging " + describe_peer(from));
-    int domain = 0;
-    socklen_t len = sizeof domain;
-    ::getsockopt(s.fd(), SOL_SOCKET, SO_DOMAIN, &domain, &len);
-    peers_[from].over_unix = domain == AF_UNIX;
+    peers_[from].over_unix = s.is_unix();
     peers_[from].socket = std::move(s);
     ++accepted;
   }
@@ -165,7 +161,7 @@ void TcpTransport::connect_mesh(const TcpTransportOptions& options, const Socket
   }
   if (!unix_peers.empty())
     log_info("ring transport '", prefix_, "': rank ", rank(), " reaches ranks ", unix_peers,
-             " (same host) over unix sockets, the others over TCP");
+             " on this host over unix sockets (RINGGRAD_TRANSPORT=tcp: TCP instead)");
 }
 
 // A unix socket when the peer shares this kernel and network namespace and has a unix listener
