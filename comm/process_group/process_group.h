@@ -97,7 +97,7 @@ struct ProcessGroupOptions {
 constexpr Milliseconds kDefaultCollectiveTimeout{600'000};
 Milliseconds default_collective_timeout();  // RINGGRAD_TIMEOUT_S, else 10 minutes
 
-// backend: "ring" (ours, TCP; CPU or CUDA tensors), "nccl" (CUDA tensors; throws when this
+// backend: "ring" (ours, over sockets; CPU or CUDA tensors), "nccl" (CUDA tensors; throws when this
 // build has no NCCL or no CUDA device is visible), or "auto": nccl when options.tensor_device
 // is CUDA, the build has NCCL and a CUDA device is visible, else ring (so CPU tensors always
 // get ring, whatever the machine). Blocks until all ranks are connected.
