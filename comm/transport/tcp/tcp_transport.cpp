@@ -80,7 +80,14 @@ TcpTransport::TcpTransport(std::shared_ptr<Store> store, std::string key_prefix,
   if (me.host_identity.empty()) me.host_identity = "-";
   Socket unix_listener;
   me.unix_name = "-";
-  if (options.unix_sockets_on_same_host) unix_listener = listen_unix(me.unix_name);
+  if (options.unix_sockets_on_same_host) {
+    try {
+      unix_listener = listen_unix(me.unix_name);
+    } catch (const IoError& e) {  // say, a sandbox that forbids unix sockets: TCP will do
+      log_warn("ring transport '", prefix_, "': rank ", rank, ": ", e.what(), "; peers on this host use TCP");
+      me.unix_name = "-";
+    }
+  }
   log_info("ring transport '", prefix_, "': rank ", rank, "/", size, " on ", me.hostname, " uses interface ",
            interface_.name, " (", interface_.address, ":", port, "; ", interface_.reason, ")");
   store_->set(prefix_ + "addr/" + std::to_string(rank), me.endpoint.str() + " " + me.hostname +
