@@ -224,7 +224,9 @@ Socket connect_unix(const std::string& name, const std::string& what) {
   RG_CHECK(name.size() + 1 < sizeof sa.sun_path, what, ": unix socket name too long");
   std::memcpy(sa.sun_path + 1, name.data(), name.size());
   const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
-  Socket s(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  // Non-blocking: a unix connect completes at once or, with the listener's backlog full, fails
+  // with EAGAIN instead of waiting without a deadline.
+  Socket s(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (::connect(s.fd(), reinterpret_cast<sockaddr*>(&sa), len) != 0)
     RG_THROW(IoError, what, ": connect to unix socket @", name, " failed: ", errno_text(errno));
   return s;

@@ -69,7 +69,7 @@ Socket connect_until(const Endpoint& to, Clock::time_point deadline, const std::
 // and carry a byte stream at about twice loopback TCP's rate (no TCP/IP processing per packet).
 // listen_unix binds a kernel-chosen name (autobind: unique, printable) and returns it in `name`.
 Socket listen_unix(std::string& name);
-Socket connect_unix(const std::string& name, const std::string& what);
+Socket connect_unix(const std::string& name, const std::string& what);  // non-blocking
 // "<boot id>/net:[<inode>]": equal on two ranks iff they share a kernel and a network
 // namespace, so the one can reach the other's abstract unix socket. "" when unreadable.
 std::string host_identity();
