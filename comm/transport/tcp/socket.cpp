@@ -14,11 +14,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <cstddef>
-#include <fstream>
-
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
+#include <fstream>
 #include <sstream>
 #include <thread>
 #include <vector>
