@@ -14,6 +14,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
@@ -35,15 +36,20 @@ int remaining_ms(Clock::time_point deadline) {
   return left.count() < 0 ? 0 : static_cast<int>(std::min<long long>(left.count(), 1 << 30));
 }
 
-// Waits for `events` on fd; false when the deadline passed first.
-bool poll_until(int fd, short events, Clock::time_point deadline) {
+// Waits until one of `fds` has its events (revents says which); false when the deadline passed
+// first.
+bool poll_until(pollfd* fds, size_t count, Clock::time_point deadline) {
   for (;;) {
-    pollfd p{fd, events, 0};
-    int rc = ::poll(&p, 1, remaining_ms(deadline));
+    int rc = ::poll(fds, static_cast<nfds_t>(count), remaining_ms(deadline));
     if (rc > 0) return true;
     if (rc == 0) return false;
     if (errno != EINTR) RG_THROW(IoError, "poll failed: ", errno_text(errno));
   }
+}
+
+bool poll_until(int fd, short events, Clock::time_point deadline) {
+  pollfd p{fd, events, 0};
+  return poll_until(&p, 1, deadline);
 }
 
 struct InterfaceAddress {
@@ -175,18 +181,13 @@ Socket accept_until(const std::vector<const Socket*>& listeners, Clock::time_poi
   std::vector<pollfd> fds;
   for (const Socket* l : listeners)
     if (l->valid()) fds.push_back({l->fd(), POLLIN, 0});
-  for (;;) {
-    const int rc = ::poll(fds.data(), static_cast<nfds_t>(fds.size()), remaining_ms(deadline));
-    if (rc == 0) RG_THROW(TimeoutError, what, ": no connection arrived before the timeout");
-    if (rc < 0 && errno == EINTR) continue;
-    if (rc < 0) RG_THROW(IoError, what, ": poll failed: ", errno_text(errno));
-    for (const pollfd& p : fds) {
-      if (!(p.revents & POLLIN)) continue;
-      Socket s(::accept4(p.fd, nullptr, nullptr, SOCK_CLOEXEC));
-      if (!s.valid()) RG_THROW(IoError, what, ": accept failed: ", errno_text(errno));
-      return s;
-    }
-  }
+  if (!poll_until(fds.data(), fds.size(), deadline))
+    RG_THROW(TimeoutError, what, ": no connection arrived before the timeout");
+  const auto ready =
+      std::find_if(fds.begin(), fds.end(), [](const pollfd& p) { return p.revents != 0; });
+  Socket s(::accept4(ready->fd, nullptr, nullptr, SOCK_CLOEXEC));
+  if (!s.valid()) RG_THROW(IoError, what, ": accept failed: ", errno_text(errno));
+  return s;
 }
 
 Socket connect_until(const Endpoint& to, Clock::time_point deadline, const std::string& what) {

@@ -85,7 +85,6 @@ TcpTransport::TcpTransport(std::shared_ptr<Store> store, std::string key_prefix,
       unix_listener = listen_unix(me.unix_name);
     } catch (const IoError& e) {  // say, a sandbox that forbids unix sockets: TCP will do
       log_warn("ring transport '", prefix_, "': rank ", rank, ": ", e.what(), "; peers on this host use TCP");
-      me.unix_name = "-";
     }
   }
   log_info("ring transport '", prefix_, "': rank ", rank, "/", size, " on ", me.hostname, " uses interface ",
