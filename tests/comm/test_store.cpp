@@ -7,6 +7,7 @@
 #include <set>
 #include <thread>
 
+#include "comm/launcher/network_probe.h"
 #include "comm/store/hash_store.h"
 #include "comm/store/prefix_store.h"
 #include "tests/comm/store_fixtures.h"
@@ -171,11 +172,10 @@ TEST_CASE("tcp store: a client of another generation is refused") {
 }
 
 TEST_CASE("tcp store: connect retries until the server appears, and names the address if not") {
-  int port;
-  {
-    TcpStoreServer probe(TcpStoreServerOptions{});  // learn a free port, then free it
-    port = probe.port();
-  }
+  // Bound but never listening: connects to it are refused, no other test's port-0 bind can
+  // take it meanwhile (a freed port could be, and was), yet the late server may still bind it.
+  PortReservation reserved;
+  const int port = reserved.port();
   TcpStoreOptions o;
   o.port = port;
   o.connect_timeout = Milliseconds(300);

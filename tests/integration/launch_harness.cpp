@@ -7,12 +7,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
-#include "comm/store/tcp_store_server.h"
+#include "comm/launcher/network_probe.h"
 
 extern char** environ;
 
@@ -139,8 +140,10 @@ int count_files(const std::string& dir, const std::string& prefix) {
 }
 
 int free_port() {
-  comm::TcpStoreServer probe(comm::TcpStoreServerOptions{});
-  return probe.port();
+  // Held until this test process exits: a port picked and then released could be taken by
+  // another test's port-0 bind before the launcher binds it (it was, in CI).
+  static std::deque<comm::PortReservation> held;
+  return held.emplace_back().port();
 }
 
 std::vector<std::string> lines_with(const std::string& text, const std::string& prefix) {

@@ -33,6 +33,12 @@ struct HeldPort {
   ~HeldPort() {
     if (fd >= 0) ::close(fd);
   }
+  int port() const {
+    sockaddr_in sa{};
+    socklen_t len = sizeof sa;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
+    return ntohs(sa.sin_port);
+  }
 };
 
 // A port whose successor is free too: --check's second job uses --master-port + 1.
@@ -110,7 +116,7 @@ TEST_CASE("check: a worker port held by another program fails that node's row") 
   int base = 0;
   std::unique_ptr<HeldPort> held;
   while (!held) {  // node 0 probes base, node 1 base + 1, which this test holds
-    base = free_port();
+    base = HeldPort(0).port();  // released at once: node 0 binds it without SO_REUSEADDR
     held = std::make_unique<HeldPort>(base + 1);
     if (held->fd < 0) held.reset();
   }
