@@ -2,9 +2,6 @@
 // the collective's factor, an injected bit flip gives #wrong > 0 and a non-zero exit, and bad
 // flags fail with one line. Ranks are separate processes started with RANK/WORLD_SIZE set.
 #include <doctest/doctest.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,6 +13,7 @@
 #include <vector>
 
 #include "core/cuda_memory.h"
+#include "tests/reserved_port.h"
 
 namespace {
 
@@ -26,21 +24,8 @@ struct Run {
 
 // Runs `ranks` copies of a perf binary on loopback; returns rank 0's stdout+stderr and the
 // worst exit code.
-// A port the kernel just handed out (and we released): free unless someone races us for it.
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
-  socklen_t len = sizeof sa;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
-  close(fd);
-  return ntohs(sa.sin_port);
-}
-
-Run run_once(const std::string& binary, int ranks, const std::string& flags, const std::string& env) {
-  const int port = free_port();
+Run run_perf(const std::string& binary, int ranks, const std::string& flags, const std::string& env = "") {
+  const int port = ringgrad::testing::reserved_port();
   std::string cmd = "cd /tmp && codes=0; ";
   for (int r = ranks - 1; r >= 0; --r)
     cmd += (ranks > 1 ? "RANK=" + std::to_string(r) + " WORLD_SIZE=" + std::to_string(ranks) +
@@ -55,14 +40,6 @@ Run run_once(const std::string& binary, int ranks, const std::string& flags, con
   while (size_t n = fread(buf, 1, sizeof buf, p)) run.out.append(buf, n);
   const int status = pclose(p);
   run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-  return run;
-}
-
-// Retries when the store port was taken between free_port() and the store's bind.
-Run run_perf(const std::string& binary, int ranks, const std::string& flags, const std::string& env = "") {
-  Run run = run_once(binary, ranks, flags, env);
-  for (int attempt = 0; attempt < 3 && run.out.find("address already in use") != std::string::npos; ++attempt)
-    run = run_once(binary, ranks, flags, env);
   return run;
 }
 
@@ -145,7 +122,7 @@ TEST_CASE("all_reduce_perf runs under mpirun (OMPI_COMM_WORLD_* with MASTER_ADDR
   }
   check_launched_run(run_shell(
       "timeout 60 mpirun --allow-run-as-root --oversubscribe -np 2 --mca btl tcp,self "
-      "-x RINGGRAD_LOG=warn -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=" + std::to_string(free_port()) +
+      "-x RINGGRAD_LOG=warn -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=" + std::to_string(ringgrad::testing::reserved_port()) +
       " " + std::string(PERF_BIN_DIR) + "/all_reduce_perf" + kLaunchedFlags));
 }
 

@@ -7,10 +7,10 @@
 #include <set>
 #include <thread>
 
-#include "comm/launcher/network_probe.h"
 #include "comm/store/hash_store.h"
 #include "comm/store/prefix_store.h"
 #include "tests/comm/store_fixtures.h"
+#include "tests/reserved_port.h"
 
 using namespace ringgrad;
 using namespace ringgrad::comm;
@@ -172,10 +172,7 @@ TEST_CASE("tcp store: a client of another generation is refused") {
 }
 
 TEST_CASE("tcp store: connect retries until the server appears, and names the address if not") {
-  // Bound but never listening: connects to it are refused, no other test's port-0 bind can
-  // take it meanwhile (a freed port could be, and was), yet the late server may still bind it.
-  PortReservation reserved;
-  const int port = reserved.port();
+  const int port = ringgrad::testing::reserved_port();  // refuses connects; the late server binds it
   TcpStoreOptions o;
   o.port = port;
   o.connect_timeout = Milliseconds(300);

@@ -7,13 +7,11 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
-#include "comm/launcher/network_probe.h"
 
 extern char** environ;
 
@@ -137,13 +135,6 @@ int count_files(const std::string& dir, const std::string& prefix) {
   for (const auto& entry : std::filesystem::directory_iterator(dir))
     n += entry.path().filename().string().rfind(prefix, 0) == 0;
   return n;
-}
-
-int free_port() {
-  // Held until this test process exits: a port picked and then released could be taken by
-  // another test's port-0 bind before the launcher binds it (it was, in CI).
-  static std::deque<comm::PortReservation> held;
-  return held.emplace_back().port();
 }
 
 std::vector<std::string> lines_with(const std::string& text, const std::string& prefix) {

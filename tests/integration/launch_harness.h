@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "comm/launcher/worker_process.h"
+#include "tests/reserved_port.h"
 
 namespace ringgrad::testing {
 
@@ -62,9 +63,6 @@ class TempDir {
 std::map<std::string, std::string> read_env_file(const std::string& path);
 std::vector<pid_t> read_pids(const std::string& dir, const std::string& prefix);
 int count_files(const std::string& dir, const std::string& prefix);
-// A TCP port bound, never listening, for the rest of the test process: connects to it are
-// refused and no other program gets it, yet a store (SO_REUSEADDR) can still listen on it.
-int free_port();
 // Lines of `text` that start with `prefix`.
 std::vector<std::string> lines_with(const std::string& text, const std::string& prefix);
 

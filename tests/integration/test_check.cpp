@@ -44,7 +44,7 @@ struct HeldPort {
 // A port whose successor is free too: --check's second job uses --master-port + 1.
 int free_port_pair() {
   for (;;) {
-    const int port = free_port();
+    const int port = reserved_port();
     if (HeldPort(port + 1).fd >= 0) return port;
   }
 }

@@ -221,7 +221,7 @@ TEST_CASE("ringgrad-run: --redirects sends chosen streams to files only, '--' en
 }
 
 TEST_CASE("worker env: Slurm variables start a job without RANK, a conflicting RANK fails") {
-  const int port = free_port();
+  const int port = reserved_port();
   auto slurm = [&](int rank) {
     return std::map<std::string, std::string>{{"SLURM_PROCID", std::to_string(rank)},
                                               {"SLURM_NTASKS", "2"},

@@ -47,7 +47,7 @@ std::vector<std::map<std::string, std::string>> read_envs(const TempDir& dir, in
 
 TEST_CASE("two nodes, static backend with --node-rank: ranks follow node ranks") {
   TempDir dir;
-  const int port = free_port();
+  const int port = reserved_port();
   Child n1(node("static", port, 1, 2, dir));
   Child n0(node("static", port, 0, 2, dir));
   auto r0 = n0.wait(seconds(60));
@@ -67,7 +67,7 @@ TEST_CASE("two nodes, static backend with --node-rank: ranks follow node ranks")
 
 TEST_CASE("two nodes, c10d backend without --node-rank: node ranks assigned in join order") {
   TempDir dir;
-  const int port = free_port();
+  const int port = reserved_port();
   Child a(node("c10d", port, -1, 2, dir));
   Child b(node("c10d", port, -1, 1, dir));
   auto ra = a.wait(seconds(60));
@@ -90,7 +90,7 @@ TEST_CASE("two nodes, c10d backend without --node-rank: node ranks assigned in j
 
 TEST_CASE("two nodes: a worker failing on node 1 stops node 0's workers too") {
   TempDir dir;
-  const int port = free_port();
+  const int port = reserved_port();
   Child n0(node("static", port, 0, 2, dir, {"--sleep", "120"}));
   Child n1(node("static", port, 1, 2, dir, {"--fail-rank", "3", "--sleep", "120"}));
   auto r0 = n0.wait(seconds(40));
@@ -108,7 +108,7 @@ TEST_CASE("two nodes: a worker failing on node 1 stops node 0's workers too") {
 
 TEST_CASE("two nodes: --max-restarts restarts every node, all see TORCHELASTIC_RESTART_COUNT=1") {
   TempDir dir;
-  const int port = free_port();
+  const int port = reserved_port();
   const std::vector<std::string> probe = {"--fail-rank", "2", "--fail-generation", "0"};
   Child n0(node("c10d", port, -1, 2, dir, probe, {"--max-restarts", "2"}));
   Child n1(node("c10d", port, -1, 2, dir, probe, {"--max-restarts", "2"}));
@@ -121,7 +121,7 @@ TEST_CASE("two nodes: --max-restarts restarts every node, all see TORCHELASTIC_R
 
 TEST_CASE("two nodes: SIGTERM to one launcher stops the job on the other node") {
   TempDir dir;
-  const int port = free_port();
+  const int port = reserved_port();
   Child n0(node("static", port, 0, 1, dir, {"--sleep", "120"}));
   Child n1(node("static", port, 1, 1, dir, {"--sleep", "120"}));
   for (int i = 0; i < 600 && count_files(dir.path(), "pid.") < 2; ++i)
@@ -141,7 +141,7 @@ TEST_CASE("two nodes: a launcher killed with -9 is noticed by the other node") {
   for (int victim : {1, 0}) {
     CAPTURE(victim);
     TempDir dir;
-    const int port = free_port();
+    const int port = reserved_port();
     const std::vector<std::string> conf = {"--rdzv-conf", "keep_alive_timeout=2"};
     Child n0(node("static", port, 0, 1, dir, {"--sleep", "120"}, conf));
     Child n1(node("static", port, 1, 1, dir, {"--sleep", "120"}, conf));
@@ -165,7 +165,7 @@ TEST_CASE("two nodes: a launcher killed with -9 is noticed by the other node") {
 
 TEST_CASE("rendezvous short of nodes: times out naming joined/missing nodes and the endpoint") {
   TempDir dir;
-  const int port = free_port();
+  const int port = reserved_port();
   auto r = run(node("c10d", port, -1, 1, dir, {}, {"--rdzv-conf", "timeout=2"}), seconds(30));
   REQUIRE_FALSE(r.timed_out);
   CHECK(r.status.code == 1);
@@ -178,7 +178,7 @@ TEST_CASE("rendezvous short of nodes: times out naming joined/missing nodes and 
 
 TEST_CASE("unreachable master: the error names host:port after the connect timeout") {
   TempDir dir;
-  const int port = free_port();  // nobody listens there
+  const int port = reserved_port();  // nobody listens there
   auto r =
       run(node("static", port, 1, 1, dir, {}, {"--rdzv-conf", "connect_timeout=1"}), seconds(30));
   REQUIRE_FALSE(r.timed_out);
@@ -191,7 +191,7 @@ TEST_CASE("unreachable master: the error names host:port after the connect timeo
 
 TEST_CASE("a wrong store token is refused with one clear line") {
   TempDir dir;
-  const int port = free_port();
+  const int port = reserved_port();
   Child n0(node("static", port, 0, 1, dir, {}, {"--rdzv-conf", "token=right,timeout=20"}));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   auto bad = run(node("static", port, 1, 1, dir, {}, {"--rdzv-conf", "token=wrong"}), seconds(30));
