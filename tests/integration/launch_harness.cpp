@@ -12,7 +12,6 @@
 #include <sstream>
 #include <thread>
 
-
 extern char** environ;
 
 namespace ringgrad::testing {
