@@ -8,7 +8,7 @@ set -euo pipefail
 bin=$1 data=$2 threshold=$3
 shift 3
 if [[ ! -f $data/train-images-idx3-ubyte.gz && ! -f $data/train-images-idx3-ubyte ]]; then
-  echo "SKIP: no MNIST-format files in $data"
+  echo "SKIPPED: no MNIST-format files in $data"
   exit 77
 fi
 dir=$(mktemp -d)

@@ -1,21 +1,18 @@
 // Helpers for the GPU suite (test_comm_gpu): cases skip themselves on a machine without a
-// usable CUDA device by printing "skipped: no CUDA device: <reason>", which CTest's
-// SKIP_REGULAR_EXPRESSION for the suite reports as a skip (tests/comm/CMakeLists.txt), never a
-// silent pass; host-built values, device-vs-host comparison, and a DDP Reducer check shared by
-// the ring and nccl backends.
+// usable CUDA device (tests/skip.h: CTest reports them as Skipped, never as passed); host-built
+// values, device-vs-host comparison, and a DDP Reducer check shared by the ring and nccl
+// backends.
 #pragma once
-#include <cstdio>
-
 #include "comm/reducer/reducer.h"
 #include "core/cuda_memory.h"
 #include "tests/comm/ring_fixtures.h"
+#include "tests/skip.h"
 
 namespace ringgrad::comm::testing {
 
 inline bool skip_without_cuda() {
   if (cuda_device_count() > 0) return false;
-  std::printf("skipped: no CUDA device: %s\n", cuda_unavailable_reason().c_str());
-  std::fflush(stdout);
+  ringgrad::testing::skip_test("no CUDA device: " + cuda_unavailable_reason());
   return true;
 }
 

@@ -14,6 +14,7 @@
 
 #include "core/cuda_memory.h"
 #include "tests/reserved_port.h"
+#include "tests/skip.h"
 
 namespace {
 
@@ -117,8 +118,7 @@ TEST_CASE("all_reduce_perf runs under ringgrad-run, which provides the whole env
 
 TEST_CASE("all_reduce_perf runs under mpirun (OMPI_COMM_WORLD_* with MASTER_ADDR/PORT)") {
   if (run_shell("command -v mpirun").exit_code != 0) {
-    MESSAGE("skipped: mpirun not found (Debian openmpi-bin)");
-    return;
+    return ringgrad::testing::skip_test("mpirun not found (Debian: openmpi-bin)");
   }
   check_launched_run(run_shell(
       "timeout 60 mpirun --allow-run-as-root --oversubscribe -np 2 --mca btl tcp,self "

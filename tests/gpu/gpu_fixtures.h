@@ -1,7 +1,6 @@
 // Shared by the tests/gpu suites: the skip check every test case starts with, host <-> device
 // helpers and the CPU-vs-CUDA comparison. A test case without a usable device returns at once
-// after a MESSAGE "no CUDA device: <reason>"; CTest's SKIP_REGULAR_EXPRESSION on that text
-// (tests/gpu/CMakeLists.txt) reports it as skipped, never as passed.
+// after skip_test("no CUDA device: <reason>"), which CTest reports as Skipped (tests/skip.h).
 #pragma once
 #include <doctest/doctest.h>
 
@@ -11,6 +10,7 @@
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "tests/kernels/gradcheck.h"
+#include "tests/skip.h"
 
 namespace ringgrad::testing {
 
@@ -18,7 +18,7 @@ namespace ringgrad::testing {
 inline bool skip_without_cuda() {
   static const std::string reason = cuda_unavailable_reason();
   if (reason.empty()) return false;
-  MESSAGE("no CUDA device: ", reason);
+  skip_test("no CUDA device: " + reason);
   return true;
 }
 

@@ -10,7 +10,7 @@
 set -uo pipefail
 run=$(realpath "$1")
 here=$(cd "$(dirname "$0")/../.." && pwd)
-skip() { echo "SKIP: $*"; exit 77; }
+skip() { echo "SKIPPED: $*"; exit 77; }
 fail() { echo "FAIL: $*"; [[ -f $tmp/sshd.log ]] && sed 's/^/  sshd| /' "$tmp/sshd.log"; exit 1; }
 
 [[ $(id -u) -eq 0 ]] || skip "needs root to run an sshd (running as $(id -un))"

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "tests/integration/launch_harness.h"
+#include "tests/skip.h"
 
 using namespace ringgrad;
 using namespace ringgrad::testing;
@@ -70,8 +71,7 @@ class NamespacePair {
 TEST_CASE("two network namespaces as two hosts: rendezvous and worker store over a veth link") {
   NamespacePair hosts;
   if (!hosts.ok()) {
-    MESSAGE("skipped: ", hosts.why_not());
-    return;
+    return skip_test("no network namespaces: " + hosts.why_not());
   }
   TempDir dir;
   auto node = [&](const std::string& ns) {
@@ -119,8 +119,7 @@ TEST_CASE("two network namespaces as two hosts: rendezvous and worker store over
 TEST_CASE("an endpoint without a route fails after the connect timeout, naming host:port") {
   NamespacePair hosts;
   if (!hosts.ok()) {
-    MESSAGE("skipped: ", hosts.why_not());
-    return;
+    return skip_test("no network namespaces: " + hosts.why_not());
   }
   // 10.213.8.1 is on no link of namespace B: packets for it never leave the namespace.
   auto r = run(

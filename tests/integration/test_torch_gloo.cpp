@@ -5,6 +5,7 @@
 #include <string>
 
 #include "tests/integration/launch_harness.h"
+#include "tests/skip.h"
 
 using namespace ringgrad::testing;
 using std::chrono::seconds;
@@ -23,8 +24,7 @@ bool python_has_torch() {
 
 TEST_CASE("ringgrad-run launches a PyTorch Gloo all-reduce unchanged") {
   if (!python_has_torch()) {
-    MESSAGE("skipped: ", kPython, " cannot import torch.distributed");
-    return;
+    return skip_test(std::string(kPython) + " cannot import torch.distributed (Debian: python3-torch)");
   }
   auto r = run(launcher({"--standalone", "--nproc-per-node", "2", kPython, GLOO_SCRIPT_PATH}),
                seconds(120));

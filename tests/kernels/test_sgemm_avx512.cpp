@@ -13,6 +13,7 @@
 
 #include "core/rng.h"
 #include "kernels/cpu/sgemm_avx512.h"
+#include "tests/skip.h"
 
 using namespace ringgrad;
 using ringgrad::kernels::cpu::Op;
@@ -90,7 +91,7 @@ std::string describe(const Case& c) {
 
 bool skip_without_avx512() {
   if (kernels::cpu::cpu_has_avx512()) return false;
-  MESSAGE("skipped: this CPU has no AVX-512F, so the f32 GEMMs run OpenBLAS instead");
+  ringgrad::testing::skip_test("this CPU has no AVX-512F, so the f32 GEMMs run OpenBLAS instead");
   return true;
 }
 

@@ -10,6 +10,7 @@
 #include "core/cuda_memory.h"
 #include "nn/serialize/safetensors.h"
 #include "tests/nn/temp_dir.h"
+#include "tests/skip.h"
 
 using namespace ringgrad;
 using namespace ringgrad::nn;
@@ -131,8 +132,7 @@ TEST_CASE("safetensors: every dtype round-trips bit for bit with metadata") {
 
 TEST_CASE("safetensors: CUDA tensors are saved from host copies") {
   if (cuda_device_count() == 0) {
-    MESSAGE("skipped: no CUDA device (", cuda_unavailable_reason(), ")");
-    return;
+    return ringgrad::testing::skip_test("no CUDA device: " + cuda_unavailable_reason());
   }
   TempDir dir;
   Tensor host = Tensor::from_vector<float>({1, 2, 3, 4}, {2, 2});

@@ -26,7 +26,7 @@ cat >"$dir/train.jsonl" <<'LOG'
 LOG
 bash scripts/plot.sh train "$dir/train.jsonl" "$dir/train.png"
 rc=$?
-if ((rc == 3)); then echo "SKIP: gnuplot is not available and could not be installed"; exit 77; fi
+if ((rc == 3)); then echo "SKIPPED: gnuplot is not available and could not be installed"; exit 77; fi
 ((rc == 0)) || fail "plot.sh train exited $rc"
 check_png "$dir/train.png"
 
