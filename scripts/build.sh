@@ -5,23 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(build-essential cmake libasio-dev doctest-dev libopenblas-dev zlib1g-dev libcli11-dev
-          nlohmann-json3-dev libbenchmark-dev dataset-fashion-mnist iproute2 gnuplot-nox)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  if [[ $(id -u) -eq 0 ]]; then
-    echo "ringgrad: installing Debian packages: ${missing[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -q >/dev/null
-    apt-get install -y -q "${missing[@]}" >/dev/null
-  else
-    echo "ringgrad: missing Debian packages (run as root to install): ${missing[*]}" >&2
-    exit 1
-  fi
-fi
+bash scripts/install_packages.sh build-essential cmake libasio-dev doctest-dev libopenblas-dev \
+  zlib1g-dev libcli11-dev nlohmann-json3-dev libbenchmark-dev dataset-fashion-mnist iproute2 gnuplot-nox
 
 build_type=${BUILD_TYPE:-Release}
 jobs=${JOBS:-$(nproc)}
