@@ -19,16 +19,6 @@
 
 namespace {
 
-// Error messages carry "[file.cpp:42] " for developers; users get the sentence.
-std::string user_message(const std::exception& e) {
-  std::string m = e.what();
-  if (!m.empty() && m[0] == '[') {
-    auto close = m.find("] ");
-    if (close != std::string::npos) m = m.substr(close + 2);
-  }
-  return m;
-}
-
 int fail(int code, const std::string& message) {
   std::fprintf(stderr, "ringgrad-run: error: %s\n", message.c_str());
   return code;
@@ -221,13 +211,13 @@ int main(int argc, char** argv) {
     }
     validate(c);
   } catch (const InvalidArgument& e) {
-    return fail(2, user_message(e));
+    return fail(2, ringgrad::user_message(e));
   } catch (const std::exception& e) {
-    return fail(1, user_message(e));
+    return fail(1, ringgrad::user_message(e));
   }
   try {
     return run_launcher(c);
   } catch (const std::exception& e) {
-    return fail(1, user_message(e));
+    return fail(1, ringgrad::user_message(e));
   }
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Side-by-side all-reduce on loopback, each with 2 and 4 ranks, 8 B to 128 MiB (float sum):
 #   ours      all_reduce_perf (ring backend, CPU), as it runs by default: ranks on one host talk
-#             over unix sockets (comm/transport/tcp/tcp_transport.h); out of place, and in
+#             over unix sockets (comm/transport/socket/socket_transport.h); out of place, and in
 #             place (ours-ip)
 #   ours-tcp  the same with RINGGRAD_TRANSPORT=tcp: TCP between every pair, as the others below
 #   gloo      PyTorch's Gloo (/usr/bin/python3), TCP; torch.distributed.all_reduce is in place

@@ -5,12 +5,24 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace ringgrad {
 
+// what() is "[file.cpp:42] message" for logs and developers; where() and message() keep the
+// two apart, so a program can show a user the sentence alone (user_message below).
 class Error : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit Error(const std::string& message) : std::runtime_error(message), message_(message) {}
+  Error(std::string where, const std::string& message)
+      : std::runtime_error("[" + where + "] " + message), where_(std::move(where)),
+        message_(message) {}
+  const std::string& where() const { return where_; }  // "file.cpp:42", or "" when not known
+  const std::string& message() const { return message_; }
+
+ private:
+  std::string where_;
+  std::string message_;
 };
 class InvalidArgument : public Error {
  public:
@@ -56,7 +68,13 @@ std::string str_cat(const Args&... args) {
 
 template <class E = Error, class... Args>
 [[noreturn]] void throw_at(const char* file, int line, const Args&... args) {
-  throw E(str_cat("[", detail::short_file(file), ":", line, "] ", args...));
+  throw E(str_cat(detail::short_file(file), ":", line), str_cat(args...));
+}
+
+// What a user should read: an Error's message without its location, else what().
+inline std::string user_message(const std::exception& e) {
+  const auto* error = dynamic_cast<const Error*>(&e);
+  return error ? error->message() : e.what();
 }
 
 }  // namespace ringgrad

@@ -126,6 +126,7 @@ Job start_job(const Settings& s) {
   set_log_rank(env.rank);
   job.worker_store = comm::create_worker_store(env, comm::default_collective_timeout());
   o.generation = env.generation;
+  o.store_host = env.master_addr;
   // One GPU per local rank (NCCL's rule), found also under mpirun, which sets no LOCAL_RANK.
   job.device = s.device == "cuda" ? Device::cuda(env.local_rank) : Device::cpu();
   o.cuda_device = env.local_rank;

@@ -60,14 +60,12 @@ LaunchConfig job_like(const LaunchConfig& c, std::vector<std::string> command, i
 }
 
 // Runs a launcher; a setup failure (rendezvous timeout, port in use) becomes `error`, the
-// sentence only: the "[file.cpp:42] " that errors carry is for developers.
+// sentence only (see user_message).
 int launch(const LaunchConfig& c, std::string& error) {
   try {
     return run_launcher(c);
   } catch (const std::exception& e) {
-    error = e.what();
-    const auto close = error.find("] ");
-    if (!error.empty() && error[0] == '[' && close != std::string::npos) error.erase(0, close + 2);
+    error = user_message(e);
     return 1;
   }
 }

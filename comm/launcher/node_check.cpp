@@ -18,14 +18,14 @@
 #include <thread>
 
 #include "comm/store/worker_store.h"
-#include "comm/transport/tcp/socket.h"
+#include "comm/transport/socket/socket.h"
 #include "core/env.h"
 
 namespace ringgrad::comm {
 
 namespace {
 
-using tcp::Socket;
+using net::Socket;
 using Clock = std::chrono::steady_clock;
 
 std::string key(const char* what, int a, int b = -1) {
@@ -79,8 +79,8 @@ class ProbeServer {
       try {
         const auto deadline = Clock::now() + std::chrono::seconds(5);
         int32_t from = 0;
-        tcp::read_fully(peer, &from, sizeof from, deadline, "worker port probe");
-        tcp::write_fully(peer, &rank, sizeof rank, deadline, "worker port probe");
+        net::read_fully(peer, &from, sizeof from, deadline, "worker port probe");
+        net::write_fully(peer, &rank, sizeof rank, deadline, "worker port probe");
       } catch (const Error&) {  // that prober reports its own failure
       }
     }
@@ -112,8 +112,8 @@ std::string probe(const std::string& host, int port, int32_t self, int expect,
   }
   try {
     int32_t answer = -1;
-    tcp::write_fully(s, &self, sizeof self, deadline, "probe of " + where);
-    tcp::read_fully(s, &answer, sizeof answer, deadline, "probe of " + where);
+    net::write_fully(s, &self, sizeof self, deadline, "probe of " + where);
+    net::read_fully(s, &answer, sizeof answer, deadline, "probe of " + where);
     if (answer != expect)
       return str_cat(where, " answered as node ", answer, ", not node ", expect);
   } catch (const Error& e) {
@@ -180,7 +180,7 @@ int run_node_check(const NodeCheckOptions& o) {
 
   NodeRecord mine;
   mine.facts = local_node_facts();
-  mine.address = tcp::select_interface(env_get("RINGGRAD_SOCKET_IFNAME"), env.master_addr).address;
+  mine.address = net::select_interface(env_get("RINGGRAD_SOCKET_IFNAME"), env.master_addr).address;
   const int port = o.port_base == 0 ? 0 : o.port_base + rank;
   Socket listener = listen_at(port, mine.listen_error);
   std::optional<ProbeServer> server;

@@ -60,7 +60,7 @@ NcclComm::NcclComm(const ncclUniqueId& id, int rank, int size, int device,
   // that is queued after the collective finished (NcclWork::wait still makes the compute
   // stream wait for the event, so the order holds on the device too). This stream stays a
   // blocking one, so work on the legacy default stream (other code, tests) is ordered too.
-  // The same rule holds for the ring's staging streams (comm/ring/cuda_staging_copier.cpp).
+  // The same rule holds for the ring's staging streams (comm/collectives/cuda_staging_copier.cpp).
   const cudaError_t err = cudaStreamCreate(&stream_);
   if (err != cudaSuccess) {
     ncclCommAbort(comm_);

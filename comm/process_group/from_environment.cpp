@@ -20,6 +20,7 @@ DistributedJob join_distributed_job(const std::string& backend, const std::strin
   ProcessGroupOptions options;
   options.group_name = group_name;
   options.generation = job.env.generation;
+  options.store_host = job.env.master_addr;
   options.tensor_device = tensor_device;
   // The local rank also under mpirun/srun, which set no LOCAL_RANK.
   options.cuda_device = cuda_device >= 0 ? cuda_device : job.env.local_rank;

@@ -1,16 +1,16 @@
 // comm::ProcessGroup: the collectives interface (PyTorch c10d's shape). Every call returns a
 // Work at once; collectives of one group run in issue order on the group's worker thread, so a
-// DDP hook can launch a bucket's all-reduce and wait for it later. Tensors are contiguous CPU
-// tensors; in-place calls take one tensor, out-of-place calls an input and an output.
-// Every collective has a deadline (its options' timeout, else the group's) and fails with an
-// error naming the operation, the peer rank and how long it waited. The ring backend takes
-// CPU and CUDA tensors (staged through pinned host memory); the nccl backend CUDA tensors.
+// DDP hook can launch a bucket's all-reduce and wait for it later. Tensors are contiguous; the
+// ring backend takes CPU and CUDA tensors (CUDA ones staged through pinned host memory), the
+// nccl backend CUDA tensors. In-place calls take one tensor, out-of-place calls an input and an
+// output. Every collective has a deadline (its options' timeout, else the group's) and fails
+// with an error naming the operation, the peer rank and how long it waited.
 #pragma once
 #include <memory>
 #include <string>
 
+#include "comm/process_group/reduce_op.h"
 #include "comm/process_group/work.h"
-#include "comm/ring/reduce_kernels.h"
 #include "comm/store/store.h"
 #include "core/tensor.h"
 
@@ -89,7 +89,10 @@ struct ProcessGroupOptions {
   Milliseconds setup_timeout{0};       // connecting the ranks; 0: same as timeout
   std::string run_id;                  // checked in the connection handshake
   int64_t generation = 0;
-  std::string allreduce_algorithm;     // "ring" | "tree" | "direct" | "" (RINGGRAD_ALGO, else by size)
+  std::string allreduce_algorithm;  // ring | recursive_doubling | direct; "": RINGGRAD_ALGO, else by size
+  // The store's host, which the ring routes towards to pick its network interface; "":
+  // MASTER_ADDR, else this host (an in-process store).
+  std::string store_host;
   DeviceType tensor_device = DeviceType::cpu;  // where this group's tensors live ("auto")
   int cuda_device = -1;                // nccl: the GPU; -1: LOCAL_RANK (0 when unset)
 };

@@ -3,9 +3,7 @@
 
 #include <chrono>
 
-#include "comm/ring/cuda_staging_copier.h"
-#include "comm/store/prefix_store.h"
-#include "comm/store/tcp_store.h"
+#include "comm/collectives/cuda_staging_copier.h"
 #include "core/env.h"
 #include "core/error.h"
 #include "core/logging.h"
@@ -14,6 +12,8 @@ namespace ringgrad::comm {
 
 namespace {
 
+// How long the idle worker spins for the next task before it sleeps on the condition variable:
+// a wake-up costs several microseconds, so a task that follows at once is taken sooner.
 constexpr auto kWorkerSpin = std::chrono::microseconds(5);
 
 void check_tensor(const Tensor& t, const char* operation, const char* role) {
@@ -40,18 +40,6 @@ void check_rank(int r, int size, const char* operation, const char* role) {
     RG_THROW(InvalidArgument, operation, ": ", role, " ", r, " is outside the group of size ", size);
 }
 
-// The host the store lives on, which the transport routes towards to pick its interface: a
-// TcpStore's server (under any PrefixStores), else MASTER_ADDR, else "" (an in-process store,
-// so all ranks share this host).
-std::string store_host_of(const Store* store) {
-  while (auto* prefixed = dynamic_cast<const PrefixStore*>(store)) store = prefixed->base().get();
-  if (auto* tcp = dynamic_cast<const TcpStore*>(store)) {
-    const std::string address = tcp->address();
-    return address.substr(0, address.rfind(':'));
-  }
-  return env_str("MASTER_ADDR", "");
-}
-
 // RINGGRAD_TRANSPORT: "auto" (the default: unix sockets to ranks on this host, TCP to the
 // others) or "tcp" (TCP to every rank, as to compare with Gloo or Open MPI over TCP).
 bool unix_sockets_on_same_host() {
@@ -70,20 +58,20 @@ RingProcessGroup::RingProcessGroup(std::shared_ptr<Store> store, int rank, int s
       forced_algorithm_(options.allreduce_algorithm.empty() ? env_str("RINGGRAD_ALGO", "")
                                                            : options.allreduce_algorithm),
       transport_([&] {
-        tcp::TcpTransportOptions t;
+        net::SocketTransportOptions t;
         t.run_id = options.run_id;
         t.generation = options.generation;
         t.setup_timeout = options.setup_timeout.count() > 0 ? options.setup_timeout : timeout_;
         t.ifname = env_get("RINGGRAD_SOCKET_IFNAME");
-        t.store_host = store_host_of(store.get());
+        t.store_host = options.store_host.empty() ? env_str("MASTER_ADDR", "") : options.store_host;
         t.unix_sockets_on_same_host = unix_sockets_on_same_host();
         const std::string prefix =
             "ringpg/" + options.group_name + "/g" + std::to_string(options.generation) + "/";
-        return std::make_unique<tcp::TcpTransport>(std::move(store), prefix, rank, size, t);
+        return std::make_unique<net::SocketTransport>(std::move(store), prefix, rank, size, t);
       }()),
       checked_(*transport_), partner_(1, 0), sent_to_(static_cast<size_t>(size), 0),
       received_from_(static_cast<size_t>(size), 0) {
-  ring::choose_allreduce_algorithm(0, size, forced_algorithm_);  // rejects a bad RINGGRAD_ALGO now
+  collectives::choose_allreduce_algorithm(0, size, forced_algorithm_);  // rejects a bad RINGGRAD_ALGO now
   for (int r = 0; r < size; ++r)
     if (r != rank) all_peers_.push_back(r);
   worker_ = std::thread([this] { worker_loop(); });
@@ -98,33 +86,44 @@ RingProcessGroup::~RingProcessGroup() {
   worker_.join();
 }
 
-WorkPtr RingProcessGroup::enqueue(CollectiveKind kind, DType dtype, uint64_t count, ReduceOp op,
-                                  int32_t root, Direction direction, int peer, Milliseconds timeout,
-                                  bool staged, Run run) {
+// ---- validate: on the caller's thread ----
+
+RingProcessGroup::Request RingProcessGroup::request(CollectiveKind kind, const Tensor& tensor,
+                                                    uint64_t count, Milliseconds timeout) {
+  Request r{kind};
+  r.dtype = tensor.dtype();
+  r.count = count;
+  r.timeout = timeout;
+  r.staged = tensor.is_cuda();
+  return r;
+}
+
+// ---- enqueue ----
+
+WorkPtr RingProcessGroup::enqueue(const Request& request, Device device, Run host,
+                                  StagedRun staged) {
+  Run run = std::move(host);
+  if (request.staged)
+    run = [this, device, staged = std::move(staged)](Transport& t, collectives::Scratch& s) {
+      collectives::Staging slots = staging(device, s);
+      staged(t, slots);
+    };
   std::unique_lock<std::mutex> lock(mu_);
   // Collectives count per group; a send and its recv count per ordered pair of ranks.
-  uint64_t& counter = direction == Direction::send   ? sent_to_[peer]
-                      : direction == Direction::recv ? received_from_[peer]
-                                                     : next_seq_;
-  Fingerprint fp = make_fingerprint(kind, counter++, dtype, count, op, root);
-  fp.staged = staged ? 1 : 0;
+  uint64_t& counter = request.direction == Direction::send   ? sent_to_[request.peer]
+                      : request.direction == Direction::recv ? received_from_[request.peer]
+                                                             : next_seq_;
+  Fingerprint fp = make_fingerprint(request.kind, counter++, request.dtype, request.count,
+                                    request.op, request.root);
+  fp.staged = request.staged ? 1 : 0;
   auto work = std::make_shared<Work>(describe(fp));
-  Task task{work, fp, peer, timeout.count() > 0 ? timeout : timeout_, std::move(run)};
-  // A small host collective with nothing ahead of it runs right here: handing it to the worker
-  // and its completion back costs two thread wake-ups, several times the transfer itself. Order
-  // is kept (the queue is empty and the worker idle), and the worker waits while we run.
-  const bool small = count * dtype_size(dtype) <= ring::kTreeMaxBytes;
-  if (direction == Direction::all && !staged && small && queue_.empty() && !busy_) {
-    busy_ = true;
-    lock.unlock();
-    execute(task);
-    lock.lock();
-    busy_ = false;
-    const bool more = !queue_.empty();
-    lock.unlock();
-    if (more) wake_.notify_one();
+  Task task{work, fp, request.peer, request.timeout.count() > 0 ? request.timeout : timeout_,
+            std::move(run)};
+  const bool small = request.count * dtype_size(request.dtype) <=
+                     collectives::kRecursiveDoublingMaxBytes;
+  if (request.direction == Direction::all && !request.staged && small &&
+      run_inline_if_idle(lock, task))
     return work;
-  }
   queue_.push_back(std::move(task));
   queued_.fetch_add(1, std::memory_order_release);
   lock.unlock();
@@ -132,24 +131,49 @@ WorkPtr RingProcessGroup::enqueue(CollectiveKind kind, DType dtype, uint64_t cou
   return work;
 }
 
-ring::Staging RingProcessGroup::staging(Device device, ring::Scratch& scratch) {
+// A latency shortcut, not part of the algorithm: a small collective with nothing queued ahead
+// of it runs on the caller's thread, because handing it to the worker and its completion back
+// costs two thread wake-ups, several times the transfer itself. Issue order is kept (the queue
+// is empty and the worker idle), and the worker waits while it runs.
+bool RingProcessGroup::run_inline_if_idle(std::unique_lock<std::mutex>& lock, Task& task) {
+  if (!queue_.empty() || busy_) return false;
+  busy_ = true;
+  lock.unlock();
+  execute(task);
+  lock.lock();
+  busy_ = false;
+  const bool more = !queue_.empty();
+  lock.unlock();
+  if (more) wake_.notify_one();
+  return true;
+}
+
+collectives::Staging RingProcessGroup::staging(Device device, collectives::Scratch& scratch) {
   if (!copier_ || copier_device_ != device.index) {
     copier_.reset();  // frees the old pinned slots before making new ones
-    copier_ = ring::make_cuda_staging_copier(device.index);
+    copier_ = collectives::make_cuda_staging_copier(device.index);
     copier_device_ = device.index;
   }
-  return ring::Staging{*copier_, scratch, ring::kStagingChunkBytes};
+  return collectives::Staging{*copier_, scratch, collectives::kStagingChunkBytes};
+}
+
+// ---- run: on the worker thread ----
+
+// Waits until a task may run (true, lock held) or the group is stopping with nothing left
+// (false). Spins briefly first, see kWorkerSpin.
+bool RingProcessGroup::wait_for_task(std::unique_lock<std::mutex>& lock) {
+  const auto spin_until = std::chrono::steady_clock::now() + kWorkerSpin;
+  while (queued_.load(std::memory_order_acquire) == 0 &&
+         std::chrono::steady_clock::now() < spin_until) {
+  }
+  lock.lock();
+  wake_.wait(lock, [&] { return (!queue_.empty() && !busy_) || (stopping_ && queue_.empty()); });
+  return !queue_.empty();
 }
 
 void RingProcessGroup::worker_loop() {
-  for (;;) {
-    const auto spin_until = std::chrono::steady_clock::now() + kWorkerSpin;
-    while (queued_.load(std::memory_order_acquire) == 0 &&
-           std::chrono::steady_clock::now() < spin_until) {
-    }
-    std::unique_lock<std::mutex> lock(mu_);
-    wake_.wait(lock, [&] { return (!queue_.empty() && !busy_) || (stopping_ && queue_.empty()); });
-    if (queue_.empty()) return;
+  std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
+  while (wait_for_task(lock)) {
     Task task = std::move(queue_.front());
     queue_.pop_front();
     queued_.fetch_sub(1, std::memory_order_relaxed);
@@ -158,6 +182,7 @@ void RingProcessGroup::worker_loop() {
     execute(task);
     lock.lock();
     busy_ = false;
+    lock.unlock();
   }
 }
 
@@ -183,7 +208,10 @@ void RingProcessGroup::execute(Task& task) {
   }
 }
 
-// ---- collectives: check on the caller's thread, run on the worker ----
+// ---- the collectives: validate, enqueue, and the algorithm in its host and staged forms ----
+
+using collectives::Scratch;
+using collectives::Staging;
 
 WorkPtr RingProcessGroup::allreduce(const Tensor& tensor, const AllreduceOptions& opts) {
   return allreduce(tensor, tensor, opts);
@@ -193,20 +221,20 @@ WorkPtr RingProcessGroup::allreduce(const Tensor& input, const Tensor& output,
                                     const AllreduceOptions& opts) {
   check_pair(input, output, "allreduce", 1, 1);
   const auto count = static_cast<size_t>(input.numel());
-  const ReduceOp op = opts.op;
-  return enqueue(CollectiveKind::allreduce, input.dtype(), count, op, -1, Direction::all, -1, opts.timeout,
-                 input.is_cuda(), [this, input, output, count, op](Transport& t, ring::Scratch& s) {
-                   if (input.is_cuda()) {
-                     ring::Staging st = staging(input.device(), s);
-                     ring::staged_allreduce(t, st, input.raw_data(), output.raw_data(), count,
-                                            input.dtype(), op, forced_algorithm_);
-                     return;
-                   }
-                   const auto algo = ring::choose_allreduce_algorithm(
-                       input.nbytes(), t.size(), forced_algorithm_);
-                   ring::allreduce_function(algo)(t, input.raw_data(), output.raw_data(), count,
-                                                  input.dtype(), op, s);
-                 });
+  Request r = request(CollectiveKind::allreduce, input, count, opts.timeout);
+  r.op = opts.op;
+  return enqueue(
+      r, input.device(),
+      [this, input, output, count, op = r.op](Transport& t, Scratch& s) {
+        const auto algorithm =
+            collectives::choose_allreduce_algorithm(input.nbytes(), t.size(), forced_algorithm_);
+        collectives::allreduce_function(algorithm)(t, input.raw_data(), output.raw_data(), count,
+                                                   input.dtype(), op, s);
+      },
+      [this, input, output, count, op = r.op](Transport& t, Staging& st) {
+        collectives::staged_allreduce(t, st, input.raw_data(), output.raw_data(), count,
+                                      input.dtype(), op, forced_algorithm_);
+      });
 }
 
 WorkPtr RingProcessGroup::broadcast(const Tensor& tensor, const BroadcastOptions& opts) {
@@ -217,112 +245,117 @@ WorkPtr RingProcessGroup::broadcast(const Tensor& input, const Tensor& output,
                                     const BroadcastOptions& opts) {
   check_pair(input, output, "broadcast", 1, 1);
   check_rank(opts.root, size(), "broadcast", "root");
-  const int root = opts.root;
-  return enqueue(CollectiveKind::broadcast, input.dtype(), static_cast<uint64_t>(input.numel()),
-                 ReduceOp::sum, root, Direction::all, -1, opts.timeout, input.is_cuda(),
-                 [this, input, output, root](Transport& t, ring::Scratch& s) {
-                   if (input.is_cuda()) {
-                     ring::Staging st = staging(input.device(), s);
-                     ring::staged_broadcast(t, st, input.raw_data(), output.raw_data(), input.nbytes(), root);
-                     return;
-                   }
-                   ring::ring_broadcast(t, input.raw_data(), output.raw_data(), input.nbytes(), root);
-                 });
+  Request r = request(CollectiveKind::broadcast, input, input.numel(), opts.timeout);
+  r.root = opts.root;
+  return enqueue(
+      r, input.device(),
+      [input, output, root = r.root](Transport& t, Scratch&) {
+        collectives::ring_broadcast(t, input.raw_data(), output.raw_data(), input.nbytes(), root);
+      },
+      [input, output, root = r.root](Transport& t, Staging& st) {
+        collectives::staged_broadcast(t, st, input.raw_data(), output.raw_data(), input.nbytes(),
+                                      root);
+      });
 }
 
 WorkPtr RingProcessGroup::reduce(const Tensor& tensor, const ReduceOptions& opts) {
   return reduce(tensor, tensor, opts);
 }
 
-WorkPtr RingProcessGroup::reduce(const Tensor& input, const Tensor& output, const ReduceOptions& opts) {
+WorkPtr RingProcessGroup::reduce(const Tensor& input, const Tensor& output,
+                                 const ReduceOptions& opts) {
   check_pair(input, output, "reduce", 1, 1);
   check_rank(opts.root, size(), "reduce", "root");
   const auto count = static_cast<size_t>(input.numel());
-  const ReduceOp op = opts.op;
-  const int root = opts.root;
-  return enqueue(CollectiveKind::reduce, input.dtype(), count, op, root, Direction::all, -1, opts.timeout,
-                 input.is_cuda(), [this, input, output, count, op, root](Transport& t, ring::Scratch& s) {
-                   if (input.is_cuda()) {
-                     ring::Staging st = staging(input.device(), s);
-                     ring::staged_reduce(t, st, input.raw_data(), output.raw_data(), count,
-                                         input.dtype(), op, root);
-                     return;
-                   }
-                   ring::ring_reduce(t, input.raw_data(), output.raw_data(), count, input.dtype(),
-                                     op, root, s);
-                 });
+  Request r = request(CollectiveKind::reduce, input, count, opts.timeout);
+  r.op = opts.op;
+  r.root = opts.root;
+  return enqueue(
+      r, input.device(),
+      [input, output, count, op = r.op, root = r.root](Transport& t, Scratch& s) {
+        collectives::ring_reduce(t, input.raw_data(), output.raw_data(), count, input.dtype(), op,
+                                 root, s);
+      },
+      [input, output, count, op = r.op, root = r.root](Transport& t, Staging& st) {
+        collectives::staged_reduce(t, st, input.raw_data(), output.raw_data(), count,
+                                   input.dtype(), op, root);
+      });
 }
 
 WorkPtr RingProcessGroup::allgather(const Tensor& input, const Tensor& output,
                                     const AllgatherOptions& opts) {
   check_pair(input, output, "allgather", size(), 1);
-  return enqueue(CollectiveKind::allgather, input.dtype(), static_cast<uint64_t>(input.numel()),
-                 ReduceOp::sum, -1, Direction::all, -1, opts.timeout, input.is_cuda(),
-                 [this, input, output](Transport& t, ring::Scratch& s) {
-                   if (input.is_cuda()) {
-                     ring::Staging st = staging(input.device(), s);
-                     ring::staged_allgather(t, st, input.raw_data(), output.raw_data(), input.nbytes());
-                     return;
-                   }
-                   ring::ring_allgather(t, input.raw_data(), output.raw_data(), input.nbytes(), s);
-                 });
+  return enqueue(
+      request(CollectiveKind::allgather, input, input.numel(), opts.timeout), input.device(),
+      [input, output](Transport& t, Scratch& s) {
+        collectives::ring_allgather(t, input.raw_data(), output.raw_data(), input.nbytes(), s);
+      },
+      [input, output](Transport& t, Staging& st) {
+        collectives::staged_allgather(t, st, input.raw_data(), output.raw_data(), input.nbytes());
+      });
 }
 
 WorkPtr RingProcessGroup::reduce_scatter(const Tensor& input, const Tensor& output,
                                          const ReduceScatterOptions& opts) {
   check_pair(input, output, "reduce_scatter", 1, size());
   const auto count = static_cast<size_t>(output.numel());
-  const ReduceOp op = opts.op;
-  return enqueue(CollectiveKind::reduce_scatter, input.dtype(), count, op, -1, Direction::all, -1, opts.timeout,
-                 input.is_cuda(), [this, input, output, count, op](Transport& t, ring::Scratch& s) {
-                   if (input.is_cuda()) {
-                     ring::Staging st = staging(input.device(), s);
-                     ring::staged_reduce_scatter(t, st, input.raw_data(), output.raw_data(), count,
-                                                 input.dtype(), op);
-                     return;
-                   }
-                   ring::ring_reduce_scatter(t, input.raw_data(), output.raw_data(), count,
-                                             input.dtype(), op, s);
-                 });
+  Request r = request(CollectiveKind::reduce_scatter, input, count, opts.timeout);
+  r.op = opts.op;
+  return enqueue(
+      r, input.device(),
+      [input, output, count, op = r.op](Transport& t, Scratch& s) {
+        collectives::ring_reduce_scatter(t, input.raw_data(), output.raw_data(), count,
+                                         input.dtype(), op, s);
+      },
+      [input, output, count, op = r.op](Transport& t, Staging& st) {
+        collectives::staged_reduce_scatter(t, st, input.raw_data(), output.raw_data(), count,
+                                           input.dtype(), op);
+      });
 }
 
 WorkPtr RingProcessGroup::barrier(const BarrierOptions& opts) {
-  return enqueue(CollectiveKind::barrier, DType::u8, 0, ReduceOp::sum, -1, Direction::all, -1, opts.timeout,
-                 false, [](Transport&, ring::Scratch&) {});
+  // The fingerprint exchange every task starts with is the barrier; nothing else moves.
+  Request r{CollectiveKind::barrier};
+  r.timeout = opts.timeout;
+  return enqueue(r, Device::cpu(), [](Transport&, Scratch&) {}, nullptr);
 }
 
 WorkPtr RingProcessGroup::send(const Tensor& tensor, int dst, const SendRecvOptions& opts) {
   check_tensor(tensor, "send", "input");
   check_rank(dst, size(), "send", "destination");
   RG_CHECK(dst != rank(), "send: rank ", rank(), " cannot send to itself");
-  return enqueue(CollectiveKind::send_recv, tensor.dtype(), static_cast<uint64_t>(tensor.numel()),
-                 ReduceOp::sum, opts.tag, Direction::send, dst, opts.timeout, tensor.is_cuda(),
-                 [this, tensor, dst](Transport& t, ring::Scratch& s) {
-                   if (tensor.is_cuda()) {
-                     ring::Staging st = staging(tensor.device(), s);
-                     ring::staged_send(t, st, tensor.raw_data(), tensor.nbytes(), dst);
-                     return;
-                   }
-                   t.post_send(dst, tensor.raw_data(), tensor.nbytes());
-                   t.wait_all();
-                 });
+  Request r = request(CollectiveKind::send_recv, tensor, tensor.numel(), opts.timeout);
+  r.root = opts.tag;
+  r.direction = Direction::send;
+  r.peer = dst;
+  return enqueue(
+      r, tensor.device(),
+      [tensor, dst](Transport& t, Scratch&) {
+        t.post_send(dst, tensor.raw_data(), tensor.nbytes());
+        t.wait_all();
+      },
+      [tensor, dst](Transport& t, Staging& st) {
+        collectives::staged_send(t, st, tensor.raw_data(), tensor.nbytes(), dst);
+      });
 }
 
 WorkPtr RingProcessGroup::recv(const Tensor& tensor, int src, const SendRecvOptions& opts) {
   check_tensor(tensor, "recv", "output");
   check_rank(src, size(), "recv", "source");
   RG_CHECK(src != rank(), "recv: rank ", rank(), " cannot receive from itself");
-  return enqueue(CollectiveKind::send_recv, tensor.dtype(), static_cast<uint64_t>(tensor.numel()),
-                 ReduceOp::sum, opts.tag, Direction::recv, src, opts.timeout, tensor.is_cuda(),
-                 [this, tensor, src](Transport& t, ring::Scratch& s) {
-                   if (tensor.is_cuda()) {
-                     ring::Staging st = staging(tensor.device(), s);
-                     ring::staged_recv(t, st, tensor.raw_data(), tensor.nbytes(), src);
-                     return;
-                   }
-                   t.post_recv(src, tensor.raw_data(), tensor.nbytes());
-                   t.wait_recv(src);
-                 });
+  Request r = request(CollectiveKind::send_recv, tensor, tensor.numel(), opts.timeout);
+  r.root = opts.tag;
+  r.direction = Direction::recv;
+  r.peer = src;
+  return enqueue(
+      r, tensor.device(),
+      [tensor, src](Transport& t, Scratch&) {
+        t.post_recv(src, tensor.raw_data(), tensor.nbytes());
+        t.wait_recv(src);
+      },
+      [tensor, src](Transport& t, Staging& st) {
+        collectives::staged_recv(t, st, tensor.raw_data(), tensor.nbytes(), src);
+      });
 }
 
 }  // namespace ringgrad::comm

@@ -1,10 +1,11 @@
-// RingProcessGroup: the "ring" backend. A TcpTransport full mesh, the algorithms of comm/ring/,
-// and one worker thread that runs the group's collectives in issue order. CUDA tensors go
-// through pinned host slots chunk by chunk (comm/ring/staged_collectives.h); every rank of a
-// collective must then pass CUDA tensors (the fingerprint says so), reductions on the host. Calls validate their
-// tensors on the caller's thread (throwing InvalidArgument) and return a Work at once. After a
-// failure the group resets its connections, so every peer fails at once too, and refuses
-// further work with the first error.
+// RingProcessGroup: the "ring" backend. A SocketTransport full mesh, the algorithms of
+// comm/collectives/, and one worker thread that runs the group's collectives in issue order.
+// Every call does three things: validate its tensors on the caller's thread (throwing
+// InvalidArgument), enqueue a task (returning its Work at once), and, on the worker, run an
+// algorithm. CUDA tensors run the staged form of the algorithm through pinned host slots
+// (comm/collectives/staged_collectives.h); every rank of a collective must then pass CUDA
+// tensors (the fingerprint says so). After a failure the group resets its connections, so
+// every peer fails at once too, and refuses further work with the first error.
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -14,11 +15,11 @@
 #include <thread>
 #include <vector>
 
+#include "comm/collectives/algorithms.h"
+#include "comm/collectives/staged_collectives.h"
 #include "comm/process_group/checked_transport.h"
 #include "comm/process_group/process_group.h"
-#include "comm/ring/ring_algorithms.h"
-#include "comm/ring/staged_collectives.h"
-#include "comm/transport/tcp/tcp_transport.h"
+#include "comm/transport/socket/socket_transport.h"
 
 namespace ringgrad::comm {
 
@@ -44,30 +45,48 @@ class RingProcessGroup : public ProcessGroup {
   WorkPtr recv(const Tensor& tensor, int src, const SendRecvOptions& opts) override;
 
  private:
-  using Run = std::function<void(Transport&, ring::Scratch&)>;
+  enum class Direction { all, send, recv };  // a collective, or which end of a send/recv
+  // What a call asks of the group: the fields of its fingerprint and who takes part.
+  struct Request {
+    CollectiveKind kind;
+    DType dtype = DType::u8;
+    uint64_t count = 0;
+    ReduceOp op = ReduceOp::sum;
+    int32_t root = -1;  // broadcast/reduce root, or a send/recv's tag
+    Direction direction = Direction::all;
+    int peer = -1;      // a send/recv's partner; -1: every rank takes part
+    Milliseconds timeout{0};
+    bool staged = false;  // CUDA tensors, moved through pinned host slots
+  };
+  Request request(CollectiveKind kind, const Tensor& tensor, uint64_t count, Milliseconds timeout);
+
+  // How a task runs on the host, and how its CUDA form runs through the staging slots.
+  using Run = std::function<void(Transport&, collectives::Scratch&)>;
+  using StagedRun = std::function<void(Transport&, collectives::Staging&)>;
   struct Task {
     WorkPtr work;
     Fingerprint fingerprint;
-    int peer;  // -1: every rank takes part; else the one partner of a send/recv
+    int peer;
     Milliseconds timeout;
     Run run;  // holds copies of the tensors, keeping their storage alive
   };
-
-  enum class Direction { all, send, recv };  // a collective, or which end of a send/recv
-  WorkPtr enqueue(CollectiveKind kind, DType dtype, uint64_t count, ReduceOp op, int32_t root,
-                  Direction direction, int peer, Milliseconds timeout, bool staged, Run run);
+  // Numbers the request, then runs `host` (or, for a staged request, `staged` through the
+  // slots of `device`) on the worker, in issue order.
+  WorkPtr enqueue(const Request& request, Device device, Run host, StagedRun staged);
   // Worker thread only: the staging slots for tensors on `device` (made on first use).
-  ring::Staging staging(Device device, ring::Scratch& scratch);
+  collectives::Staging staging(Device device, collectives::Scratch& scratch);
+  bool run_inline_if_idle(std::unique_lock<std::mutex>& lock, Task& task);
+  bool wait_for_task(std::unique_lock<std::mutex>& lock);
   void worker_loop();
   void execute(Task& task);
 
   std::string name_;
   Milliseconds timeout_;
   std::string forced_algorithm_;  // RINGGRAD_ALGO
-  std::unique_ptr<tcp::TcpTransport> transport_;
+  std::unique_ptr<net::SocketTransport> transport_;
   CheckedTransport checked_;
-  ring::Scratch scratch_;
-  std::unique_ptr<ring::StagingCopier> copier_;  // for CUDA tensors, on copier_device_
+  collectives::Scratch scratch_;
+  std::unique_ptr<collectives::StagingCopier> copier_;  // for CUDA tensors, on copier_device_
   int copier_device_ = -1;
   std::vector<int> all_peers_;
   std::vector<int> partner_;  // {peer}, reused for send/recv

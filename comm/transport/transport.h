@@ -1,5 +1,5 @@
-// comm::Transport: the byte-moving interface the algorithms in comm/ring/ talk to. It knows
-// peers and ordered byte streams, nothing about reductions. Implementations: tcp/TcpTransport.
+// comm::Transport: the byte-moving interface the algorithms in comm/collectives/ talk to. It knows
+// peers and ordered byte streams, nothing about reductions. Implementations: tcp/SocketTransport.
 // Contract: single-threaded (the process group's worker thread); every wait honours the
 // deadline set by begin() and throws IoError / TimeoutError naming the operation and the peer.
 #pragma once

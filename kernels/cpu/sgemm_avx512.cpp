@@ -5,9 +5,9 @@
 // and it has to: the machines pin OPENBLAS_CORETYPE=Haswell because that release computes wrong
 // results or crashes with its AVX-512 kernels on some processors. PyTorch's oneDNN, the
 // comparison, runs AVX-512 there. On conv_bench's resnet20 shapes OpenBLAS's AVX-512 kernels
-// measured 1.4-1.6x faster than its AVX2 ones, so the f32 GEMMs behind our convolutions and
-// linear layers run this kernel where the CPU has AVX-512F (RINGGRAD_SGEMM=openblas turns it
-// off). Only the functions marked RG_AVX512 use AVX-512 instructions; the rest of the file and
+// measured clearly faster than its AVX2 ones (docs/measurements.md), so the f32 GEMMs behind
+// our convolutions and linear layers run this kernel where the CPU has AVX-512F
+// (RINGGRAD_SGEMM=openblas turns it off). Only the functions marked RG_AVX512 use AVX-512 instructions; the rest of the file and
 // of the tree is compiled for the baseline CPU, so nothing runs them on a CPU without AVX-512.
 //
 // The scheme is the classic one (Goto and van de Geijn), cut to the shapes our layers have:

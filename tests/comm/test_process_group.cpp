@@ -150,7 +150,7 @@ TEST_CASE("settings: bad interface name, unknown backend, nccl, RINGGRAD_ALGO an
     cuda_auto.tensor_device = DeviceType::cuda;
     CHECK(create_process_group("auto", store, 0, 1, cuda_auto)->backend_name() == "ring");
   }
-  CHECK_THROWS_WITH(make_ring_group(store, 0, 1, "algo", Milliseconds(1000), "fast"), doctest::Contains("not one of: ring, tree"));
+  CHECK_THROWS_WITH(make_ring_group(store, 0, 1, "algo", Milliseconds(1000), "fast"), doctest::Contains("not one of: ring, recursive_doubling"));
   ::setenv("RINGGRAD_TRANSPORT", "shm", 1);
   CHECK_THROWS_WITH_AS(make_ring_group(store, 0, 1, "transport"), doctest::Contains("RINGGRAD_TRANSPORT='shm' is not one of: auto, tcp"), InvalidArgument);
   ::unsetenv("RINGGRAD_TRANSPORT");

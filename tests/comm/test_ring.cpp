@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "comm/ring/ring_pass.h"
+#include "comm/collectives/ring_step.h"
 #include "tests/comm/ring_fixtures.h"
 
 namespace ringgrad::comm::testing {
@@ -18,7 +18,7 @@ constexpr ReduceOp kOps[] = {ReduceOp::sum, ReduceOp::avg, ReduceOp::prod, Reduc
 
 // 0, 1, fewer than the ranks, odd, and more than one pipeline segment but not a multiple of it.
 std::vector<int64_t> counts_for(int world, DType dtype) {
-  const int64_t segment = static_cast<int64_t>(ring::kSegmentBytes / dtype_size(dtype));
+  const int64_t segment = static_cast<int64_t>(collectives::kSegmentBytes / dtype_size(dtype));
   return {0, 1, world - 1, 7, 1001, segment * world + world + 1};
 }
 
@@ -68,7 +68,7 @@ TEST_CASE("ring allreduce: every op, dtype and size matches the reference") {
     const char* algorithm;
     const char* transport;
   };
-  for (const Variant v : {Variant{"ring", "auto"}, Variant{"tree", "auto"},
+  for (const Variant v : {Variant{"ring", "auto"}, Variant{"recursive_doubling", "auto"},
                           Variant{"direct", "auto"}, Variant{"ring", "tcp"}})
     for (int world = 1; world <= 5; ++world) {
       const char* algorithm = v.algorithm;
@@ -187,7 +187,7 @@ TEST_CASE("ring allreduce: a 64 MiB buffer on 3 ranks") {
 }
 
 TEST_CASE("ring allreduce: inexact data gives bitwise identical results on every rank and run") {
-  for (const char* algorithm : {"ring", "tree", "direct"})
+  for (const char* algorithm : {"ring", "recursive_doubling", "direct"})
     for (int world : {3, 5}) {
       CAPTURE(algorithm);
       CAPTURE(world);
@@ -278,6 +278,21 @@ TEST_CASE("ring process group: send and recv in order, with tags") {
     }
     pg.barrier()->wait();
   });
+}
+
+TEST_CASE("allreduce algorithm: chosen by size, RINGGRAD_ALGO forces one, 'tree' is recursive doubling") {
+  using collectives::AllreduceAlgorithm;
+  using collectives::choose_allreduce_algorithm;
+  CHECK(choose_allreduce_algorithm(8, 4, "") == AllreduceAlgorithm::direct);
+  CHECK(choose_allreduce_algorithm(collectives::kDirectMaxBytes + 1, 4, "") ==
+        AllreduceAlgorithm::recursive_doubling);
+  CHECK(choose_allreduce_algorithm(collectives::kRecursiveDoublingMaxBytes + 1, 4, "") ==
+        AllreduceAlgorithm::ring);
+  CHECK(choose_allreduce_algorithm(8, 4, "ring") == AllreduceAlgorithm::ring);
+  CHECK(choose_allreduce_algorithm(1 << 20, 4, "recursive_doubling") ==
+        AllreduceAlgorithm::recursive_doubling);
+  CHECK(choose_allreduce_algorithm(1 << 20, 4, "tree") == AllreduceAlgorithm::recursive_doubling);
+  CHECK(choose_allreduce_algorithm(1 << 20, 4, "direct") == AllreduceAlgorithm::direct);
 }
 
 }  // namespace ringgrad::comm::testing

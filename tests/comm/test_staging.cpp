@@ -1,4 +1,4 @@
-// The ring backend's staging pipeline for device buffers (comm/ring/staging_pipeline.h,
+// The ring backend's staging pipeline for device buffers (comm/collectives/staging_pipeline.h,
 // staged_collectives.h), driven on the CPU: host memory stands in for the device, and the
 // fake copier defers every copy to the latest moment the StagingCopier contract allows, so a
 // pipeline that touched a slot too early would read or lose data.
@@ -7,16 +7,16 @@
 #include <cstring>
 #include <map>
 
-#include "comm/ring/staged_collectives.h"
-#include "comm/transport/tcp/tcp_transport.h"
+#include "comm/collectives/staged_collectives.h"
+#include "comm/transport/socket/socket_transport.h"
 #include "tests/comm/ring_fixtures.h"
 
 namespace ringgrad::comm::testing {
 
 namespace {
 
-using ring::StagedBlock;
-using ring::StagedChunk;
+using collectives::StagedBlock;
+using collectives::StagedChunk;
 
 void copy_block(unsigned char* device, unsigned char* slot, const StagedBlock& b, bool to_host) {
   for (size_t row = 0; row < b.rows; ++row) {
@@ -31,7 +31,7 @@ void copy_block(unsigned char* device, unsigned char* slot, const StagedBlock& b
 
 // Copies run at the last moment the contract allows: a copy in at wait_to_host, a copy out
 // when the slot is next claimed by to_host, or at wait_to_device. Logs every call.
-class DeferringCopier : public ring::StagingCopier {
+class DeferringCopier : public collectives::StagingCopier {
  public:
   std::vector<std::string>* log = nullptr;
 
@@ -95,27 +95,27 @@ StagedBlock block(size_t device_offset, size_t device_pitch, size_t host_offset,
 }  // namespace
 
 TEST_CASE("staging: chunk schedule for sizes that do and do not divide by the chunk") {
-  CHECK(ring::chunk_elems_for(24, 4) == 6);
-  CHECK(ring::chunk_elems_for(2, 8) == 1);  // a chunk smaller than an element still moves one
-  CHECK(ring::chunks_for(0, 6) == 1);       // count 0 still meets its peers once
-  CHECK(ring::chunks_for(12, 6) == 2);
-  CHECK(ring::chunks_for(13, 6) == 3);
-  CHECK(ring::chunk_range(13, 6, 2).begin == 12);
-  CHECK(ring::chunk_range(13, 6, 2).size == 1);
+  CHECK(collectives::chunk_elems_for(24, 4) == 6);
+  CHECK(collectives::chunk_elems_for(2, 8) == 1);  // a chunk smaller than an element still moves one
+  CHECK(collectives::chunks_for(0, 6) == 1);       // count 0 still meets its peers once
+  CHECK(collectives::chunks_for(12, 6) == 2);
+  CHECK(collectives::chunks_for(13, 6) == 3);
+  CHECK(collectives::chunk_range(13, 6, 2).begin == 12);
+  CHECK(collectives::chunk_range(13, 6, 2).size == 1);
 
   // 10 floats, 3 per chunk: 3, 3, 3, 1.
   const size_t sizes[] = {3, 3, 3, 1};
   for (size_t k = 0; k < 4; ++k) {
-    const StagedChunk c = ring::elementwise_chunk(10, 4, 3, k, true, false);
+    const StagedChunk c = collectives::elementwise_chunk(10, 4, 3, k, true, false);
     CHECK(same_block(c.in, block(k * 12, 0, 0, 0, sizes[k] * 4, 1)));
     CHECK(c.out.rows == 0);
   }
   // allgather, 10 bytes per rank, 4-byte chunks, rank 1 of 3: chunk 2 is bytes 8-9 of every block.
-  const StagedChunk g = ring::allgather_chunk(10, 3, 1, 4, 2);
+  const StagedChunk g = collectives::allgather_chunk(10, 3, 1, 4, 2);
   CHECK(same_block(g.in, block(8, 0, 2, 0, 2, 1)));
   CHECK(same_block(g.out, block(8, 10, 0, 2, 2, 3)));
   // reduce_scatter, 5 floats per rank, 2 per chunk, rank 2 of 3: chunk 2 is element 4 of each block.
-  const StagedChunk r = ring::reduce_scatter_chunk(5, 4, 3, 2, 2, 2);
+  const StagedChunk r = collectives::reduce_scatter_chunk(5, 4, 3, 2, 2, 2);
   CHECK(same_block(r.in, block(16, 20, 0, 4, 4, 3)));
   CHECK(same_block(r.out, block(16, 0, 8, 0, 4, 1)));
 }
@@ -127,12 +127,12 @@ TEST_CASE("staging: the copy in of chunk k+1 and the copy out of k-1 overlap the
   std::vector<unsigned char> device_in(10), device_out(10, 0);
   for (size_t i = 0; i < device_in.size(); ++i) device_in[i] = static_cast<unsigned char>(i + 1);
   // Transfer doubles each byte, so every chunk must have arrived before and leave after it.
-  ring::run_staging_pipeline(
+  collectives::run_staging_pipeline(
       copier, device_in.data(), device_out.data(), 3, 4,
-      [&](size_t k) { return ring::elementwise_chunk(10, 1, 4, k, true, true); },
+      [&](size_t k) { return collectives::elementwise_chunk(10, 1, 4, k, true, true); },
       [&](size_t k, unsigned char* slot) {
         log.push_back(str_cat("transfer ", k));
-        for (size_t i = 0; i < ring::chunk_range(10, 4, k).size; ++i) slot[i] *= 2;
+        for (size_t i = 0; i < collectives::chunk_range(10, 4, k).size; ++i) slot[i] *= 2;
       });
   const std::vector<std::string> want = {
       "to_host 0", "to_host 1", "wait_to_host 0", "transfer 0", "to_device 0",
@@ -144,10 +144,10 @@ TEST_CASE("staging: the copy in of chunk k+1 and the copy out of k-1 overlap the
 
 namespace {
 
-std::unique_ptr<tcp::TcpTransport> make_transport(std::shared_ptr<Store> store, int rank, int world) {
-  tcp::TcpTransportOptions o;
+std::unique_ptr<net::SocketTransport> make_transport(std::shared_ptr<Store> store, int rank, int world) {
+  net::SocketTransportOptions o;
   o.setup_timeout = Milliseconds(20000);
-  return std::make_unique<tcp::TcpTransport>(std::move(store), "staging/", rank, world, o);
+  return std::make_unique<net::SocketTransport>(std::move(store), "staging/", rank, world, o);
 }
 
 // Buffer bytes of `count` values v(i) in `dtype`.
@@ -175,10 +175,10 @@ TEST_CASE("staging: staged collectives equal the reference, sizes not divisible 
     std::vector<std::vector<std::string>> errors(static_cast<size_t>(world));
     spawn(world, [&](int rank) {
       auto transport = make_transport(store, rank, world);
-      tcp::TcpTransport& t = *transport;
+      net::SocketTransport& t = *transport;
       DeferringCopier copier;
-      ring::Scratch scratch;
-      ring::Staging staging{copier, scratch, kChunkBytes};
+      collectives::Scratch scratch;
+      collectives::Staging staging{copier, scratch, kChunkBytes};
       auto& errs = errors[rank];
       int seq = 0;
       auto begin = [&] { t.begin(str_cat("staged #", seq++), Clock::now() + std::chrono::seconds(20)); };
@@ -196,20 +196,20 @@ TEST_CASE("staging: staged collectives equal the reference, sizes not divisible 
               std::vector<unsigned char> out(in.size(), 0);
               unsigned char* dst = in_place ? in.data() : out.data();
               begin();
-              ring::staged_allreduce(t, staging, in.data(), dst, n, dtype, op, "");
+              collectives::staged_allreduce(t, staging, in.data(), dst, n, dtype, op, "");
               expect_bytes(in_place ? in : out, values(dtype, count, reduced), 0, "allreduce " + what, errs);
 
               const int root = static_cast<int>(count % world);
               in = values(dtype, count, mine);
               std::fill(out.begin(), out.end(), 0);
               begin();
-              ring::staged_reduce(t, staging, in.data(), in_place ? in.data() : out.data(), n, dtype, op, root);
+              collectives::staged_reduce(t, staging, in.data(), in_place ? in.data() : out.data(), n, dtype, op, root);
               if (rank == root) expect_bytes(in_place ? in : out, values(dtype, count, reduced), 0, "reduce " + what, errs);
 
               in = values(dtype, count, mine);
               std::fill(out.begin(), out.end(), 0);
               begin();
-              ring::staged_broadcast(t, staging, in.data(), in_place ? in.data() : out.data(), n * elem, root);
+              collectives::staged_broadcast(t, staging, in.data(), in_place ? in.data() : out.data(), n * elem, root);
               expect_bytes(in_place ? in : out,
                            values(dtype, count, [&](int64_t i) { return input_value(op, dtype, root, i); }), 0,
                            "broadcast " + what, errs);
@@ -228,14 +228,14 @@ TEST_CASE("staging: staged collectives equal the reference, sizes not divisible 
                 gather_in = all.data() + rank * n * elem;
               }
               begin();
-              ring::staged_allgather(t, staging, gather_in, all.data(), n * elem);
+              collectives::staged_allgather(t, staging, gather_in, all.data(), n * elem);
               expect_bytes(all, want_all, 0, "allgather " + what, errs);
 
               // reduce_scatter: `count` values per rank; rank r gets block r of the reduction.
               std::vector<unsigned char> full = values(dtype, count * world, mine);
               std::vector<unsigned char> block(n * elem, 0);
               begin();
-              ring::staged_reduce_scatter(t, staging, full.data(),
+              collectives::staged_reduce_scatter(t, staging, full.data(),
                                           in_place ? full.data() + rank * n * elem : block.data(), n,
                                           dtype, op);
               expect_bytes(in_place ? full : block,
@@ -247,10 +247,10 @@ TEST_CASE("staging: staged collectives equal the reference, sizes not divisible 
         for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<unsigned char>(i * 7 + 3);
         begin();
         if (rank == 0) {
-          ring::staged_send(t, staging, data.data(), data.size(), 1);
+          collectives::staged_send(t, staging, data.data(), data.size(), 1);
         } else {
           std::vector<unsigned char> got(data.size(), 0);
-          ring::staged_recv(t, staging, got.data(), got.size(), 0);
+          collectives::staged_recv(t, staging, got.data(), got.size(), 0);
           expect_bytes(got, data, 0, "send/recv", errs);
         }
       }

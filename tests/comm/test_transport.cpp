@@ -1,4 +1,4 @@
-// Tests for comm/transport/tcp: which interface a rank listens on (RINGGRAD_SOCKET_IFNAME, else
+// Tests for comm/transport/socket: which interface a rank listens on (RINGGRAD_SOCKET_IFNAME, else
 // the route to the store's host), the refusal of loopback when the ranks span hosts, and when a
 // peer is reached over a unix socket instead of TCP.
 // Loopback only: a second host is faked by publishing its address entry in the store.
@@ -11,8 +11,8 @@
 
 #include "comm/store/prefix_store.h"
 #include "comm/store/tcp_store_server.h"
-#include "comm/transport/tcp/socket.h"
-#include "comm/transport/tcp/tcp_transport.h"
+#include "comm/transport/socket/socket.h"
+#include "comm/transport/socket/socket_transport.h"
 #include "core/error.h"
 #include "tests/comm/ring_fixtures.h"
 #include "tests/comm/store_fixtures.h"
@@ -36,15 +36,15 @@ struct ScopedEnv {
 }  // namespace
 
 TEST_CASE("interface: the route to a 127.0.0.1 store host is loopback, and so is no store host") {
-  const auto routed = tcp::select_interface(std::nullopt, "127.0.0.1");
+  const auto routed = net::select_interface(std::nullopt, "127.0.0.1");
   CHECK(routed.address == "127.0.0.1");
   CHECK(routed.name == "lo");
   CHECK(routed.reason == "route to the store host 127.0.0.1");
-  const auto in_process = tcp::select_interface(std::nullopt, "");
+  const auto in_process = net::select_interface(std::nullopt, "");
   CHECK(in_process.address == "127.0.0.1");
-  CHECK(contains(tcp::select_interface(std::string("nope0,lo"), "").reason,
+  CHECK(contains(net::select_interface(std::string("nope0,lo"), "").reason,
                  "RINGGRAD_SOCKET_IFNAME=nope0,lo"));
-  CHECK_THROWS_WITH_AS(tcp::select_interface(std::nullopt, "no-such-host.invalid"),
+  CHECK_THROWS_WITH_AS(net::select_interface(std::nullopt, "no-such-host.invalid"),
                        doctest::Contains("cannot resolve the store host 'no-such-host.invalid'"),
                        IoError);
 }
@@ -80,7 +80,7 @@ TEST_CASE("interface: loopback is refused on every rank when the ranks span host
 
 TEST_CASE("transport: a peer on this host is reached over a unix socket, others over TCP") {
   // Rank 0 is faked: it publishes an address entry, listens on TCP and on a unix socket, and
-  // reports which one rank 1 (a real TcpTransport) connected to.
+  // reports which one rank 1 (a real SocketTransport) connected to.
   struct Case {
     const char* what;
     bool same_identity, real_unix_name, unix_allowed, want_unix;
@@ -98,9 +98,9 @@ TEST_CASE("transport: a peer on this host is reached over a unix socket, others 
     auto store = std::make_shared<HashStore>();
     int port = 0;
     std::string unix_name;
-    tcp::Socket tcp_listener = tcp::listen_on("127.0.0.1", port);
-    tcp::Socket unix_listener = tcp::listen_unix(unix_name);
-    const std::string identity = c.same_identity ? tcp::host_identity() : "another-boot/net:[1]";
+    net::Socket tcp_listener = net::listen_on("127.0.0.1", port);
+    net::Socket unix_listener = net::listen_unix(unix_name);
+    const std::string identity = c.same_identity ? net::host_identity() : "another-boot/net:[1]";
     store->set("t/addr/0", "127.0.0.1:" + std::to_string(port) + " " + hostname + " " + identity +
                                " " + (c.real_unix_name ? unix_name : "no-such-name"));
     bool fake_saw_unix = false;
@@ -108,24 +108,24 @@ TEST_CASE("transport: a peer on this host is reached over a unix socket, others 
     std::thread fake([&] {
       try {
         const auto deadline = Clock::now() + std::chrono::seconds(10);
-        tcp::Socket s = tcp::accept_until({&tcp_listener, &unix_listener}, deadline, "fake rank 0");
+        net::Socket s = net::accept_until({&tcp_listener, &unix_listener}, deadline, "fake rank 0");
         fake_saw_unix = s.is_unix();
-        char hello[32];  // TcpTransport's handshake record, then its one-byte acknowledgement
-        tcp::read_fully(s, hello, sizeof hello, deadline, "fake rank 0 reading the handshake");
-        tcp::write_fully(s, "k", 1, deadline, "fake rank 0 acknowledging");
+        char hello[32];  // SocketTransport's handshake record, then its one-byte acknowledgement
+        net::read_fully(s, hello, sizeof hello, deadline, "fake rank 0 reading the handshake");
+        net::write_fully(s, "k", 1, deadline, "fake rank 0 acknowledging");
       } catch (const std::exception& e) {
         fake_error = e.what();
       }
     });
-    tcp::TcpTransportOptions options;
+    net::SocketTransportOptions options;
     options.setup_timeout = Milliseconds(10000);
     options.unix_sockets_on_same_host = c.unix_allowed;
-    std::unique_ptr<tcp::TcpTransport> rank1;
-    CHECK_NOTHROW(rank1 = std::make_unique<tcp::TcpTransport>(store, "t/", 1, 2, options));
+    std::unique_ptr<net::SocketTransport> rank1;
+    CHECK_NOTHROW(rank1 = std::make_unique<net::SocketTransport>(store, "t/", 1, 2, options));
     fake.join();
     CHECK(fake_error == "");
     CHECK(fake_saw_unix == c.want_unix);
     if (rank1) CHECK(rank1->over_unix(0) == c.want_unix);
   }
-  CHECK(tcp::host_identity().find("/net:[") != std::string::npos);
+  CHECK(net::host_identity().find("/net:[") != std::string::npos);
 }

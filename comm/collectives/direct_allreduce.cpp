@@ -6,9 +6,9 @@
 // system call, so the whole all-reduce is that one exchange.
 #include <cstring>
 
-#include "comm/ring/ring_algorithms.h"
+#include "comm/collectives/algorithms.h"
 
-namespace ringgrad::comm::ring {
+namespace ringgrad::comm::collectives {
 
 void direct_allreduce(Transport& t, const void* input, void* output, size_t count, DType dtype,
                       ReduceOp op, Scratch& scratch) {
@@ -32,4 +32,4 @@ void direct_allreduce(Transport& t, const void* input, void* output, size_t coun
   if (op == ReduceOp::avg) divide_by(output, count, dtype, n);
 }
 
-}  // namespace ringgrad::comm::ring
+}  // namespace ringgrad::comm::collectives

@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <functional>
 
-namespace ringgrad::comm::ring {
+namespace ringgrad::comm::collectives {
 
 // `rows` rows of `width` bytes: row i starts at device_offset + i * device_pitch in the
 // device buffer and at host_offset + i * host_pitch in the slot. rows == 0: nothing to copy.
@@ -52,4 +52,4 @@ void run_staging_pipeline(StagingCopier& copier, const void* device_input, void*
                           const std::function<StagedChunk(size_t chunk)>& plan,
                           const std::function<void(size_t chunk, unsigned char* slot)>& transfer);
 
-}  // namespace ringgrad::comm::ring
+}  // namespace ringgrad::comm::collectives

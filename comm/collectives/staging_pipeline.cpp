@@ -1,7 +1,7 @@
 // The staging pipeline's schedule (see the header for the issue order and why).
-#include "comm/ring/staging_pipeline.h"
+#include "comm/collectives/staging_pipeline.h"
 
-namespace ringgrad::comm::ring {
+namespace ringgrad::comm::collectives {
 
 void run_staging_pipeline(StagingCopier& copier, const void* device_input, void* device_output,
                           size_t chunks, size_t slot_bytes,
@@ -26,4 +26,4 @@ void run_staging_pipeline(StagingCopier& copier, const void* device_input, void*
   copier.wait_to_device();
 }
 
-}  // namespace ringgrad::comm::ring
+}  // namespace ringgrad::comm::collectives

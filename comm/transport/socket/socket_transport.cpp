@@ -1,8 +1,8 @@
-// TcpTransport: mesh setup through the store (TCP, or a unix socket to a peer on this host),
+// SocketTransport: mesh setup through the store (TCP, or a unix socket to a peer on this host),
 // then a poll()-driven progress engine. Sends and receives are queued per peer and moved with
 // writev/readv, so a fingerprint and its payload leave in one system call; when nothing moves
 // we yield and retry for a while (see kSpin) and then sleep in poll() until the deadline.
-#include "comm/transport/tcp/tcp_transport.h"
+#include "comm/transport/socket/socket_transport.h"
 
 #include <poll.h>
 #include <sched.h>
@@ -18,7 +18,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 
-namespace ringgrad::comm::tcp {
+namespace ringgrad::comm::net {
 
 namespace {
 
@@ -27,8 +27,7 @@ constexpr int kMaxIov = 64;
 // How long a wait keeps retrying, yielding the CPU between passes, before it sleeps in poll().
 // Small messages on loopback arrive within microseconds, and a wake-up from poll() costs more
 // than that. With more ranks than cores the yield also hands our core to the peer we wait
-// for: all_reduce_perf, 8 bytes, 4 ranks on 2 cores took 70-90 us with a 5 us spin and no
-// yield, 35-50 us like this (Open MPI over TCP: about 40 us), and DDP throughput did not move.
+// for, which halves small-message latency there (docs/measurements.md).
 constexpr auto kSpin = std::chrono::microseconds(200);
 
 struct Hello {
@@ -65,8 +64,8 @@ void parse_published(const std::string& text, Endpoint& endpoint, std::string& h
 
 }  // namespace
 
-TcpTransport::TcpTransport(std::shared_ptr<Store> store, std::string key_prefix, int rank,
-                           int size, const TcpTransportOptions& options)
+SocketTransport::SocketTransport(std::shared_ptr<Store> store, std::string key_prefix, int rank,
+                           int size, const SocketTransportOptions& options)
     : Transport(rank, size), store_(std::move(store)), prefix_(std::move(key_prefix)),
       peers_(static_cast<size_t>(size)) {
   RG_CHECK(size >= 1 && rank >= 0 && rank < size, "rank ", rank, " outside world size ", size);
@@ -94,9 +93,9 @@ TcpTransport::TcpTransport(std::shared_ptr<Store> store, std::string key_prefix,
   connect_mesh(options, listener, unix_listener);
 }
 
-TcpTransport::~TcpTransport() = default;
+SocketTransport::~SocketTransport() = default;
 
-void TcpTransport::connect_mesh(const TcpTransportOptions& options, const Socket& listener,
+void SocketTransport::connect_mesh(const SocketTransportOptions& options, const Socket& listener,
                                 const Socket& unix_listener) {
   const auto deadline = Clock::now() + options.setup_timeout;
   std::vector<std::string> keys;
@@ -173,7 +172,7 @@ void TcpTransport::connect_mesh(const TcpTransportOptions& options, const Socket
 // A unix socket when the peer shares this kernel and network namespace and has a unix listener
 // (and we may use one), else TCP. A unix connect that fails falls back to TCP: the peer accepts
 // on both, so the two sides need not agree beforehand.
-Socket TcpTransport::connect_to(int peer, bool unix_allowed, Clock::time_point deadline,
+Socket SocketTransport::connect_to(int peer, bool unix_allowed, Clock::time_point deadline,
                                 const std::string& what) {
   Peer& p = peers_[peer];
   const std::string& mine = peers_[rank()].host_identity;
@@ -191,7 +190,7 @@ Socket TcpTransport::connect_to(int peer, bool unix_allowed, Clock::time_point d
 
 // Loopback reaches only this host: a group that spans hosts (as their names say) and has a
 // rank on loopback would hang in connect, so every rank refuses it up front, naming who is where.
-void TcpTransport::refuse_loopback_across_hosts() const {
+void SocketTransport::refuse_loopback_across_hosts() const {
   std::string on_loopback, hosts;
   bool one_host = true;
   for (int r = 0; r < size(); ++r) {
@@ -208,28 +207,28 @@ void TcpTransport::refuse_loopback_across_hosts() const {
            "(here: ", describe_interfaces(), ")");
 }
 
-std::string TcpTransport::describe_peer(int peer) const {
+std::string SocketTransport::describe_peer(int peer) const {
   return "rank " + std::to_string(peer) + " (" + peers_[peer].endpoint.str() + ")";
 }
 
-void TcpTransport::begin(const std::string& operation, Clock::time_point deadline) {
+void SocketTransport::begin(const std::string& operation, Clock::time_point deadline) {
   operation_ = operation;
   deadline_ = deadline;
   begun_ = Clock::now();
 }
 
-void TcpTransport::post_send(int peer, const void* data, size_t bytes) {
+void SocketTransport::post_send(int peer, const void* data, size_t bytes) {
   if (bytes == 0) return;
   peers_[peer].sends.push_back({static_cast<char*>(const_cast<void*>(data)), bytes});
 }
 
-void TcpTransport::post_recv(int peer, void* data, size_t bytes) {
+void SocketTransport::post_recv(int peer, void* data, size_t bytes) {
   peers_[peer].recvs.push_back({static_cast<char*>(data), bytes});
   ++peers_[peer].recvs_posted;
 }
 
 // Moves as many queued bytes as the socket takes without blocking, in both directions.
-bool TcpTransport::progress_peer(int peer) {
+bool SocketTransport::progress_peer(int peer) {
   Peer& p = peers_[peer];
   bool moved = false;
   while (p.send_head < p.sends.size()) {
@@ -287,7 +286,7 @@ bool TcpTransport::progress_peer(int peer) {
   return moved;
 }
 
-bool TcpTransport::progress_all() {
+bool SocketTransport::progress_all() {
   bool moved = false;
   for (int r = 0; r < size(); ++r)
     if (r != rank() && (!peers_[r].sends.empty() || !peers_[r].recvs.empty()))
@@ -295,7 +294,7 @@ bool TcpTransport::progress_all() {
   return moved;
 }
 
-void TcpTransport::block_until_ready() {
+void SocketTransport::block_until_ready() {
   pollfd fds[256];
   int watched[256];
   int n = 0;
@@ -322,7 +321,7 @@ void TcpTransport::block_until_ready() {
 }
 
 template <class Done>
-void TcpTransport::progress_until(Done done) {
+void SocketTransport::progress_until(Done done) {
   auto spin_until = Clock::now() + kSpin;
   while (!done()) {
     if (progress_all()) {
@@ -335,14 +334,14 @@ void TcpTransport::progress_until(Done done) {
   }
 }
 
-void TcpTransport::wait_recv(int peer) {
+void SocketTransport::wait_recv(int peer) {
   Peer& p = peers_[peer];
   RG_CHECK(p.recvs_waited < p.recvs_posted, operation_, ": wait_recv(", peer, ") with no receive posted");
   const uint64_t target = ++p.recvs_waited;
   progress_until([&] { return peers_[peer].recvs_done >= target; });
 }
 
-void TcpTransport::wait_all() {
+void SocketTransport::wait_all() {
   progress_until([&] {
     for (int r = 0; r < size(); ++r)
       if (r != rank() && (!peers_[r].sends.empty() || !peers_[r].recvs.empty())) return false;
@@ -351,7 +350,7 @@ void TcpTransport::wait_all() {
   for (auto& p : peers_) p.recvs_waited = p.recvs_posted;
 }
 
-std::string TcpTransport::first_failure_note() {
+std::string SocketTransport::first_failure_note() {
   try {
     if (store_->check({prefix_ + "abort"})) return store_->get(prefix_ + "abort", Milliseconds(1000));
   } catch (const std::exception&) {
@@ -360,7 +359,7 @@ std::string TcpTransport::first_failure_note() {
   return {};
 }
 
-void TcpTransport::fail_peer(int peer, const std::string& what) {
+void SocketTransport::fail_peer(int peer, const std::string& what) {
   std::string note = first_failure_note();
   RG_THROW(IoError, "peer ", describe_peer(peer), " closed the connection during ", operation_,
            " (rank ", rank(), ", ", what, ", after ",
@@ -368,7 +367,7 @@ void TcpTransport::fail_peer(int peer, const std::string& what) {
            note.empty() ? "" : "; first failure in the group: " + note);
 }
 
-void TcpTransport::abort(const std::string& reason) {
+void SocketTransport::abort(const std::string& reason) {
   try {
     store_->compare_set(prefix_ + "abort", "", "rank " + std::to_string(rank()) + ": " + reason);
   } catch (const std::exception&) {
@@ -381,4 +380,4 @@ void TcpTransport::abort(const std::string& reason) {
   }
 }
 
-}  // namespace ringgrad::comm::tcp
+}  // namespace ringgrad::comm::net

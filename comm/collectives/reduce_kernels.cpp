@@ -1,5 +1,5 @@
 // Reduction loops, one template per storage type, dispatched once per call (never per element).
-#include "comm/ring/reduce_kernels.h"
+#include "comm/collectives/reduce_kernels.h"
 
 #include "core/error.h"
 #include "core/half.h"
@@ -65,17 +65,6 @@ void divide_typed(void* data, size_t count, int divisor) {
 }
 
 }  // namespace
-
-const char* reduce_op_name(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::sum: return "sum";
-    case ReduceOp::avg: return "avg";
-    case ReduceOp::prod: return "prod";
-    case ReduceOp::min: return "min";
-    case ReduceOp::max: return "max";
-  }
-  return "?";
-}
 
 void reduce_into(void* dst, const void* a, const void* b, size_t count, DType dtype, ReduceOp op) {
   switch (dtype) {

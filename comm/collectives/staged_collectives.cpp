@@ -1,11 +1,11 @@
 // The staged collectives: a chunk plan and a per-slot host collective for each. A slot holds
 // one chunk laid out as the in-place host algorithm wants it (a rank's block of an allgather
 // at rank * chunk size, a reduce-scatter's blocks packed back to back).
-#include "comm/ring/staged_collectives.h"
+#include "comm/collectives/staged_collectives.h"
 
 #include <algorithm>
 
-namespace ringgrad::comm::ring {
+namespace ringgrad::comm::collectives {
 
 size_t chunk_elems_for(size_t chunk_bytes, size_t elem) { return std::max<size_t>(1, chunk_bytes / elem); }
 
@@ -146,4 +146,4 @@ void staged_recv(Transport& t, Staging& s, void* output, size_t bytes, int peer)
   });
 }
 
-}  // namespace ringgrad::comm::ring
+}  // namespace ringgrad::comm::collectives

@@ -7,11 +7,11 @@
 // which is bitwise commutative, so every rank holds the same bytes; odd ranks get a copy.
 #include <cstring>
 
-#include "comm/ring/ring_algorithms.h"
+#include "comm/collectives/algorithms.h"
 
-namespace ringgrad::comm::ring {
+namespace ringgrad::comm::collectives {
 
-void tree_allreduce(Transport& t, const void* input, void* output, size_t count, DType dtype,
+void recursive_doubling_allreduce(Transport& t, const void* input, void* output, size_t count, DType dtype,
                     ReduceOp op, Scratch& scratch) {
   const int n = t.size(), r = t.rank();
   const size_t bytes = count * dtype_size(dtype);
@@ -47,4 +47,4 @@ void tree_allreduce(Transport& t, const void* input, void* output, size_t count,
   }
 }
 
-}  // namespace ringgrad::comm::ring
+}  // namespace ringgrad::comm::collectives

@@ -1,6 +1,6 @@
 // CudaStagingCopier: cudaMemcpy2DAsync between a device buffer and pinned slots, ordered by
 // events as StagingCopier's contract asks.
-#include "comm/ring/cuda_staging_copier.h"
+#include "comm/collectives/cuda_staging_copier.h"
 
 #include <algorithm>
 
@@ -12,7 +12,7 @@
 #include <cuda_runtime.h>
 #endif
 
-namespace ringgrad::comm::ring {
+namespace ringgrad::comm::collectives {
 
 #ifdef HAVE_CUDA
 
@@ -121,4 +121,4 @@ std::unique_ptr<StagingCopier> make_cuda_staging_copier(int) {
 
 #endif
 
-}  // namespace ringgrad::comm::ring
+}  // namespace ringgrad::comm::collectives

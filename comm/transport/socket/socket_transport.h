@@ -1,11 +1,10 @@
-// TcpTransport: a full mesh of stream connections between the ranks of one process group, set
+// SocketTransport: a full mesh of stream connections between the ranks of one process group, set
 // up through the Store (each rank publishes "<prefix>addr/<rank>" = "ip:port hostname
 // host-identity unix-name"; a higher rank connects to every lower one and a handshake checks
 // run id, generation and both ranks), then driven by non-blocking writev/readv and poll() on
 // the calling thread (the group's worker). Peers on other hosts are reached over TCP; peers on
 // this host (same kernel and network namespace) over a unix socket, which moves the same byte
-// stream faster (all_reduce_perf, 2 ranks, 8 MiB: 1.4-2.2x; docs/ring-allreduce.md), as NCCL
-// and Open MPI use shared memory within a node.
+// stream faster, without the TCP/IP processing (docs/measurements.md).
 // RINGGRAD_TRANSPORT=tcp makes every connection TCP.
 #pragma once
 #include <cstdint>
@@ -15,12 +14,12 @@
 #include <vector>
 
 #include "comm/store/store.h"
-#include "comm/transport/tcp/socket.h"
+#include "comm/transport/socket/socket.h"
 #include "comm/transport/transport.h"
 
-namespace ringgrad::comm::tcp {
+namespace ringgrad::comm::net {
 
-struct TcpTransportOptions {
+struct SocketTransportOptions {
   std::string run_id;          // must match on every rank (the handshake refuses strangers)
   int64_t generation = 0;      // a worker of another restart generation is refused
   Milliseconds setup_timeout{300'000};
@@ -30,13 +29,13 @@ struct TcpTransportOptions {
   bool unix_sockets_on_same_host = true;  // false: RINGGRAD_TRANSPORT=tcp
 };
 
-class TcpTransport : public Transport {
+class SocketTransport : public Transport {
  public:
   // Blocks until every rank is connected or throws TimeoutError naming the missing ranks.
   // Throws InvalidArgument when a rank listens on loopback while the ranks span hosts.
-  TcpTransport(std::shared_ptr<Store> store, std::string key_prefix, int rank, int size,
-               const TcpTransportOptions& options);
-  ~TcpTransport() override;
+  SocketTransport(std::shared_ptr<Store> store, std::string key_prefix, int rank, int size,
+               const SocketTransportOptions& options);
+  ~SocketTransport() override;
 
   void begin(const std::string& operation, Clock::time_point deadline) override;
   void post_send(int peer, const void* data, size_t bytes) override;
@@ -70,7 +69,7 @@ class TcpTransport : public Transport {
     uint64_t recvs_posted = 0, recvs_waited = 0, recvs_done = 0;  // counts, for wait_recv
   };
 
-  void connect_mesh(const TcpTransportOptions& options, const Socket& listener,
+  void connect_mesh(const SocketTransportOptions& options, const Socket& listener,
                     const Socket& unix_listener);
   Socket connect_to(int peer, bool unix_allowed, Clock::time_point deadline, const std::string& what);
   void refuse_loopback_across_hosts() const;
@@ -91,4 +90,4 @@ class TcpTransport : public Transport {
   Clock::time_point begun_;
 };
 
-}  // namespace ringgrad::comm::tcp
+}  // namespace ringgrad::comm::net

@@ -1,17 +1,14 @@
-// Element-wise reductions for the collectives in comm/ring/: dst = a (op) b over `count`
+// Element-wise reductions for the collectives in comm/collectives/: dst = a (op) b over `count`
 // elements of any DType. f16 and bf16 are reduced in float and rounded back once per step.
 // Plain loops over contiguous arrays so -O3 -march=x86-64-v3 vectorises them (AVX2).
 #pragma once
 #include <cstddef>
 #include <cstdint>
 
+#include "comm/process_group/reduce_op.h"
 #include "core/dtype.h"
 
 namespace ringgrad::comm {
-
-enum class ReduceOp : uint8_t { sum, avg, prod, min, max };
-
-const char* reduce_op_name(ReduceOp op);  // "sum", "avg", ...
 
 // dst[i] = a[i] op b[i]; dst may alias a or b. avg combines as sum (see divide_by).
 // The operation is commutative bit for bit (a op b == b op a), which the tree relies on.

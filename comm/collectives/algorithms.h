@@ -2,16 +2,16 @@
 // of algorithm and transport). Inputs and outputs are host buffers of `count` elements of
 // `dtype`; out-of-place calls leave the input untouched, and input == output means in place.
 // Every rank ends with bitwise identical results: the ring all-gathers finished bytes and the
-// tree combines commutatively and the direct algorithm in rank order. `scratch` holds the caller's reusable buffers (grown, never shrunk).
+// recursive doubling combines commutatively and the direct algorithm in rank order. `scratch` holds the caller's reusable buffers (grown, never shrunk).
 #pragma once
 #include <cstddef>
 #include <string>
 #include <vector>
 
-#include "comm/ring/reduce_kernels.h"
+#include "comm/collectives/reduce_kernels.h"
 #include "comm/transport/transport.h"
 
-namespace ringgrad::comm::ring {
+namespace ringgrad::comm::collectives {
 
 struct Scratch {
   using Buffer = std::vector<unsigned char>;
@@ -26,7 +26,7 @@ void ring_allreduce(Transport& t, const void* input, void* output, size_t count,
 
 // Recursive doubling: log2(p) exchanges of the whole buffer (p = largest power of two <= n;
 // the other ranks fold into a partner first). Latency-optimal for small messages.
-void tree_allreduce(Transport& t, const void* input, void* output, size_t count, DType dtype,
+void recursive_doubling_allreduce(Transport& t, const void* input, void* output, size_t count, DType dtype,
                     ReduceOp op, Scratch& scratch);
 
 // Every rank sends its buffer to every other and combines all n in rank order: one round,
@@ -50,18 +50,17 @@ void ring_allgather(Transport& t, const void* input, void* output, size_t bytes,
 // Root's input reaches every rank's output along a pipelined chain (root -> root+1 -> ...).
 void ring_broadcast(Transport& t, const void* input, void* output, size_t bytes, int root);
 
-enum class AllreduceAlgorithm { ring, tree, direct };
-// By size: up to kDirectMaxBytes direct, up to kTreeMaxBytes the tree, above that the ring.
-// Below kTreeMaxBytes the ring's 2(n-1) latency-bound steps cost more than the tree's extra
-// bytes (all_reduce_perf on loopback: the two cross between 32 KiB and 512 KiB with 2-4
-// ranks; re-tune on a quiet machine). With 4 ranks on 2 cores the direct exchange took
-// 41-53 us against the tree's 48-78 us from 8 B to 2 KiB, and the same at 8 KiB
-// (docs/ring-allreduce.md). RINGGRAD_ALGO=ring|tree|direct forces one (`forced`, empty = by
-// size).
+enum class AllreduceAlgorithm { ring, recursive_doubling, direct };
+// By size: up to kDirectMaxBytes direct, up to kRecursiveDoublingMaxBytes recursive doubling,
+// above that the ring. Below the second limit the ring's 2(n-1) latency-bound steps cost more
+// than recursive doubling's extra bytes; below the first, one round beats log2(n) rounds. The
+// measurements behind both limits are in docs/measurements.md. RINGGRAD_ALGO=ring|
+// recursive_doubling|direct forces one (`forced`, empty = by size); "tree" is accepted as the
+// old name of recursive_doubling.
 constexpr size_t kDirectMaxBytes = 4 << 10;
-constexpr size_t kTreeMaxBytes = 64 << 10;
+constexpr size_t kRecursiveDoublingMaxBytes = 64 << 10;
 AllreduceAlgorithm choose_allreduce_algorithm(size_t bytes, int world, const std::string& forced);
 using AllreduceFn = void (*)(Transport&, const void*, void*, size_t, DType, ReduceOp, Scratch&);
 AllreduceFn allreduce_function(AllreduceAlgorithm algorithm);
 
-}  // namespace ringgrad::comm::ring
+}  // namespace ringgrad::comm::collectives

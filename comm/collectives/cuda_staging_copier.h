@@ -6,11 +6,11 @@
 #pragma once
 #include <memory>
 
-#include "comm/ring/staging_pipeline.h"
+#include "comm/collectives/staging_pipeline.h"
 
-namespace ringgrad::comm::ring {
+namespace ringgrad::comm::collectives {
 
 // Throws Error in a build without CUDA (no CUDA tensor can exist there).
 std::unique_ptr<StagingCopier> make_cuda_staging_copier(int device);
 
-}  // namespace ringgrad::comm::ring
+}  // namespace ringgrad::comm::collectives

@@ -1,6 +1,6 @@
 // Socket plumbing: POSIX sockets, poll() for deadlines, getifaddrs() and a routing probe for
 // the interface choice, abstract-namespace unix sockets for peers on the same host.
-#include "comm/transport/tcp/socket.h"
+#include "comm/transport/socket/socket.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -25,7 +25,7 @@
 
 #include "core/error.h"
 
-namespace ringgrad::comm::tcp {
+namespace ringgrad::comm::net {
 
 namespace {
 
@@ -286,4 +286,4 @@ void read_fully(const Socket& s, void* data, size_t bytes, Clock::time_point dea
   }
 }
 
-}  // namespace ringgrad::comm::tcp
+}  // namespace ringgrad::comm::net

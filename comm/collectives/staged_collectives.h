@@ -7,10 +7,10 @@
 #pragma once
 #include <string>
 
-#include "comm/ring/ring_algorithms.h"
-#include "comm/ring/staging_pipeline.h"
+#include "comm/collectives/algorithms.h"
+#include "comm/collectives/staging_pipeline.h"
 
-namespace ringgrad::comm::ring {
+namespace ringgrad::comm::collectives {
 
 // 4 MiB: large enough that a chunk's 2(n-1) ring steps are bandwidth- not latency-bound on
 // TCP, small enough that the first copy in and the last copy out (not overlapped) stay short.
@@ -49,4 +49,4 @@ void staged_reduce_scatter(Transport& t, Staging& s, const void* input, void* ou
 void staged_send(Transport& t, Staging& s, const void* input, size_t bytes, int peer);
 void staged_recv(Transport& t, Staging& s, void* output, size_t bytes, int peer);
 
-}  // namespace ringgrad::comm::ring
+}  // namespace ringgrad::comm::collectives

@@ -9,7 +9,7 @@
 
 #include "comm/transport/transport.h"
 
-namespace ringgrad::comm::tcp {
+namespace ringgrad::comm::net {
 
 class Socket {
  public:
@@ -83,4 +83,4 @@ void write_fully(const Socket& s, const void* data, size_t bytes, Clock::time_po
 void read_fully(const Socket& s, void* data, size_t bytes, Clock::time_point deadline,
                 const std::string& what);
 
-}  // namespace ringgrad::comm::tcp
+}  // namespace ringgrad::comm::net
