@@ -9,10 +9,13 @@
 #   scripts/plot.sh timeline TIMELINE.txt OUT.png
 #       bench/ddp_throughput --timeline: each DDP bucket's all-reduce from launch to done,
 #       against the end of backward (when the last gradient arrived).
+#   scripts/plot.sh ring N OUT.png
+#       the ring all-reduce's schedule for N ranks (2-8): who sends and receives which chunk at
+#       each step, and the partial sum it then holds.
 # Exit codes: 0 drawn, 1 bad input, 2 usage, 3 gnuplot missing and not installable (says why).
 set -euo pipefail
 
-usage() { sed -n '3,11p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '3,14p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 need_gnuplot() {
   command -v gnuplot >/dev/null && return 0
@@ -112,28 +115,75 @@ GP
 }
 
 plot_timeline() {
-  local timeline=$1 out=$2 last xmax
-  xmax=$(awk '!/^#/ && $6 > m { m = $6 } END { print m * 1000 * 1.2 }' "$timeline")
+  local timeline=$1 out=$2 last xmax buckets ytics
+  xmax=$(awk '!/^#/ && $6 > m { m = $6 } END { print m * 1000 * 1.25 }' "$timeline")
   last=$(sed -n 's/.*last gradient at \([0-9.e+-]*\) s.*/\1/p' "$timeline")
   [[ -n $last ]] || { echo "plot.sh: $timeline is not a ddp_throughput --timeline file" >&2; exit 1; }
+  buckets=$(awk '!/^#/ { n++ } END { print n }' "$timeline")
+  # One tick per bucket and one for backward's row (-1), none in between.
+  ytics=$(awk '!/^#/ { printf "%s\"%d\" %d", (n++ ? ", " : ""), $1, $1 } END { print ", \"backward\" -1" }' "$timeline")
   gnuplot <<GP
 set terminal pngcairo size 900,500 noenhanced
 set output '$out'
-set title 'DDP buckets in one backward: all-reduce from launch to done (ms since backward began)'
+set title 'DDP buckets in one backward: each all-reduce from launch to completion'
 set grid x
 set xlabel 'ms since the start of backward'
 set ylabel 'bucket (launch order)'
-set yrange [*:*] reverse
-set offsets 0, 0, 0.6, 0.6
-set ytics 1
+set yrange [$buckets - 0.3:-1.7]
+set ytics ($ytics)
 set xrange [0:$xmax]
 set key outside bottom center horizontal
-set arrow from $last*1000, graph 0 to $last*1000, graph 1 nohead dt 2 lw 2 lc 'black'
-set label 'backward ends (last gradient)' at $last*1000, graph 0.03 right offset -0.5,0
+set arrow from 0, -1 to $last*1000, -1 nohead lw 12 lc 'gray60'
+set arrow from $last*1000, graph 0 to $last*1000, graph 1 nohead dt 2 lw 1 lc 'black'
 plot '$timeline' using (1000*\$5):1:(1000*(\$6-\$5)):(0) with vectors nohead lw 12 lc 'steelblue' \
-       title 'launched -> finalize_backward saw it done', \
+       title 'all-reduce: launched -> completed', \
      '' using (1000*\$4):1 with points pt 7 ps 1.5 lc 'orange' title 'bucket ready', \
-     '' using (1000*\$6):1:(sprintf('%.1f MB', \$3/1e6)) with labels left offset 1,0 notitle
+     '' using (1000*\$6):1:(sprintf('%.1f MB', \$3/1e6)) with labels left offset 1,0 notitle, \
+     NaN with lines lw 12 lc 'gray60' title 'backward (to the last gradient)'
+GP
+}
+
+# The ring all-reduce's schedule for n ranks (docs/ring-allreduce.md): at step t rank r sends
+# chunk (r - t) mod n right and receives chunk (r - t - 1) mod n from the left, summing it for
+# t < n-1 (reduce-scatter) and storing it after (all-gather). One cell per rank and step.
+ring_schedule() {  # N -> "step rank phase label" lines
+  awk -v n="$1" 'function mod(x) { return ((x % n) + n) % n }
+  BEGIN {
+    for (t = 0; t < 2 * n - 2; t++)
+      for (r = 0; r < n; r++) {
+        c = mod(r - t - 1)
+        if (t < n - 1) {
+          sum = ""; for (k = 0; k <= t + 1; k++) had[mod(r - k)] = 1
+          for (q = 0; q < n; q++) if (had[q]) { sum = sum (sum == "" ? "" : "+") q; delete had[q] }
+          label = sprintf("sends c%d\\ngets c%d = %s", mod(r - t), c, sum)
+          phase = (t == n - 2) ? 1 : 0
+        } else {
+          label = sprintf("sends c%d\\ngets c%d (final)", mod(r - t), c); phase = 2
+        }
+        printf "%d %d %d \"%s\"\n", t, r, phase, label
+      }
+  }'
+}
+
+plot_ring() {
+  local n=$1 out=$2 dir
+  [[ $n =~ ^[2-8]$ ]] || { echo "plot.sh ring: N must be 2 to 8, got '$n'" >&2; exit 2; }
+  dir=$(mktemp -d); trap 'rm -rf "$dir"' RETURN
+  ring_schedule "$n" >"$dir/cells"
+  gnuplot <<GP
+set terminal pngcairo size $((170 * n + 120)),$((70 * (2 * n - 2) + 140)) noenhanced
+set output '$out'
+set title "Ring all-reduce, $n ranks\nreduce-scatter (blue; dark: the chunk is now complete), then all-gather (green)"
+set xrange [-0.5:$n - 0.5]
+set yrange [$((2 * n - 2)) - 0.5:-0.5]
+set xtics 0, 1, $n - 1 format 'rank %g'
+set ytics 0, 1, $((2 * n - 3)) format 'step %g'
+unset key
+unset colorbox
+set palette defined (0 '#c6dbef', 1 '#6baed6', 2 '#c7e9c0')
+set cbrange [0:2]
+plot '$dir/cells' using 2:1:(0.48):(0.45):3 with boxxy fc palette fs solid border lc 'gray40', \
+     '' using 2:1:4 with labels font ',9'
 GP
 }
 
@@ -142,6 +192,7 @@ case $1 in
   train) (($# == 3)) || usage; out=$3; need_gnuplot; plot_train "$2" "$3" ;;
   busbw) (($# >= 3)) || usage; out=$2; need_gnuplot; shift; plot_busbw "$@" ;;
   timeline) (($# == 3)) || usage; out=$3; need_gnuplot; plot_timeline "$2" "$3" ;;
+  ring) (($# == 3)) || usage; out=$3; need_gnuplot; plot_ring "$2" "$3" ;;
   *) usage ;;
 esac
 echo "plot.sh: wrote $out" >&2

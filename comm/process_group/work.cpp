@@ -16,6 +16,7 @@ constexpr auto kSpin = std::chrono::microseconds(30);
 void Work::complete(std::exception_ptr error) {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    completed_at_ = std::chrono::steady_clock::now();
     error_ = std::move(error);
     done_.store(true, std::memory_order_release);
   }

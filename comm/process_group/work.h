@@ -4,10 +4,12 @@
 // virtual wait and is_completed.
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "comm/store/store.h"
@@ -30,6 +32,9 @@ class Work {
 
   // For process group implementations: exactly once, from the worker thread.
   void complete(std::exception_ptr error = nullptr);
+  // When complete() ran, on the thread that completed it; valid once wait() has returned.
+  // A backend that completes elsewhere (nccl) leaves it empty.
+  std::optional<std::chrono::steady_clock::time_point> completed_at() const { return completed_at_; }
 
  private:
   std::string description_;
@@ -37,6 +42,7 @@ class Work {
   std::mutex mu_;
   std::condition_variable cv_;
   std::exception_ptr error_;
+  std::optional<std::chrono::steady_clock::time_point> completed_at_;
 };
 using WorkPtr = std::shared_ptr<Work>;
 

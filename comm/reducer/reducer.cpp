@@ -59,8 +59,12 @@ void Reducer::build_buckets(const std::vector<size_t>& order) {
   views_changed_(views_);
 }
 
+double Reducer::seconds_since_backward(std::chrono::steady_clock::time_point t) const {
+  return std::chrono::duration<double>(t - backward_start_).count();
+}
+
 double Reducer::now_s() const {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - backward_start_).count();
+  return seconds_since_backward(std::chrono::steady_clock::now());
 }
 
 void Reducer::prepare_for_backward() {
@@ -137,7 +141,8 @@ void Reducer::finalize_backward() {
   for (size_t b = 0; b < buckets_.size(); ++b) {
     Bucket& bucket = buckets_[b];
     bucket.work->wait();
-    timeline_.buckets[b].done_s = now_s();
+    const auto completed = bucket.work->completed_at().value_or(std::chrono::steady_clock::now());
+    timeline_.buckets[b].done_s = seconds_since_backward(completed);
     const int64_t n = bucket.flat.numel();
     float* dst = bucket.flat.data<float>();
     if (options_.compression == GradCompression::fp16) {

@@ -27,8 +27,10 @@ struct ReducerOptions {
 };
 
 // Seconds since the start of backward (prepare_for_backward), per bucket, of the last
-// iteration: when its last gradient was ready, when its all-reduce was launched, and when
-// finalize_backward saw it done. last_grad_s: when the last gradient of all arrived.
+// iteration: when its last gradient was ready, when its all-reduce was launched, and when that
+// all-reduce completed (stamped by the thread that completed it, so a bucket that finished
+// long before backward did shows it; where the backend does not say, when finalize_backward
+// found it done). last_grad_s: when the last gradient of all arrived.
 struct BucketTimes {
   double ready_s = 0, launched_s = 0, done_s = 0;
 };
@@ -66,6 +68,7 @@ class Reducer {
   };
   void build_buckets(const std::vector<size_t>& order);
   void launch(size_t bucket);
+  double seconds_since_backward(std::chrono::steady_clock::time_point t) const;
   double now_s() const;
 
   std::vector<Tensor> params_;

@@ -2,7 +2,9 @@
 // both fingerprints, a rank that never arrives is named at the timeout, bad settings fail fast.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 
 #include "core/cuda_memory.h"
 #include "ringgrad/config.h"
@@ -161,6 +163,20 @@ TEST_CASE("settings: bad interface name, unknown backend, nccl, RINGGRAD_ALGO an
   BroadcastOptions bo;
   bo.root = 1;
   CHECK_THROWS_WITH_AS(pg->broadcast(Tensor::zeros({3}), bo), doctest::Contains("root 1 is outside the group of size 1"), InvalidArgument);
+}
+
+TEST_CASE("work: completed_at is stamped by the thread that completes it") {
+  Work work("allreduce#0");
+  CHECK_FALSE(work.completed_at().has_value());
+  const auto before = std::chrono::steady_clock::now();
+  std::thread completer([&] { work.complete(); });
+  completer.join();
+  const auto after = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  work.wait();
+  REQUIRE(work.completed_at().has_value());
+  CHECK(*work.completed_at() >= before);
+  CHECK(*work.completed_at() <= after);  // not when wait() ran, 50 ms later
 }
 
 TEST_CASE("RINGGRAD_TIMEOUT_S sets the default collective timeout") {

@@ -10,8 +10,10 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <thread>
 
 #include "comm/reducer/bucket_assignment.h"
+#include "comm/reducer/reducer.h"
 #include "nn/amp/autocast.h"
 #include "nn/amp/grad_scaler.h"
 #include "nn/autograd/ops.h"
@@ -120,6 +122,31 @@ TEST_CASE("ddp: the first bucket's all-reduce starts before backward has finishe
       const comm::ReducerTimeline& t = ddp.reducer().timeline();
       CHECK(t.buckets.front().launched_s < t.last_grad_s);
       for (const auto& b : t.buckets) CHECK(b.launched_s <= b.done_s);
+    }
+  });
+}
+
+TEST_CASE("reducer timeline: a bucket's done time is when its all-reduce completed, not when backward waited for it") {
+  auto store = std::make_shared<comm::HashStore>();
+  spawn(2, [&](int rank) {
+    auto group = make_ring_group(store, rank, 2, "timeline");
+    std::vector<Tensor> params{Tensor::zeros({1000}), Tensor::zeros({1000})};
+    comm::ReducerOptions options;
+    options.first_bucket_bytes = 4000;  // one parameter per bucket: two buckets
+    options.bucket_cap_bytes = 4000;
+    std::vector<Tensor> grads;
+    comm::Reducer reducer(params, {"a", "b"}, *group, options,
+                          [&](const std::vector<Tensor>& views) { grads = views; });
+    REQUIRE(reducer.buckets().size() == 2);
+    reducer.prepare_for_backward();
+    reducer.mark_ready(1);
+    reducer.mark_ready(0);
+    // Both all-reduces are launched; they finish long before backward waits for them.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    reducer.finalize_backward();
+    for (const auto& b : reducer.timeline().buckets) {
+      CHECK(b.launched_s <= b.done_s);
+      CHECK(b.done_s < reducer.timeline().last_grad_s + 1.0);
     }
   });
 }

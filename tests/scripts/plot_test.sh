@@ -44,6 +44,11 @@ bash scripts/plot.sh timeline docs/figures/ddp-timeline.txt "$dir/timeline.png" 
   fail "plot.sh timeline exited $?"
 check_png "$dir/timeline.png"
 
+# The ring schedule figure of docs/ring-allreduce.md; N outside 2-8 is a usage error.
+bash scripts/plot.sh ring 4 "$dir/ring.png" || fail "plot.sh ring exited $?"
+check_png "$dir/ring.png"
+bash scripts/plot.sh ring 9 "$dir/ring9.png" >/dev/null 2>&1; [[ $? -eq 2 ]] || fail "ring 9 should exit 2"
+
 # Bad input is one line and exit 1, not a half-drawn figure.
 echo '{"type":"step"}' >"$dir/empty.jsonl"
 err=$(bash scripts/plot.sh train "$dir/empty.jsonl" "$dir/x.png" 2>&1) && fail "a log without epochs was accepted"
