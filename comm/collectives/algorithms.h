@@ -34,6 +34,12 @@ void recursive_doubling_allreduce(Transport& t, const void* input, void* output,
 void direct_allreduce(Transport& t, const void* input, void* output, size_t count, DType dtype,
                       ReduceOp op, Scratch& scratch);
 
+// For a group over several hosts: reduce inside each host, all-reduce among one leader per
+// host, broadcast inside each host (hosts as Transport::host_of says). Bandwidth-optimal when
+// the links between hosts are the bottleneck.
+void hierarchical_allreduce(Transport& t, const void* input, void* output, size_t count,
+                            DType dtype, ReduceOp op, Scratch& scratch);
+
 // Result only on `root` (output there); other ranks' outputs hold partial sums afterwards.
 void ring_reduce(Transport& t, const void* input, void* output, size_t count, DType dtype,
                  ReduceOp op, int root, Scratch& scratch);
@@ -50,16 +56,19 @@ void ring_allgather(Transport& t, const void* input, void* output, size_t bytes,
 // Root's input reaches every rank's output along a pipelined chain (root -> root+1 -> ...).
 void ring_broadcast(Transport& t, const void* input, void* output, size_t bytes, int root);
 
-enum class AllreduceAlgorithm { ring, recursive_doubling, direct };
+enum class AllreduceAlgorithm { ring, recursive_doubling, direct, hierarchical };
 // By size: up to kDirectMaxBytes direct, up to kRecursiveDoublingMaxBytes recursive doubling,
-// above that the ring. Below the second limit the ring's 2(n-1) latency-bound steps cost more
-// than recursive doubling's extra bytes; below the first, one round beats log2(n) rounds. The
-// measurements behind both limits are in docs/measurements.md. RINGGRAD_ALGO=ring|
-// recursive_doubling|direct forces one (`forced`, empty = by size); "tree" is accepted as the
-// old name of recursive_doubling.
+// above that the ring, or the hierarchical all-reduce when the group spans several hosts
+// (`hosts`, see count_hosts) and some host has more than one rank. Below the second limit the
+// ring's 2(n-1) latency-bound steps cost more than recursive doubling's extra bytes; below the
+// first, one round beats log2(n) rounds. The measurements behind both limits are in
+// docs/measurements.md. RINGGRAD_ALGO=ring|recursive_doubling|direct|hierarchical forces one
+// (`forced`, empty = by size); "tree" is accepted as the old name of recursive_doubling.
 constexpr size_t kDirectMaxBytes = 4 << 10;
 constexpr size_t kRecursiveDoublingMaxBytes = 64 << 10;
-AllreduceAlgorithm choose_allreduce_algorithm(size_t bytes, int world, const std::string& forced);
+AllreduceAlgorithm choose_allreduce_algorithm(size_t bytes, int world, int hosts,
+                                              const std::string& forced);
+int count_hosts(const Transport& t);  // distinct Transport::host_of values
 using AllreduceFn = void (*)(Transport&, const void*, void*, size_t, DType, ReduceOp, Scratch&);
 AllreduceFn allreduce_function(AllreduceAlgorithm algorithm);
 

@@ -83,8 +83,9 @@ void run_elementwise(Staging& s, const void* input, void* output, size_t count, 
 void staged_allreduce(Transport& t, Staging& s, const void* input, void* output, size_t count,
                       DType dtype, ReduceOp op, const std::string& forced_algorithm) {
   const size_t elem = dtype_size(dtype);
+  const int hosts = count_hosts(t);
   run_elementwise(s, input, output, count, elem, true, true, [&](unsigned char* slot, size_t n) {
-    allreduce_function(choose_allreduce_algorithm(n * elem, t.size(), forced_algorithm))(
+    allreduce_function(choose_allreduce_algorithm(n * elem, t.size(), hosts, forced_algorithm))(
         t, slot, slot, n, dtype, op, s.scratch);
   });
 }

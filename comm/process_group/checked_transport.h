@@ -29,6 +29,7 @@ class CheckedTransport : public Transport {
   void wait_all() override;
   uint64_t recvs_completed(int peer) const override { return inner_.recvs_completed(peer); }
   std::string describe_peer(int peer) const override { return inner_.describe_peer(peer); }
+  std::string host_of(int r) const override { return inner_.host_of(r); }
 
  private:
   void check_fingerprint(int peer);  // waits for it if needed

@@ -71,7 +71,8 @@ RingProcessGroup::RingProcessGroup(std::shared_ptr<Store> store, int rank, int s
       }()),
       checked_(*transport_), partner_(1, 0), sent_to_(static_cast<size_t>(size), 0),
       received_from_(static_cast<size_t>(size), 0) {
-  collectives::choose_allreduce_algorithm(0, size, forced_algorithm_);  // rejects a bad RINGGRAD_ALGO now
+  collectives::choose_allreduce_algorithm(0, size, 1, forced_algorithm_);  // rejects a bad RINGGRAD_ALGO now
+  hosts_ = collectives::count_hosts(*transport_);
   for (int r = 0; r < size; ++r)
     if (r != rank) all_peers_.push_back(r);
   worker_ = std::thread([this] { worker_loop(); });
@@ -226,8 +227,8 @@ WorkPtr RingProcessGroup::allreduce(const Tensor& input, const Tensor& output,
   return enqueue(
       r, input.device(),
       [this, input, output, count, op = r.op](Transport& t, Scratch& s) {
-        const auto algorithm =
-            collectives::choose_allreduce_algorithm(input.nbytes(), t.size(), forced_algorithm_);
+        const auto algorithm = collectives::choose_allreduce_algorithm(input.nbytes(), t.size(),
+                                                                       hosts_, forced_algorithm_);
         collectives::allreduce_function(algorithm)(t, input.raw_data(), output.raw_data(), count,
                                                    input.dtype(), op, s);
       },

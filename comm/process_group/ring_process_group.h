@@ -83,6 +83,7 @@ class RingProcessGroup : public ProcessGroup {
   std::string name_;
   Milliseconds timeout_;
   std::string forced_algorithm_;  // RINGGRAD_ALGO
+  int hosts_ = 1;                 // how many hosts the group spans
   std::unique_ptr<net::SocketTransport> transport_;
   CheckedTransport checked_;
   collectives::Scratch scratch_;

@@ -1,5 +1,6 @@
 // comm::Transport: the byte-moving interface the algorithms in comm/collectives/ talk to. It knows
-// peers and ordered byte streams, nothing about reductions. Implementations: tcp/SocketTransport.
+// peers and ordered byte streams, nothing about reductions. Implementations:
+// socket/SocketTransport; collectives/SubsetTransport (some ranks of another as a group).
 // Contract: single-threaded (the process group's worker thread); every wait honours the
 // deadline set by begin() and throws IoError / TimeoutError naming the operation and the peer.
 #pragma once
@@ -38,6 +39,10 @@ class Transport {
 
   // Describes a peer for messages: "rank 2 (10.0.0.5:40123)".
   virtual std::string describe_peer(int peer) const = 0;
+
+  // Which host rank `r` (this rank included) runs on: ranks with equal values share a host,
+  // which the hierarchical all-reduce groups them by.
+  virtual std::string host_of(int r) const = 0;
 
   // Convenience: one send and one receive progressed together (never send-send deadlocks).
   void sendrecv(int dst, const void* send_data, size_t send_bytes, int src, void* recv_data,

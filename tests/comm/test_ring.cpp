@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "comm/collectives/ring_step.h"
+#include "comm/transport/socket/socket_transport.h"
 #include "tests/comm/ring_fixtures.h"
 
 namespace ringgrad::comm::testing {
@@ -69,7 +70,8 @@ TEST_CASE("ring allreduce: every op, dtype and size matches the reference") {
     const char* transport;
   };
   for (const Variant v : {Variant{"ring", "auto"}, Variant{"recursive_doubling", "auto"},
-                          Variant{"direct", "auto"}, Variant{"ring", "tcp"}})
+                          Variant{"direct", "auto"}, Variant{"hierarchical", "auto"},
+                          Variant{"ring", "tcp"}})
     for (int world = 1; world <= 5; ++world) {
       const char* algorithm = v.algorithm;
       CAPTURE(algorithm);
@@ -283,16 +285,80 @@ TEST_CASE("ring process group: send and recv in order, with tags") {
 TEST_CASE("allreduce algorithm: chosen by size, RINGGRAD_ALGO forces one, 'tree' is recursive doubling") {
   using collectives::AllreduceAlgorithm;
   using collectives::choose_allreduce_algorithm;
-  CHECK(choose_allreduce_algorithm(8, 4, "") == AllreduceAlgorithm::direct);
-  CHECK(choose_allreduce_algorithm(collectives::kDirectMaxBytes + 1, 4, "") ==
+  CHECK(choose_allreduce_algorithm(8, 4, 1, "") == AllreduceAlgorithm::direct);
+  CHECK(choose_allreduce_algorithm(collectives::kDirectMaxBytes + 1, 4, 1, "") ==
         AllreduceAlgorithm::recursive_doubling);
-  CHECK(choose_allreduce_algorithm(collectives::kRecursiveDoublingMaxBytes + 1, 4, "") ==
+  CHECK(choose_allreduce_algorithm(collectives::kRecursiveDoublingMaxBytes + 1, 4, 1, "") ==
         AllreduceAlgorithm::ring);
-  CHECK(choose_allreduce_algorithm(8, 4, "ring") == AllreduceAlgorithm::ring);
-  CHECK(choose_allreduce_algorithm(1 << 20, 4, "recursive_doubling") ==
+  CHECK(choose_allreduce_algorithm(8, 4, 1, "ring") == AllreduceAlgorithm::ring);
+  CHECK(choose_allreduce_algorithm(1 << 20, 4, 1, "recursive_doubling") ==
         AllreduceAlgorithm::recursive_doubling);
-  CHECK(choose_allreduce_algorithm(1 << 20, 4, "tree") == AllreduceAlgorithm::recursive_doubling);
-  CHECK(choose_allreduce_algorithm(1 << 20, 4, "direct") == AllreduceAlgorithm::direct);
+  CHECK(choose_allreduce_algorithm(1 << 20, 4, 1, "tree") == AllreduceAlgorithm::recursive_doubling);
+  CHECK(choose_allreduce_algorithm(1 << 20, 4, 1, "direct") == AllreduceAlgorithm::direct);
+}
+
+// Forwards to a real transport but reports the hosts `hosts` assigns, so ranks that are threads
+// of one process can run the hierarchical all-reduce as if they sat on several hosts.
+class PretendHosts : public Transport {
+ public:
+  PretendHosts(Transport& inner, std::vector<std::string> hosts)
+      : Transport(inner.rank(), inner.size()), inner_(inner), hosts_(std::move(hosts)) {}
+  void begin(const std::string& op, Clock::time_point deadline) override { inner_.begin(op, deadline); }
+  void post_send(int peer, const void* d, size_t n) override { inner_.post_send(peer, d, n); }
+  void post_recv(int peer, void* d, size_t n) override { inner_.post_recv(peer, d, n); }
+  void wait_recv(int peer) override { inner_.wait_recv(peer); }
+  void wait_all() override { inner_.wait_all(); }
+  uint64_t recvs_completed(int peer) const override { return inner_.recvs_completed(peer); }
+  std::string describe_peer(int peer) const override { return inner_.describe_peer(peer); }
+  std::string host_of(int r) const override { return hosts_[r]; }
+
+ private:
+  Transport& inner_;
+  std::vector<std::string> hosts_;
+};
+
+TEST_CASE("hierarchical allreduce: every op, dtype and size on several host layouts matches the reference on every rank") {
+  // Host of each rank: two hosts of two, uneven hosts with ranks interleaved, one rank per
+  // host, and a single host.
+  const std::vector<std::vector<std::string>> layouts = {
+      {"a", "a", "b", "b"}, {"a", "b", "a", "c", "b"}, {"a", "b", "c"}, {"a", "a", "a"}};
+  for (const auto& hosts : layouts) {
+    const int world = static_cast<int>(hosts.size());
+    CAPTURE(world);
+    CAPTURE(hosts[1]);
+    auto store = std::make_shared<HashStore>();
+    std::vector<std::vector<std::string>> errors(static_cast<size_t>(world));
+    spawn(world, [&](int rank) {
+      net::SocketTransport socket(store, "hier/", rank, world, net::SocketTransportOptions{});
+      PretendHosts t(socket, hosts);
+      collectives::Scratch scratch;
+      for (DType dtype : kDTypes)
+        for (ReduceOp op : kOps)
+          for (int64_t count : counts_for(world, dtype))
+            for (bool in_place : {true, false}) {
+              Tensor input = filled(count, dtype, [&](int64_t i) { return input_value(op, dtype, rank, i); });
+              Tensor want = filled(count, dtype, [&](int64_t i) { return expected_value(op, dtype, world, i); });
+              Tensor out = in_place ? input : Tensor::empty({count}, dtype);
+              t.begin("hierarchical", Clock::now() + std::chrono::seconds(20));
+              collectives::hierarchical_allreduce(t, input.raw_data(), out.raw_data(),
+                                                  static_cast<size_t>(count), dtype, op, scratch);
+              compare(out, want, label("hierarchical", op, dtype, count, in_place), errors[rank]);
+            }
+    });
+    for (const auto& per_rank : errors)
+      for (const auto& e : per_rank) FAIL_CHECK(e);
+  }
+}
+
+TEST_CASE("allreduce algorithm: hierarchical above the recursive-doubling limit when the group spans hosts with several ranks on one") {
+  using collectives::AllreduceAlgorithm;
+  using collectives::choose_allreduce_algorithm;
+  const size_t big = collectives::kRecursiveDoublingMaxBytes + 1;
+  CHECK(choose_allreduce_algorithm(big, 4, 2, "") == AllreduceAlgorithm::hierarchical);
+  CHECK(choose_allreduce_algorithm(big, 4, 4, "") == AllreduceAlgorithm::ring);  // one rank per host
+  CHECK(choose_allreduce_algorithm(big, 4, 1, "") == AllreduceAlgorithm::ring);  // one host
+  CHECK(choose_allreduce_algorithm(8, 4, 2, "") == AllreduceAlgorithm::direct);
+  CHECK(choose_allreduce_algorithm(8, 4, 1, "hierarchical") == AllreduceAlgorithm::hierarchical);
 }
 
 }  // namespace ringgrad::comm::testing

@@ -207,6 +207,11 @@ void SocketTransport::refuse_loopback_across_hosts() const {
            "(here: ", describe_interfaces(), ")");
 }
 
+std::string SocketTransport::host_of(int r) const {
+  const Peer& p = peers_[r];
+  return p.host_identity != "-" ? p.host_identity : p.hostname;
+}
+
 std::string SocketTransport::describe_peer(int peer) const {
   return "rank " + std::to_string(peer) + " (" + peers_[peer].endpoint.str() + ")";
 }

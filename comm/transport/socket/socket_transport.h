@@ -44,6 +44,8 @@ class SocketTransport : public Transport {
   void wait_all() override;
   uint64_t recvs_completed(int peer) const override { return peers_[peer].recvs_done; }
   std::string describe_peer(int peer) const override;
+  // The host identity (boot id and network namespace), else the host name.
+  std::string host_of(int r) const override;
 
   // Records `reason` in the store as the group's first failure (if none is recorded yet) and
   // resets every connection, so peers blocked on this rank fail at once instead of waiting.
