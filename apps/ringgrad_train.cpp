@@ -1,9 +1,10 @@
 // ringgrad-train: trains a ResNet on MNIST-format data. Flag parsing only; the loop is
 // nn/train/trainer.cpp. Exit codes: 0 success, 1 runtime failure, 2 bad flags.
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
+#include <cstdlib>
 
+#include "apps/cli_checks.h"
 #include "core/error.h"
 #include "kernels/ops.h"
 #include "nn/models/resnet.h"
@@ -15,44 +16,58 @@ int main(int argc, char** argv) {
   TrainConfig c;
   CLI::App app{"ringgrad-train: train a ResNet on MNIST-format data"};
   app.option_defaults()->always_capture_default();
-  app.add_option("--data", c.data_dir, "directory with the four MNIST-format IDX files (raw or .gz)");
-  app.add_flag("--synthetic", c.synthetic, "random data of MNIST shape instead of --data (throughput runs)");
+  app.add_option("--data", c.data_dir,
+                 "directory with the four MNIST-format IDX files (raw or .gz)");
+  app.add_flag("--synthetic", c.synthetic,
+               "random data of MNIST shape instead of --data (throughput runs)");
   app.add_option("--model", c.model, "resnet8, resnet18 or resnet20")
       ->check(CLI::IsMember(ringgrad::nn::model_names()));
-  app.add_option("--epochs", c.epochs, "passes over the training set")->check(CLI::PositiveNumber);
-  app.add_option("--batch-size", c.batch_size, "images per step, per process")->check(CLI::PositiveNumber);
-  app.add_option("--eval-batch-size", c.eval_batch_size, "images per evaluation batch")->check(CLI::PositiveNumber);
-  app.add_option("--lr", c.lr, "peak learning rate")->check(CLI::NonNegativeNumber);
-  app.add_option("--momentum", c.momentum, "SGD momentum (onecycle cycles it between 0.85 and 0.95, as PyTorch)")
-      ->check(CLI::Range(0.0, 1.0));
-  app.add_option("--weight-decay", c.weight_decay, "L2 weight decay")->check(CLI::NonNegativeNumber);
+  app.add_option("--epochs", c.epochs, "passes over the training set")
+      ->check(ringgrad::cli::positive());
+  app.add_option("--batch-size", c.batch_size, "images per step, per process")
+      ->check(ringgrad::cli::positive());
+  app.add_option("--eval-batch-size", c.eval_batch_size, "images per evaluation batch")
+      ->check(ringgrad::cli::positive());
+  app.add_option("--lr", c.lr, "peak learning rate")->check(ringgrad::cli::non_negative());
+  app.add_option("--momentum", c.momentum,
+                 "SGD momentum (onecycle cycles it between 0.85 and 0.95, as PyTorch)")
+      ->check(ringgrad::cli::number_in(0, 1));
+  app.add_option("--weight-decay", c.weight_decay, "L2 weight decay")
+      ->check(ringgrad::cli::non_negative());
   app.add_flag("--nesterov", c.nesterov, "Nesterov momentum");
   app.add_option("--lr-schedule", c.lr_schedule, "constant, cosine or onecycle")
       ->check(CLI::IsMember({"constant", "cosine", "onecycle"}));
-  app.add_option("--warmup-steps", c.warmup_steps,
-                 "linear warm-up steps (constant, cosine); onecycle: steps of its rising phase (0: 30%)")
-      ->check(CLI::NonNegativeNumber);
+  app.add_option(
+         "--warmup-steps", c.warmup_steps,
+         "linear warm-up steps (constant, cosine); onecycle: steps of its rising phase (0: 30%)")
+      ->check(ringgrad::cli::non_negative());
   app.add_option("--seed", c.seed, "seed for initialisation and data order");
-  app.add_option("--threads", c.threads, "CPU threads per process (0: OMP_NUM_THREADS, else cores / processes on this node)")->check(CLI::NonNegativeNumber);
-  app.add_option("--max-steps", c.max_steps, "stop after this many steps (0: no limit)")->check(CLI::NonNegativeNumber);
+  app.add_option(
+         "--threads", c.threads,
+         "CPU threads per process (0: OMP_NUM_THREADS, else cores / processes on this node)")
+      ->check(ringgrad::cli::thread_count());
+  app.add_option("--max-steps", c.max_steps, "stop after this many steps (0: no limit)")
+      ->check(ringgrad::cli::non_negative());
   app.add_option("--save", c.save_path, "write a checkpoint (safetensors) here at the end");
-  app.add_option("--resume", c.resume_path, "continue from this checkpoint")->check(CLI::ExistingFile);
+  app.add_option("--resume", c.resume_path, "continue from this checkpoint")
+      ->check(CLI::ExistingFile);
   app.add_flag("--auto-resume", c.auto_resume,
                "continue from --save when it exists (for ringgrad-run --max-restarts)")
       ->needs("--save");
-  app.add_option("--log-json", c.log_json_path, "write one JSON object per logged step and per epoch");
+  app.add_option("--log-json", c.log_json_path,
+                 "write one JSON object per logged step and per epoch");
   app.add_option("--log-every", c.log_every, "steps between progress lines and JSON step records")
-      ->check(CLI::PositiveNumber);
+      ->check(ringgrad::cli::positive());
   app.add_option("--checkpoint-every", c.checkpoint_every,
                  "steps between checkpoints written to --save (0: only at the end)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(ringgrad::cli::non_negative());
   app.add_option("--device", c.device,
                  "cpu or cuda (under ringgrad-run: GPU LOCAL_RANK): parameters, batches and loss")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--backend", c.backend, "collectives for multi-process runs: ring, nccl or auto")
       ->check(CLI::IsMember({"ring", "nccl", "auto"}));
   app.add_option("--bucket-cap-mb", c.bucket_cap_mb, "DDP gradient bucket size in MiB")
-      ->check(CLI::PositiveNumber);
+      ->check(ringgrad::cli::positive());
   app.add_flag("--sync-bn", c.sync_bn, "BatchNorm statistics over all ranks (SyncBatchNorm)");
   app.add_option("--grad-compression", c.grad_compression,
                  "all-reduce gradients as none, fp16 or bf16")
@@ -63,12 +78,17 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"none", "fp16", "bf16"}));
   app.add_option("--amp-init-scale", c.amp_init_scale,
                  "--amp fp16: the first loss scale (halved on every overflowing step)")
-      ->check(CLI::PositiveNumber);
+      ->check(ringgrad::cli::positive());
   std::string conv_impl = "im2col";
   app.add_option(
          "--conv-impl", conv_impl,
          "CUDA convolutions: im2col (hand-written, im2col + cuBLAS) or cudnn (for comparison)")
       ->check(CLI::IsMember({"im2col", "cudnn"}));
+  double timeout_s = 0;
+  app.add_option("--timeout", timeout_s,
+                 "seconds any collective may wait for the other ranks before the run fails "
+                 "naming the missing rank (0: RINGGRAD_TIMEOUT_S, else 600)")
+      ->check(ringgrad::cli::number_in(0, 1e7));
   bool no_eval = false;
   app.add_flag("--no-eval", no_eval, "skip the test-set evaluation after each epoch");
   try {
@@ -80,9 +100,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   c.eval = !no_eval;
+  if (timeout_s > 0) ::setenv("RINGGRAD_TIMEOUT_S", std::to_string(timeout_s).c_str(), 1);
   try {
     ringgrad::kernels::set_conv_impl(ringgrad::kernels::parse_conv_impl(conv_impl));
     ringgrad::nn::train(c);
+  } catch (
+      const ringgrad::InvalidArgument& e) {  // a setting that cannot work, found before training
+    std::fprintf(stderr, "ringgrad-train: %s\n", e.message().c_str());
+    return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ringgrad-train: error: %s\n", e.what());
     return 1;

@@ -9,12 +9,13 @@
 namespace ringgrad::kernels {
 
 // From per-channel sum and sum of squares: var = E[x^2] - mean^2 (biased), clamped at 0 against
-// rounding. Accumulate the sums in double so the subtraction keeps its precision.
+// rounding (a NaN stays NaN). Accumulate the sums in double so the subtraction keeps its
+// precision.
 template <class T>
 RG_HD T bn_biased_var(T sum, T sum_sq, T count) {
   const T mean = sum / count;
   const T var = sum_sq / count - mean * mean;
-  return var > T(0) ? var : T(0);
+  return var < T(0) ? T(0) : var;
 }
 
 template <class T>

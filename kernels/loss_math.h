@@ -19,6 +19,18 @@ RG_HD Acc row_log_sum_exp(const T* row, int64_t n) {
   return static_cast<Acc>(m) + std::log(sum);
 }
 
+// The class a row of logits predicts: the index of its first largest logit, or -1 when the
+// row holds a NaN, so a NaN prediction is never counted correct.
+template <class T>
+RG_HD int64_t row_prediction(const T* row, int64_t n) {
+  int64_t best = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    if (row[j] != row[j]) return -1;
+    if (row[j] > row[best]) best = j;
+  }
+  return best;
+}
+
 // d loss / d logit = (softmax - onehot) * scale, softmax = exp(log_prob), scale = dloss / N.
 template <class T>
 RG_HD T cross_entropy_grad(T log_prob, bool is_label, T scale) {

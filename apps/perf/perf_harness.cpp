@@ -13,12 +13,14 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "apps/cli_checks.h"
 #include "comm/store/hash_store.h"
 #include "comm/store/worker_store.h"
 #include "core/cuda_memory.h"
 #include "core/env.h"
 #include "core/half.h"
 #include "core/logging.h"
+#include "core/output_path.h"
 
 namespace ringgrad::perf {
 
@@ -234,6 +236,7 @@ int run_sweep(const PerfCollective& c, const Settings& s) {
   if (c.has_root && s.root >= pg.size())
     RG_THROW(InvalidArgument, "-r/--root ", s.root, " is not a rank of this world of ", pg.size());
   const bool printer = pg.rank() == 0;
+  if (printer) check_output_path(s.json_path, "--json");  // before the sweep, not after it
   const auto lines = rank_lines(pg, device);
   if (printer) {
     std::printf("# ringgrad %s_perf: backend %s, device %s, world size %d\n", c.name, s.backend.c_str(), s.device.c_str(), pg.size());
@@ -328,10 +331,11 @@ int run_perf(int argc, char** argv, const PerfCollective& c) {
   app.add_option("-b,--minbytes", minb, "smallest size (K/M/G suffixes)");
   app.add_option("-e,--maxbytes", maxb, "largest size");
   app.add_option("-i,--stepbytes", stepb, "additive step between sizes");
-  app.add_option("-f,--stepfactor", s.step_factor, "multiplicative step (overrides -i when > 1)");
-  app.add_option("-n,--iters", s.iters, "timed iterations per size")->check(CLI::PositiveNumber);
-  app.add_option("-w,--warmup_iters", s.warmup, "untimed iterations first")->check(CLI::NonNegativeNumber);
-  app.add_option("-c,--check", s.check, "check results this many times (0: off)")->check(CLI::NonNegativeNumber);
+  app.add_option("-f,--stepfactor", s.step_factor, "multiplicative step (overrides -i when > 1)")
+      ->check(cli::non_negative());
+  app.add_option("-n,--iters", s.iters, "timed iterations per size")->check(cli::positive());
+  app.add_option("-w,--warmup_iters", s.warmup, "untimed iterations first")->check(cli::non_negative());
+  app.add_option("-c,--check", s.check, "check results this many times (0: off)")->check(cli::non_negative());
   app.add_option("-d,--datatype", dtype, "float, double, half, bfloat16, int32, int64, uint8 or all");
   app.add_option("-o,--op", op, "sum, prod, max, min, avg or all");
   app.add_option("-r,--root", s.root, "root rank (broadcast)");
@@ -349,8 +353,11 @@ int run_perf(int argc, char** argv, const PerfCollective& c) {
     if (s.step_factor <= 1 && s.step_bytes == 0 && s.min_bytes < s.max_bytes)
       RG_THROW(InvalidArgument, "-f ", s.step_factor, " with -i 0 never reaches -e; use -f > 1 or -i > 0");
     if (s.root < 0) RG_THROW(InvalidArgument, "-r/--root ", s.root, " is negative");
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {  // one line, as every other bad flag
+    std::fprintf(stderr, "%s_perf: %s (see --help)\n", c.name, e.what());
+    return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s_perf: %s\n", c.name, e.what());
     return 2;

@@ -37,7 +37,9 @@ WorkPtr ProcessGroup::reduce_scatter_inplace(const Tensor& tensor,
 
 Milliseconds default_collective_timeout() {
   const double seconds = env_double("RINGGRAD_TIMEOUT_S", 0.0);
-  if (seconds < 0) RG_THROW(InvalidArgument, "RINGGRAD_TIMEOUT_S=", seconds, " must be positive");
+  if (!(seconds >= 0) || seconds > 1e7)  // also NaN
+    RG_THROW(InvalidArgument, "RINGGRAD_TIMEOUT_S=", env_str("RINGGRAD_TIMEOUT_S", ""),
+             " must be a number of seconds from 0 (the default, 10 minutes) to 10000000");
   return seconds > 0 ? Milliseconds(static_cast<int64_t>(seconds * 1000)) : kDefaultCollectiveTimeout;
 }
 

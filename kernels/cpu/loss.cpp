@@ -124,11 +124,7 @@ int64_t count_correct(const Tensor& logits, const Tensor& labels) {
     const int64_t* label = labels.data<int64_t>();
 #pragma omp parallel for schedule(static) reduction(+ : correct)
     for (int64_t i = 0; i < r.n; ++i) {
-      const T* row = x + i * r.c;
-      int64_t argmax = 0;
-      for (int64_t j = 1; j < r.c; ++j)
-        if (row[j] > row[argmax]) argmax = j;
-      correct += argmax == label[i];
+      correct += row_prediction(x + i * r.c, r.c) == label[i];
     }
   });
   return correct;

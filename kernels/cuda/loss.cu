@@ -58,15 +58,11 @@ __global__ void cross_entropy_backward_kernel(float* dlogits, const float* log_p
   }
 }
 
-// Rows whose first maximal logit sits at the label.
+// Rows whose first maximal logit sits at the label (none with a NaN).
 __global__ void count_correct_kernel(unsigned long long* correct, const float* logits,
                                      const int64_t* labels, Rows r) {
   for (int64_t i = global_thread(); i < r.n; i += grid_threads()) {
-    const float* row = logits + i * r.c;
-    int64_t argmax = 0;
-    for (int64_t j = 1; j < r.c; ++j)
-      if (row[j] > row[argmax]) argmax = j;
-    if (argmax == labels[i]) atomicAdd(correct, 1ull);
+    if (row_prediction(logits + i * r.c, r.c) == labels[i]) atomicAdd(correct, 1ull);
   }
 }
 

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 
+#include "kernels/ops.h"
 #include "nn/serialize/safetensors.h"
 
 namespace ringgrad::nn {
@@ -52,6 +53,11 @@ void save_checkpoint(const std::string& path, Module& model, Sgd& optimizer,
       {"batch_in_epoch", std::to_string(position.batch_in_epoch)},
       {"step", std::to_string(position.global_step)},
   };
+  // A checkpoint with NaN or inf in it would poison every run resumed from it: keep the old one.
+  for (const auto& [name, tensor] : entries)
+    if (const int64_t bad = dtype_is_floating(tensor.dtype()) ? kernels::count_nonfinite(tensor) : 0)
+      RG_THROW(Error, "not writing checkpoint ", path, ": '", name, "' holds ", bad,
+               " NaN or inf values (the file there, if any, is left as it was)");
   if (scaler && scaler->enabled()) {
     meta[kScaleKey] = exact_double(scaler->state().scale);
     meta[kGrowthTrackerKey] = std::to_string(scaler->state().growth_tracker);

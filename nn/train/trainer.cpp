@@ -12,6 +12,7 @@
 #include "nn/train/trainer.h"
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <filesystem>
 #include <thread>
@@ -20,6 +21,7 @@
 
 #include "comm/process_group/from_environment.h"
 #include "core/env.h"
+#include "core/output_path.h"
 #include "core/logging.h"
 #include "kernels/ops.h"
 #include "nn/amp/autocast.h"
@@ -56,6 +58,19 @@ Splits load_data(const TrainConfig& c) {
   return {to_dataset(raw_train, norm), to_dataset(raw_test, norm)};
 }
 
+// Whether every rank's loss of this step is finite, agreed by a one-element all-reduce so that
+// all ranks stop at the same step (a rank that stopped alone would leave the others waiting
+// in their next gradient all-reduce until the timeout).
+bool loss_finite_everywhere(double loss, comm::ProcessGroup* group, Device device) {
+  const bool finite = std::isfinite(loss);
+  if (!group) return finite;
+  Tensor flag = Tensor::from_vector<float>({finite ? 0.0f : 1.0f}, {1}).to(device);
+  comm::AllreduceOptions max;
+  max.op = comm::ReduceOp::max;
+  group->allreduce(flag, max)->wait();
+  return flag.to(Device::cpu()).item() == 0.0;
+}
+
 }  // namespace
 
 TrainResult train(const TrainConfig& c) {
@@ -74,6 +89,10 @@ TrainResult train(const TrainConfig& c) {
                                                  std::max(1, cores / job.env.local_world_size)));
   kernels::set_num_threads(threads);
   const int world = job.env.world_size, rank = job.env.rank;
+  if (job.leader()) {  // the leader writes them; fail now rather than after the training
+    check_output_path(c.save_path, "--save");
+    check_output_path(c.log_json_path, "--log-json");
+  }
 
   Splits data = load_data(c);
   Generator init_rng(c.seed, /*stream=*/0);
@@ -157,12 +176,19 @@ TrainResult train(const TrainConfig& c) {
         logits = forward(Variable(images));
         loss = cross_entropy(logits, labels);
       }
+      // A NaN or inf loss stops the run before it reaches the weights; with --amp fp16 too,
+      // where overflowing gradients are the GradScaler's to skip but a non-finite loss is not.
+      const double loss_value = loss.value().item();  // waits for the forward on a GPU
+      if (!loss_finite_everywhere(loss_value, job.group.get(), device))
+        RG_THROW(Error, "step ", pos.global_step + 1, " (epoch ", epoch + 1,
+                 "): the training loss is not finite (", loss_value, " on rank ", rank,
+                 "; check --lr, the data and a resumed checkpoint). Stopped before updating the "
+                 "weights; --save was not written");
       backward(scaler.scale(loss));
       scaler.step(optimizer);
       scaler.update();
 
       const int64_t rows = labels.size(0);
-      const double loss_value = loss.value().item();  // waits for the step on a GPU
       epoch_correct += kernels::count_correct(logits.value(), labels);
       train_seconds += seconds_since(step_start);
       images_trained += rows;

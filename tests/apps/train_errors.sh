@@ -14,7 +14,7 @@ expect() {  # expect CODE PATTERN ARGS...: exit code and a stderr line matching 
   local err rc
   err=$("$bin" "$@" 2>&1 >/dev/null); rc=$?
   [[ $rc -eq $code ]] || fail "'$*' exited $rc, expected $code: $err"
-  grep -qE "$pattern" <<<"$err" || fail "'$*' said '$err', expected /$pattern/"
+  grep -qE -- "$pattern" <<<"$err" || fail "'$*' said '$err', expected /$pattern/"
   echo "ok: $* -> $rc: $err"
 }
 
@@ -38,9 +38,48 @@ fi
 grep -q "training throughput" "$dir/cpu.log" || fail "--device cpu did not train: $(cat "$dir/cpu.log")"
 grep -q "cuda" "$dir/cpu.log" && fail "--device cpu mentions cuda: $(cat "$dir/cpu.log")"
 echo "ok: --device cpu trains"
+# Numbers: NaN, infinities and values out of range are one readable line and exit 2.
+expect 2 "--lr: must be a finite number >= 0, got 'nan'" --lr nan
+expect 2 "--momentum: must be a finite number from 0 to 1, got 'nan'" --momentum nan
+expect 2 "--weight-decay: must be a finite number >= 0, got 'inf'" --weight-decay inf
+expect 2 "--amp-init-scale: must be a finite number > 0, got 'nan'" --amp-init-scale nan
+expect 2 "--bucket-cap-mb: must be a finite number > 0, got 'nan'" --bucket-cap-mb nan
+expect 2 "--momentum: must be a finite number from 0 to 1, got '2'" --momentum 2
+expect 2 "--threads: must be a whole number from 0 to [0-9]+ \(4 per core" --threads 100000
+expect 2 "--threads: must be a whole number" --threads 2000
+expect 2 "--timeout: must be a finite number from 0 to 10000000, got 'nan'" --timeout nan
+# Output paths are checked before the first step (exit 2), not after the training.
+expect 2 "--save $dir/missing/ck.safetensors: the folder $dir/missing does not exist" \
+  --synthetic --model resnet8 --save "$dir/missing/ck.safetensors"
+expect 2 "--save $dir is a folder" --synthetic --model resnet8 --save "$dir"
+touch "$dir/plain"
+expect 2 "--log-json $dir/plain/log.jsonl: $dir/plain is not a folder" \
+  --synthetic --model resnet8 --log-json "$dir/plain/log.jsonl"
+# A NaN in the weights: the first loss is NaN, so the run stops at step 1, naming it, before
+# any update, and the checkpoint it resumed from (also its --save) is left as it was.
+"$bin" --synthetic --model resnet8 --batch-size 8 --max-steps 1 --no-eval \
+  --save "$dir/ck.safetensors" >/dev/null 2>&1 || fail "could not write a checkpoint"
+python3 - "$dir/ck.safetensors" <<'PY' || fail "could not poison the checkpoint"
+import json, struct, sys
+path = sys.argv[1]
+data = bytearray(open(path, "rb").read())
+n = struct.unpack("<Q", data[:8])[0]
+header = json.loads(data[8:8 + n])
+name = next(k for k, v in header.items() if k != "__metadata__" and v["dtype"] == "F32"
+            and not k.startswith("momentum"))
+start = 8 + n + header[name]["data_offsets"][0]
+data[start:start + 4] = struct.pack("<f", float("nan"))
+open(path, "wb").write(bytes(data))
+PY
+cp "$dir/ck.safetensors" "$dir/before.safetensors"
+expect 1 "step 2 \(epoch 1\): the training loss is not finite \(nan" --synthetic --model resnet8 \
+  --batch-size 8 --max-steps 3 --no-eval --resume "$dir/ck.safetensors" --save "$dir/ck.safetensors"
+cmp -s "$dir/ck.safetensors" "$dir/before.safetensors" || fail "the checkpoint was overwritten"
+echo "ok: a NaN checkpoint stops at its first step and is left as it was"
 help=$("$bin" --help) || fail "--help exited non-zero"
 for flag in --data --model --epochs --batch-size --lr --momentum --weight-decay --nesterov \
-            --lr-schedule --seed --threads --max-steps --synthetic --save --resume --log-json --device; do
+            --lr-schedule --seed --threads --max-steps --synthetic --save --resume --log-json --device \
+            --timeout; do
   grep -q -- "$flag" <<<"$help" || fail "--help does not list $flag"
 done
 grep -q "resnet20" <<<"$help" || fail "--help does not show the default model"

@@ -155,7 +155,12 @@ TEST_CASE("bad flags fail with one line, world size 1 warns") {
       {"-o xor", "sum, prod, max, min, avg, all"},
       {"--device tpu", "not one of: cpu, cuda"},
       {"--backend mpi", "not one of: ring, nccl"},
-      {"--backend nccl", "add --device cuda"}};
+      {"--backend nccl", "add --device cuda"},
+      {"-n nan", "must be a finite number > 0, got 'nan'"},
+      {"-w -1", "must be a finite number >= 0, got '-1'"},
+      // Checked before the sweep, so a long run is not lost at the end.
+      {"-b 8 -e 8 --json /nonexistent-folder/out.json", "the folder /nonexistent-folder does not exist"},
+      {"-b 8 -e 8 --json /tmp", "--json /tmp is a folder"}};
   for (const auto& [flags, message] : cases) {
     Run run = run_perf("all_reduce_perf", 1, flags);
     CAPTURE(flags);

@@ -2,9 +2,11 @@
 // running statistics, PyTorch reference values, finite-difference gradients through the batch
 // statistics, split functions composed == whole, eval mode, f32 vs f64 and argument errors.
 #include <cmath>
+#include <limits>
 
 #include "core/rng.h"
 #include "kernels/ops.h"
+#include "kernels/batchnorm_math.h"
 #include "tests/kernels/gradcheck.h"
 
 using namespace ringgrad;
@@ -237,4 +239,10 @@ TEST_CASE("batchnorm rejects bad arguments with a message") {
     Tensor xi = Tensor::zeros({2, 3, 2, 2}, DType::i32), yi = like(xi);
     CHECK_THROWS_AS(kernels::batchnorm_apply(yi, xi, mean, invstd, none, none), InvalidArgument);
   }
+}
+
+TEST_CASE("batchnorm variance keeps NaN instead of clamping it to 0") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  CHECK(std::isnan(kernels::bn_biased_var(nan, 1.0, 2.0)));
+  CHECK(kernels::bn_biased_var(2.0, 2.0 - 1e-12, 2.0) == 0.0);  // rounding below 0 still clamps
 }

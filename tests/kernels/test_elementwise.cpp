@@ -1,5 +1,8 @@
 // Tests for the elementwise kernels (kernels/cpu/elementwise.cpp): relu, add, add_, add_relu
 // and scale_ on hand cases, gradients against finite differences and argument errors.
+#include <cmath>
+#include <limits>
+
 #include "core/rng.h"
 #include "kernels/ops.h"
 #include "tests/kernels/gradcheck.h"
@@ -89,4 +92,24 @@ TEST_CASE("increment_ counts a one-element int64 tensor and rejects anything els
   Tensor floats = Tensor::zeros({}), two = Tensor::zeros({2}, DType::i64);
   CHECK_THROWS_WITH_AS(kernels::increment_(floats), doctest::Contains("int64"), Error);
   CHECK_THROWS_WITH_AS(kernels::increment_(two), doctest::Contains("one-element"), Error);
+}
+
+TEST_CASE("relu keeps NaN as PyTorch does, forward, fused with add, and backward") {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Tensor x = Tensor::from_vector<float>({nan, -1.0f, 3.0f}, {3});
+  Tensor y = Tensor::empty({3});
+  kernels::relu_forward(y, x);
+  const auto out = y.to_vector<float>();
+  CHECK(std::isnan(out[0]));
+  CHECK(out[1] == 0.0f);
+  CHECK(out[2] == 3.0f);
+  Tensor zero = Tensor::zeros({3});
+  kernels::add_relu_forward(y, x, zero);
+  CHECK(std::isnan(y.to_vector<float>()[0]));
+  // Where the output is NaN the gradient passes, as in threshold_backward.
+  Tensor dy = Tensor::from_vector<float>({5.0f, 5.0f, 5.0f}, {3});
+  Tensor dx = Tensor::empty({3});
+  kernels::relu_forward(y, x);
+  kernels::relu_backward(dx, dy, y);
+  CHECK(dx.to_vector<float>() == std::vector<float>{5.0f, 0.0f, 5.0f});
 }

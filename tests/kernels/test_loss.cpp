@@ -2,6 +2,7 @@
 // log(sum exp) formula, stability for large logits, PyTorch reference values, finite-difference
 // gradients, count_correct and the label errors.
 #include <cmath>
+#include <limits>
 
 #include "core/rng.h"
 #include "kernels/ops.h"
@@ -102,6 +103,15 @@ TEST_CASE("count_correct counts rows whose first maximum is the label") {
   Tensor logits = Tensor::from_vector<float>({0, 5, 1, 3, -1, 3, 0, 0, 0.5f, 9, 8, 7}, {4, 3});
   CHECK(kernels::count_correct(logits, labels_of({1, 2, 2, 1})) == 2);
   CHECK(kernels::count_correct(logits, labels_of({1, 0, 2, 0})) == 4);
+}
+
+TEST_CASE("count_correct never counts a row holding a NaN logit") {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // Without the NaN, row 0 predicts 1 and row 1 predicts 0, both the label.
+  Tensor logits = Tensor::from_vector<float>({0, 5, nan, 3, -1, 0}, {2, 3});
+  CHECK(kernels::count_correct(logits, labels_of({1, 0})) == 1);
+  Tensor first = Tensor::from_vector<float>({nan, 1, 0}, {1, 3});
+  CHECK(kernels::count_correct(first, labels_of({0})) == 0);
 }
 
 TEST_CASE("cross entropy rejects bad labels and shapes") {
