@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "apps/cli_checks.h"
 #include "comm/launcher/launch_config.h"
 #include "comm/launcher/env_check.h"
 #include "comm/launcher/launcher.h"
@@ -73,7 +74,7 @@ ringgrad::comm::SshLaunchConfig ssh_launch_config(const CLI::App& app, const Ssh
   s.remote_workdir = ::getcwd(cwd, sizeof cwd) ? cwd : ".";
   for (const char* shared : {"--rdzv-id", "--rdzv-conf", "--max-restarts", "--monitor-interval",
                              "--stop-grace", "--log-dir", "--redirects", "--tee",
-                             "--local-ranks-filter", "--check-port"})
+                             "--local-ranks-filter", "--check-port", "--timeout"})
     for (const auto& value : app.get_option(shared)->results())
       s.launcher_flags.insert(s.launcher_flags.end(), {shared, value});
   if (app.get_option("--check")->count()) {  // every host runs the check; no program
@@ -93,6 +94,7 @@ std::string sibling_path(const std::string& self, const std::string& name) {
 int main(int argc, char** argv) {
   using namespace ringgrad;
   using namespace ringgrad::comm;
+  namespace cli = ringgrad::cli;
   std::signal(SIGPIPE, SIG_IGN);
   CLI::App app{
       "ringgrad-run: start PROGRAM on this node as nproc-per-node workers of a "
@@ -101,16 +103,18 @@ int main(int argc, char** argv) {
   LaunchConfig c;
   std::string nnodes = "1", nproc = "1", endpoint, rdzv_conf, redirects = "0", tee = "0",
               ranks_filter;
-  double monitor_interval = 0.1, stop_grace = 5;
+  double monitor_interval = 0.1, stop_grace = 5, timeout_s = 0;
   bool no_python = false;
   SshFlags ssh;
   CheckFlags check;
   app.add_option("--nnodes", nnodes, "N or MIN:MAX nodes");
   app.add_option("--nproc-per-node,--nproc_per_node", nproc, "workers per node: N, auto, cpu, gpu");
-  app.add_option("--node-rank,--node_rank", c.node_rank, "this node's rank (default: assigned)");
+  app.add_option("--node-rank,--node_rank", c.node_rank, "this node's rank (default: assigned)")
+      ->check(cli::number_in(0, kMaxNodes - 1));
   app.add_option("--master-addr,--master_addr", c.master_addr, "static backend: node 0's address");
   app.add_option("--master-port,--master_port", c.master_port,
-                 "static backend: store port (0: free)");
+                 "static backend: store port (0: free)")
+      ->check(cli::number_in(0, 65535));
   app.add_option("--rdzv-id,--rdzv_id", c.rdzv_id, "job id shared by all nodes");
   app.add_option("--rdzv-backend,--rdzv_backend", c.rdzv_backend, "c10d or static");
   app.add_option("--rdzv-endpoint,--rdzv_endpoint", endpoint, "c10d backend: host[:port]");
@@ -118,10 +122,18 @@ int main(int argc, char** argv) {
                  "k=v,...: timeout, last_call_timeout, connect_timeout, keep_alive_timeout (s), "
                  "token, bind_addr");
   app.add_flag("--standalone", c.standalone, "one node, store on a free loopback port");
-  app.add_option("--max-restarts,--max_restarts", c.max_restarts, "restarts of the whole job");
+  app.add_option("--max-restarts,--max_restarts", c.max_restarts, "restarts of the whole job")
+      ->check(cli::number_in(0, 10000));
   app.add_option("--monitor-interval,--monitor_interval", monitor_interval,
-                 "seconds between checks");
-  app.add_option("--stop-grace,--stop_grace", stop_grace, "seconds from SIGTERM to SIGKILL");
+                 "seconds between checks")
+      ->check(cli::number_in(0.001, 3600));
+  app.add_option("--stop-grace,--stop_grace", stop_grace, "seconds from SIGTERM to SIGKILL")
+      ->check(cli::number_in(0, 3600));
+  app.add_option("--timeout", timeout_s,
+                 "seconds any collective of a worker may wait for the others before the job "
+                 "fails naming the missing rank; sets RINGGRAD_TIMEOUT_S for every worker "
+                 "(default: RINGGRAD_TIMEOUT_S, else 600; torchrun has no such flag)")
+      ->check(cli::number_in(0, 1e7));
   app.add_option("--log-dir,--log_dir", c.log_dir, "directory for per-worker logs");
   app.add_option("-r,--redirects", redirects,
                  "0-3 or local_rank:bits,... (1 out, 2 err): files only");
@@ -210,6 +222,8 @@ int main(int argc, char** argv) {
       return run_env_check(c, o);
     }
     validate(c);
+    if (!c.log_dir.empty()) c.log_run_folder = make_log_run_folder(c.log_dir, c.rdzv_id);
+    if (timeout_s > 0) ::setenv("RINGGRAD_TIMEOUT_S", std::to_string(timeout_s).c_str(), 1);
   } catch (const InvalidArgument& e) {
     return fail(2, ringgrad::user_message(e));
   } catch (const std::exception& e) {
@@ -217,6 +231,8 @@ int main(int argc, char** argv) {
   }
   try {
     return run_launcher(c);
+  } catch (const InvalidArgument& e) {  // a setting found unusable once the store was reached
+    return fail(2, ringgrad::user_message(e));
   } catch (const std::exception& e) {
     return fail(1, ringgrad::user_message(e));
   }

@@ -4,7 +4,12 @@
 #include <dirent.h>
 #include <sched.h>
 
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <sstream>
 
 #include "core/error.h"
@@ -64,8 +69,9 @@ std::pair<int, int> parse_nnodes(const std::string& value) {
   auto colon = value.find(':');
   int lo = parse_int(value.substr(0, colon), "--nnodes", value);
   int hi = colon == std::string::npos ? lo : parse_int(value.substr(colon + 1), "--nnodes", value);
-  if (lo < 1 || hi < lo)
-    RG_THROW(InvalidArgument, "--nnodes '", value, "': need N or MIN:MAX with 1 <= MIN <= MAX");
+  if (lo < 1 || hi < lo || hi > kMaxNodes)
+    RG_THROW(InvalidArgument, "--nnodes '", value, "': need N or MIN:MAX with 1 <= MIN <= MAX <= ",
+             kMaxNodes);
   return {lo, hi};
 }
 
@@ -78,9 +84,9 @@ int parse_nproc_per_node(const std::string& value) {
     return gpus > 0 ? gpus : count_cpus();
   }
   int n = parse_int(value, "--nproc-per-node", value);
-  if (n < 1)
-    RG_THROW(InvalidArgument, "--nproc-per-node '", value,
-             "': need a positive count, or auto, cpu, gpu");
+  if (n < 1 || n > kMaxProcsPerNode)
+    RG_THROW(InvalidArgument, "--nproc-per-node '", value, "': need a count from 1 to ",
+             kMaxProcsPerNode, ", or auto, cpu, gpu");
   return n;
 }
 
@@ -99,6 +105,9 @@ std::pair<std::string, int> parse_endpoint(const std::string& value, int default
     }
   } else if (auto colon = value.rfind(':'); colon != std::string::npos) {
     host = value.substr(0, colon);
+    if (host.find(':') != std::string::npos)
+      RG_THROW(InvalidArgument, "--rdzv-endpoint '", value,
+               "': more than one ':' (use host:port; IPv6 addresses are not supported yet)");
     port = value.substr(colon + 1);
     if (port.empty())
       RG_THROW(InvalidArgument, "--rdzv-endpoint '", value,
@@ -106,6 +115,13 @@ std::pair<std::string, int> parse_endpoint(const std::string& value, int default
                ")");
   }
   if (host.empty()) RG_THROW(InvalidArgument, "--rdzv-endpoint '", value, "': empty host");
+  if (value[0] == '[')
+    RG_THROW(InvalidArgument, "--rdzv-endpoint '", value,
+             "': IPv6 endpoints are not supported yet; use an IPv4 address or a host name");
+  if (host.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") !=
+      std::string::npos)
+    RG_THROW(InvalidArgument, "--rdzv-endpoint '", value, "': '", host,
+             "' is not a host name or IPv4 address");
   int p = port.empty() ? default_port : parse_int(port, "--rdzv-endpoint", value);
   if (p < 0 || p > 65535)
     RG_THROW(InvalidArgument, "--rdzv-endpoint '", value, "': port ", p, " is not in 0..65535");
@@ -163,6 +179,9 @@ void apply_rdzv_conf(LaunchConfig& config, const std::map<std::string, std::stri
       config.connect_timeout = parse_seconds(value, key.c_str());
     else if (key == "keep_alive_timeout")
       config.keep_alive_timeout = parse_seconds(value, key.c_str());
+    else if (key == "token" && value.empty())  // token=$SECRET with SECRET unset
+      RG_THROW(InvalidArgument, "--rdzv-conf token= is empty (an unset variable?); give the "
+               "job's token, or leave token out to run without one");
     else if (key == "token")
       config.token = value;
     else if (key == "bind_addr")
@@ -226,6 +245,25 @@ void validate(LaunchConfig& config) {
                            !config.redirects.per_rank.empty() || !config.tee.per_rank.empty();
   if (wants_files && config.log_dir.empty())
     RG_THROW(InvalidArgument, "--redirects/--tee write per-rank log files: give --log-dir DIR");
+}
+
+std::string make_log_run_folder(const std::string& log_dir, const std::string& run_id) {
+  std::error_code ec;
+  std::filesystem::create_directories(log_dir, ec);
+  if (ec || !std::filesystem::is_directory(log_dir))
+    RG_THROW(InvalidArgument, "--log-dir ", log_dir, ": cannot create it (",
+             ec ? ec.message() : "a file of that name exists", ")");
+  // mkdir is atomic: of two launchers racing for a name, one gets it and the other the next.
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    const std::string folder =
+        str_cat(log_dir, "/", run_id, attempt ? str_cat(".", attempt) : std::string());
+    if (::mkdir(folder.c_str(), 0755) == 0) return folder;
+    if (errno != EEXIST)
+      RG_THROW(InvalidArgument, "--log-dir ", log_dir, ": cannot create ", folder, " (",
+               std::strerror(errno), "); check its permissions and free space");
+  }
+  RG_THROW(InvalidArgument, "--log-dir ", log_dir, " already holds 1000 runs named '", run_id,
+           "'; clean it up or use another --rdzv-id");
 }
 
 }  // namespace ringgrad::comm

@@ -42,6 +42,7 @@ struct LaunchConfig {
   std::chrono::milliseconds monitor_interval{100};
   std::chrono::milliseconds stop_grace{5'000};  // SIGTERM -> SIGKILL
   std::string log_dir;
+  std::string log_run_folder;  // this run's folder in log_dir (make_log_run_folder)
   StreamSelection redirects;
   StreamSelection tee;
   std::set<int> local_ranks_filter;  // empty: every local rank on the console
@@ -51,12 +52,18 @@ struct LaunchConfig {
   bool stop_on_stdin_eof = false;  // stdin closing (the SSH session ended) stops the job
 };
 
+constexpr int kMaxNodes = 100'000;
+constexpr int kMaxProcsPerNode = 1024;
+
 // "2" -> {2, 2}; "1:4" -> {1, 4}.
 std::pair<int, int> parse_nnodes(const std::string& value);
 // "4", "auto" (GPUs if any, else CPUs), "cpu", "gpu".
 int parse_nproc_per_node(const std::string& value);
-// "host:port" (port may be omitted: default_port); IPv6 as "[::1]:port".
+// "host:port" (port may be omitted: default_port); an IPv6 "[::1]:port" is refused clearly.
 std::pair<std::string, int> parse_endpoint(const std::string& value, int default_port);
+// LOG_DIR/RUN_ID, or RUN_ID.1, .2, ... when taken, so that a run never writes over another's
+// logs; created here (throws InvalidArgument when LOG_DIR cannot be created or written).
+std::string make_log_run_folder(const std::string& log_dir, const std::string& run_id);
 // "k=v,k2=v2"
 std::map<std::string, std::string> parse_key_values(const std::string& value, const char* flag);
 // "3" or "0:1,1:2" (local rank : bits)

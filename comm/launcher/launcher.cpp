@@ -117,6 +117,10 @@ std::vector<WorkerSpec> worker_specs(const LaunchConfig& c, const Placement& p,
     // Worker rank 0 hosts its own store on MASTER_PORT; PyTorch must not expect ours there.
     set("TORCHELASTIC_USE_AGENT_STORE", "False");
     if (!env.count("OMP_NUM_THREADS")) set("OMP_NUM_THREADS", 1);
+    // The workers' store (hosted by worker rank 0) is guarded like the launchers': the same
+    // token, and it listens only where the other nodes reach it (loopback for one node).
+    if (!c.token.empty()) set("RINGGRAD_STORE_TOKEN", c.token);
+    set("RINGGRAD_STORE_BIND_ADDR", c.bind_addr.empty() ? p.master_addr : c.bind_addr);
     for (const auto& [k, v] : env) spec.env.push_back(k + "=" + v);
     const std::string node = c.console_label.empty() ? str_cat(p.round.node_rank) : c.console_label;
     spec.output.prefix = str_cat("[", node, ":", spec.global_rank, "]: ");
@@ -125,7 +129,7 @@ std::vector<WorkerSpec> worker_specs(const LaunchConfig& c, const Placement& p,
     spec.output.tee_bits = c.tee.for_rank(local);
     spec.output.console = c.local_ranks_filter.empty() || c.local_ranks_filter.count(local);
     spec.output.log_dir =
-        str_cat(c.log_dir, "/", c.rdzv_id, "/attempt_", p.round.generation, "/", local);
+        str_cat(c.log_run_folder, "/attempt_", p.round.generation, "/", local);
     specs.push_back(std::move(spec));
   }
   return specs;

@@ -1,4 +1,5 @@
-// Rendezvous over a Store. Keys (under rdzv/<run_id>/):
+// Rendezvous over a Store. Keys: rdzv/run_id, the one job id this store serves (the first
+// launcher sets it; a launcher of another job is refused at once), and under rdzv/<run_id>/:
 //   generation          the job's current generation
 //   g<G>/rank/<r>       claimed by one launcher's identity (compare_set: first wins)
 //   g<G>/node/<r>       "<hostname>\n<local_world_size>"
@@ -26,6 +27,13 @@ Rendezvous::Rendezvous(std::shared_ptr<Store> store, RendezvousConfig config)
            " is not below the maximum of ", config_.max_nodes, " nodes");
   std::random_device rd;
   identity_ = str_cat(config_.hostname, ":", ::getpid(), ":", std::hex, rd());
+  // A second job on the same endpoint would share the first one's store, and lose it (and
+  // its workers) when the first job ends: refuse it now, while nothing has started.
+  const std::string serving = store_->compare_set("rdzv/run_id", "", config_.run_id);
+  if (serving != config_.run_id)
+    RG_THROW(InvalidArgument, "the rendezvous store at ", config_.endpoint, " serves job '",
+             serving, "', not --rdzv-id '", config_.run_id,
+             "': two jobs cannot share an endpoint; give this one another --rdzv-endpoint port");
 }
 
 std::string Rendezvous::key(int64_t generation, const std::string& name) const {

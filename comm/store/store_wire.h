@@ -32,6 +32,8 @@ enum class StoreStatus : uint8_t { ok = 0, timeout = 1, error = 2 };  // error: 
 
 constexpr uint32_t kStoreMagic = 0x31534752;  // "RGS1"
 constexpr uint32_t kDefaultMaxFrameBytes = 16u << 20;
+// The most a client may send before its hello is accepted (a hello with a long token fits).
+constexpr uint32_t kMaxHelloBytes = 4u << 10;
 constexpr size_t kFrameHeaderBytes = 4;
 
 class FrameWriter {

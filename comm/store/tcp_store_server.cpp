@@ -14,6 +14,7 @@
 
 #include "comm/store/hash_store.h"
 #include "comm/store/store.h"
+#include "core/env.h"
 #include "core/logging.h"
 
 namespace ringgrad::comm {
@@ -48,7 +49,7 @@ class TcpStoreServer::Impl {
   std::string address;
   asio::io_context io;
   tcp::acceptor acceptor{io};
-  std::map<std::string, std::string> data;
+  StoreData data;
   std::unordered_map<std::string, std::vector<std::weak_ptr<Connection>>> watchers;
   std::atomic<int64_t> rejected{0};
   std::atomic<int64_t> frames{0};
@@ -107,7 +108,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       if (ec || !pending_) return;
       std::vector<std::string> missing;
       for (const auto& k : pending_->keys)
-        if (!server_.data.count(k)) missing.push_back(k);
+        if (!server_.data.contains(k)) missing.push_back(k);
       const auto keys = std::move(pending_->keys);
       pending_.reset();
       server_.prune_watchers(keys);
@@ -120,7 +121,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (!pending_ || closed_ || !server_.has_all(pending_->keys)) return;
     FrameWriter w;
     w.u8(static_cast<uint8_t>(StoreStatus::ok));
-    if (pending_->is_get) w.str(server_.data.at(pending_->keys[0]));
+    if (pending_->is_get) w.str(*server_.data.find(pending_->keys[0]));
     pending_.reset();
     timer_.cancel();
     reply(w.frame());
@@ -138,9 +139,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
           if (ec) return close();  // the client went away between requests: not an error
           ++server_.frames;
           const uint32_t n = decode_frame_length(header_);
-          if (n == 0 || n > server_.options.max_frame_bytes)
-            return reject(
-                str_cat("frame length ", n, " outside 1..", server_.options.max_frame_bytes));
+          // Before the hello nobody is known: a stranger may not make us buffer megabytes.
+          const uint32_t limit = authenticated_ ? server_.options.max_frame_bytes : kMaxHelloBytes;
+          if (n == 0 || n > limit) return reject(str_cat("frame length ", n, " outside 1..", limit));
           body_.resize(n);
           asio::async_read(
               socket_, asio::buffer(body_), [this, self](const asio::error_code& ec2, std::size_t) {
@@ -204,7 +205,13 @@ std::string ok_frame() { return FrameWriter().u8(static_cast<uint8_t>(StoreStatu
 
 }  // namespace
 
-TcpStoreServer::Impl::Impl(TcpStoreServerOptions opts) : options(std::move(opts)) {
+TcpStoreServer::Impl::Impl(TcpStoreServerOptions opts)
+    : options(std::move(opts)),
+      data(env_get("RINGGRAD_STORE_MAX_MB")
+               ? static_cast<size_t>(env_int("RINGGRAD_STORE_MAX_MB", 0)) << 20
+               : options.max_bytes,
+           static_cast<size_t>(env_int("RINGGRAD_STORE_MAX_KEYS",
+                                       static_cast<long long>(options.max_keys)))) {
   try {
     tcp::endpoint ep(asio::ip::make_address(options.host), static_cast<uint16_t>(options.port));
     acceptor.open(ep.protocol());
@@ -247,7 +254,7 @@ void TcpStoreServer::Impl::accept_next() {
 
 bool TcpStoreServer::Impl::has_all(const std::vector<std::string>& keys) const {
   for (const auto& k : keys)
-    if (!data.count(k)) return false;
+    if (!data.contains(k)) return false;
   return true;
 }
 
@@ -320,7 +327,7 @@ void TcpStoreServer::Impl::handle(const std::shared_ptr<Connection>& conn,
       std::string key = in.str();
       std::string value = in.str();
       in.expect_end();
-      data[key] = std::move(value);
+      data.put(key, std::move(value));
       conn->reply(out.frame());
       key_written(key);
       return;
@@ -336,7 +343,7 @@ void TcpStoreServer::Impl::handle(const std::shared_ptr<Connection>& conn,
       const int64_t timeout_ms = in.i64();
       in.expect_end();
       if (has_all(wait.keys)) {
-        if (wait.is_get) out.str(data.at(wait.keys[0]));
+        if (wait.is_get) out.str(*data.find(wait.keys[0]));
         conn->reply(out.frame());
         return;
       }
@@ -348,9 +355,10 @@ void TcpStoreServer::Impl::handle(const std::shared_ptr<Connection>& conn,
       std::string key = in.str();
       const int64_t delta = in.i64();
       in.expect_end();
-      std::string stored = data.count(key) ? data[key] : std::string();
+      const std::string* old = data.find(key);
+      std::string stored = old ? *old : std::string();
       const int64_t value = add_to_counter(stored, delta, key);
-      data[key] = stored;
+      data.put(key, stored);
       conn->reply(out.i64(value).frame());
       key_written(key);
       return;
@@ -360,14 +368,14 @@ void TcpStoreServer::Impl::handle(const std::shared_ptr<Connection>& conn,
       std::string expected = in.str();
       std::string desired = in.str();
       in.expect_end();
-      auto it = data.find(key);
+      const std::string* old = data.find(key);
       std::string current;
-      if (it == data.end()) {
+      if (!old) {
         current = expected.empty() ? desired : expected;
-        if (expected.empty()) data[key] = desired;
+        if (expected.empty()) data.put(key, desired);
       } else {
-        if (it->second == expected) it->second = desired;
-        current = it->second;
+        current = *old == expected ? desired : *old;
+        if (*old == expected) data.put(key, desired);
       }
       conn->reply(out.str(current).frame());
       key_written(key);

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "comm/store/store_data.h"
 #include "comm/store/store_wire.h"
 
 namespace ringgrad::comm {
@@ -24,6 +25,8 @@ struct TcpStoreServerOptions {
   std::string token;               // non-empty: clients must present the same token
   int64_t generation = -1;         // >= 0: clients of another generation are refused
   uint32_t max_frame_bytes = kDefaultMaxFrameBytes;
+  size_t max_bytes = kDefaultStoreMaxBytes;  // keys and values; see StoreData
+  size_t max_keys = kDefaultStoreMaxKeys;
 };
 
 class TcpStoreServer {

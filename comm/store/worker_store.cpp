@@ -103,7 +103,9 @@ WorkerStore create_worker_store(const WorkerEnv& env, Milliseconds timeout) {
   const std::string token = env_str("RINGGRAD_STORE_TOKEN", "");
   if (env.rank == 0) {
     TcpStoreServerOptions so;
-    so.host = "0.0.0.0";
+    // ringgrad-run says where (MASTER_ADDR's interface, loopback for one node); other
+    // launchers (mpirun, srun) do not, so every interface, as PyTorch's TCPStore.
+    so.host = env_str("RINGGRAD_STORE_BIND_ADDR", "0.0.0.0");
     so.port = env.master_port;
     so.token = token;
     so.generation = env.generation;

@@ -162,6 +162,28 @@ TEST_CASE("tcp store: the token is required, and refused on both sides") {
   CHECK(good->get("k") == "v");
 }
 
+TEST_CASE("tcp store: total bytes and keys are capped, with a clear error to the writer only") {
+  TcpStoreServerOptions o;
+  o.max_bytes = 1000;
+  o.max_keys = 3;
+  TcpStoreServer server(o);
+  auto filler = connect_to(server);
+  filler->set("a", std::string(600, 'x'));
+  auto big = message_of<InvalidArgument>([&] { filler->set("b", std::string(600, 'y')); });
+  CHECK(big.find("store is full") != std::string::npos);
+  CHECK(big.find("RINGGRAD_STORE_MAX_MB") != std::string::npos);
+  auto other = connect_to(server);  // the store keeps serving everyone
+  CHECK(other->get("a") == std::string(600, 'x'));
+  filler->set("a", "small");  // replacing a value frees its bytes
+  filler->set("b", std::string(600, 'y'));
+  other->set("c", "1");
+  auto keys = message_of<InvalidArgument>([&] { other->set("d", "1"); });
+  CHECK(keys.find("RINGGRAD_STORE_MAX_KEYS") != std::string::npos);
+  CHECK(other->delete_key("c"));
+  other->set("d", "1");
+  CHECK(other->add("d", 1) == 2);
+}
+
 TEST_CASE("tcp store: a client of another generation is refused") {
   TcpStoreServerOptions o;
   o.generation = 1;

@@ -111,6 +111,15 @@ TEST_CASE("store server: each kind of bad frame closes only its own connection")
   CHECK(good->get("k") == "v");
 }
 
+TEST_CASE("store server: before its hello a client may not announce more than a few KiB") {
+  TcpStoreServer server(TcpStoreServerOptions{});  // default frame cap: 16 MiB
+  RawClient raw(server.port());
+  const std::string header("\0\0\x10\0", 4);  // 1 MiB, little-endian; no body follows
+  REQUIRE(raw.send(header));
+  CHECK(raw.closed_by_server());  // at once, not after buffering 1 MiB from a stranger
+  CHECK(server.rejected_connections() == 1);
+}
+
 TEST_CASE("store server: survives 100,000 random and mutated frames") {
   TcpStoreServer server(fuzz_server_options());
   auto keeper = connect_to(server, kToken);

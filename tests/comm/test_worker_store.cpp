@@ -2,11 +2,13 @@
 // Slurm variables (with conflicts rejected), and the worker store hosted by rank 0.
 #include <doctest/doctest.h>
 
+#include <cstdlib>
 #include <map>
 #include <thread>
 
 #include "comm/store/worker_store.h"
 #include "tests/comm/store_fixtures.h"
+#include "tests/reserved_port.h"
 
 using namespace ringgrad;
 using namespace ringgrad::comm;
@@ -127,4 +129,28 @@ TEST_CASE("worker store: rank 0 hosts, everyone meets, a missing rank is named")
       message_of<TimeoutError>([&] { create_worker_store(env_for(0, 2), Milliseconds(300)); });
   CHECK(msg.find("1/2 ranks arrived") != std::string::npos);
   CHECK(msg.find("missing ranks: 1") != std::string::npos);
+}
+
+TEST_CASE("worker store: the launcher's bind address and token guard it") {
+  const int port = ringgrad::testing::reserved_port();
+  ::setenv("RINGGRAD_STORE_BIND_ADDR", "127.0.0.1", 1);
+  ::setenv("RINGGRAD_STORE_TOKEN", "job-secret", 1);
+  WorkerEnv e;
+  e.rank = 0;
+  e.world_size = 1;
+  e.master_addr = "127.0.0.1";
+  e.master_port = port;
+  WorkerStore ws = create_worker_store(e, Milliseconds(5000));
+  ::unsetenv("RINGGRAD_STORE_BIND_ADDR");
+  ::unsetenv("RINGGRAD_STORE_TOKEN");
+  REQUIRE(ws.server != nullptr);
+  CHECK(ws.server->address() == "127.0.0.1:" + std::to_string(port));  // not 0.0.0.0
+  auto refused = message_of<IoError>([&] {
+    TcpStoreOptions o;
+    o.port = port;
+    o.connect_timeout = Milliseconds(2000);
+    TcpStore stranger(o);  // no token
+  });
+  CHECK(refused.find("token") != std::string::npos);
+  ws.store->set("k", "v");  // the workers' own client is unaffected
 }

@@ -11,6 +11,7 @@
 
 #include "comm/store/tcp_store_server.h"
 #include "tests/integration/launch_harness.h"
+#include "tests/reserved_port.h"
 
 using namespace ringgrad;
 using namespace ringgrad::testing;
@@ -175,6 +176,14 @@ TEST_CASE("ringgrad-run: bad input exits 2 with one line naming the flag") {
       {"--rdzv-conf", "timeout", "true"},
       {"--tee", "7", "--log-dir", "/tmp", "true"},
       {"--no-such-flag", "true"},
+      {"--node-rank", "-1", "true"},  // said it was missing, once
+      {"--rdzv-endpoint", "127.0.0.1:29734:5", "--rdzv-backend", "c10d", "true"},
+      {"--rdzv-endpoint", "[::1]:29400", "--rdzv-backend", "c10d", "true"},
+      {"--monitor-interval", "nan", "true"},
+      {"--stop-grace", "inf", "true"},
+      {"--timeout", "nan", "true"},
+      {"--nproc-per-node", "100000", "true"},
+      {"--rdzv-conf", "token=", "--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:1", "true"},
   };
   for (const auto& args : cases) {
     CAPTURE(args[0]);
@@ -244,4 +253,69 @@ TEST_CASE("worker env: Slurm variables start a job without RANK, a conflicting R
   auto bad = run({probe_path()}, seconds(10), env);
   CHECK(bad.status.code == 10);
   CHECK(bad.err.find("RANK=0 disagrees with SLURM_PROCID=1") != std::string::npos);
+}
+
+TEST_CASE("ringgrad-run: the token, a loopback bind address and --timeout reach the workers") {
+  TempDir dir;
+  auto r = run(probe_job("2", dir, {}, {"--rdzv-conf", "token=s3cret", "--timeout", "7"}),
+               seconds(60));
+  REQUIRE_MESSAGE(r.status.ok(), r.err);
+  for (int rank = 0; rank < 2; ++rank) {
+    auto env = read_env_file(dir.path() + "/env." + std::to_string(rank) + ".0");
+    CHECK(env["RINGGRAD_STORE_TOKEN"] == "s3cret");
+    CHECK(env["RINGGRAD_STORE_BIND_ADDR"] == "127.0.0.1");  // --standalone: loopback only
+    CHECK(std::stod(env["RINGGRAD_TIMEOUT_S"]) == 7.0);
+  }
+}
+
+TEST_CASE("ringgrad-run: a second job on a busy c10d endpoint is refused at once, the first runs on") {
+  const std::string endpoint = "127.0.0.1:" + std::to_string(reserved_port());
+  TempDir dir;
+  auto job = [&](const std::string& id, const std::vector<std::string>& program) {
+    std::vector<std::string> args = {"--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint,
+                                     "--rdzv-id", id, "--nproc-per-node", "1"};
+    args.insert(args.end(), program.begin(), program.end());
+    return launcher(args);
+  };
+  Child first(job("first", {"sh", "-c", "sleep 4; echo first done"}));
+  std::this_thread::sleep_for(seconds(1));  // first hosts the store by now
+  auto second = run(job("second", {"true"}), seconds(20));
+  CHECK(second.status.code == 2);
+  auto errors = lines_with(second.err, "ringgrad-run: error:");
+  REQUIRE(errors.size() == 1);
+  CHECK(errors[0].find("serves job 'first', not --rdzv-id 'second'") != std::string::npos);
+  auto r = first.wait(seconds(30));
+  CHECK_MESSAGE(r.status.ok(), r.err);
+  CHECK(r.out.find("first done") != std::string::npos);
+}
+
+TEST_CASE("ringgrad-run: --log-dir never writes over an earlier run's logs, and is checked first") {
+  TempDir logs;
+  auto once = [&] {
+    return run(launcher({"--standalone", "--nproc-per-node", "1", "--redirects", "1", "--log-dir",
+                         logs.path(), "--rdzv-id", "same", "--", "sh", "-c", "echo run-$$"}),
+               seconds(30));
+  };
+  auto first = once();
+  REQUIRE_MESSAGE(first.status.ok(), first.err);
+  auto second = once();
+  REQUIRE_MESSAGE(second.status.ok(), second.err);
+  auto line_of = [](const std::string& path) {
+    std::ifstream in(path);
+    std::string line;
+    std::getline(in, line);
+    return line;
+  };
+  const std::string a = line_of(logs.path() + "/same/attempt_0/0/stdout.log");
+  const std::string b = line_of(logs.path() + "/same.1/attempt_0/0/stdout.log");
+  CHECK(a.rfind("run-", 0) == 0);
+  CHECK(b.rfind("run-", 0) == 0);
+  CHECK(a != b);  // two runs, two folders
+
+  std::ofstream(logs.path() + "/file") << "x";
+  auto bad = run(launcher({"--standalone", "--nproc-per-node", "1", "--log-dir",
+                           logs.path() + "/file/sub", "true"}),
+                 seconds(10));
+  CHECK(bad.status.code == 2);
+  CHECK(lines_with(bad.err, "ringgrad-run: error: --log-dir").size() == 1);
 }

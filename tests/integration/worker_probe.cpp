@@ -79,6 +79,9 @@ int main(int argc, char** argv) {
   if (!out.empty()) {
     std::ofstream f(out + "/env." + tag);
     for (const char* v : kTorchrunVars) f << v << "=" << env_str(v, "") << "\n";
+    // What ringgrad-run adds for its own workers (empty when not set).
+    for (const char* v : {"RINGGRAD_STORE_TOKEN", "RINGGRAD_STORE_BIND_ADDR", "RINGGRAD_TIMEOUT_S"})
+      f << v << "=" << env_str(v, "") << "\n";
     std::ofstream(out + "/pid." + tag) << ::getpid() << "\n";
   }
   if (get("--barrier", "0") == "1") {

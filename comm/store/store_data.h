@@ -1,0 +1,32 @@
+// StoreData: the TCP store server's keys and values, with a cap on their total size and count,
+// so that one client (buggy or hostile) cannot grow the memory of the process hosting the
+// store (rank 0 or a launcher) without bound. A write past a cap throws InvalidArgument, which
+// the server returns to that client as an error; everyone else is served as before.
+#pragma once
+#include <cstddef>
+#include <map>
+#include <string>
+
+namespace ringgrad::comm {
+
+// Defaults; RINGGRAD_STORE_MAX_MB and RINGGRAD_STORE_MAX_KEYS override them (read by the server).
+constexpr size_t kDefaultStoreMaxBytes = 64u << 20;
+constexpr size_t kDefaultStoreMaxKeys = 100'000;
+
+class StoreData {
+ public:
+  StoreData(size_t max_bytes, size_t max_keys) : max_bytes_(max_bytes), max_keys_(max_keys) {}
+
+  const std::string* find(const std::string& key) const;
+  bool contains(const std::string& key) const { return values_.count(key) != 0; }
+  void put(const std::string& key, std::string value);  // throws when a cap would be passed
+  bool erase(const std::string& key);
+  size_t size() const { return values_.size(); }
+
+ private:
+  size_t max_bytes_, max_keys_;
+  size_t bytes_ = 0;  // keys and values
+  std::map<std::string, std::string> values_;
+};
+
+}  // namespace ringgrad::comm
