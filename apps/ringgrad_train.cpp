@@ -51,6 +51,10 @@ int main(int argc, char** argv) {
   app.add_option("--save", c.save_path, "write a checkpoint (safetensors) here at the end");
   app.add_option("--resume", c.resume_path, "continue from this checkpoint")
       ->check(CLI::ExistingFile);
+  app.add_option("--init-from", c.init_from,
+                 "start a new run from the weights in this safetensors file (one ringgrad "
+                 "wrote, or one saved from PyTorch); the optimiser and the schedule start afresh")
+      ->check(CLI::ExistingFile);
   app.add_flag("--auto-resume", c.auto_resume,
                "continue from --save when it exists (for ringgrad-run --max-restarts)")
       ->needs("--save");

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages ringgrad needs (when run as root and they are missing) and builds
 # it with CMake into build/ (Release by default). Used by demo.sh and test.sh; safe to rerun.
-#   BUILD_TYPE=Debug|Release   CMAKE_ARGS="..." extra configure flags   JOBS=N
+#   BUILD_TYPE=Debug|Release   CMAKE_ARGS="..." extra configure flags   JOBS=N   BUILD_DIR=build
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,5 +10,6 @@ bash scripts/install_packages.sh build-essential cmake libasio-dev doctest-dev l
 
 build_type=${BUILD_TYPE:-Release}
 jobs=${JOBS:-$(nproc)}
-cmake -S . -B build -DCMAKE_BUILD_TYPE="$build_type" ${CMAKE_ARGS:-} >/dev/null
-cmake --build build -j "$jobs"
+build_dir=${BUILD_DIR:-build}
+cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE="$build_type" ${CMAKE_ARGS:-} >/dev/null
+cmake --build "$build_dir" -j "$jobs"

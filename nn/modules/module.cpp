@@ -45,26 +45,40 @@ std::vector<std::pair<std::string, Tensor>> Module::state_dict() {
 
 void Module::load_state_dict(const std::vector<std::pair<std::string, Tensor>>& entries,
                              bool strict) {
+  // Every mismatch is collected and named at once: one error for a file that does not fit,
+  // and nothing is copied unless all of it fits.
   std::map<std::string, const Tensor*> by_name;
   for (auto& [name, t] : entries) by_name[name] = &t;
-  size_t used = 0;
-  for (auto& [name, dst] : state_dict()) {
+  std::vector<std::string> missing, misshapen, unexpected;
+  const auto own = state_dict();
+  std::map<std::string, bool> known;
+  for (auto& [name, dst] : own) {
+    known[name] = true;
     auto it = by_name.find(name);
-    if (it == by_name.end()) RG_THROW(InvalidArgument, "state dict has no entry '", name, "'");
-    const Tensor& src = *it->second;
-    if (src.shape() != dst.shape())
-      RG_THROW(InvalidArgument, "state dict entry '", name, "' has shape ", src.shape().str(),
-               ", the model expects ", dst.shape().str());
-    Tensor target = dst;  // aliases the live parameter or buffer
-    target.copy_from(src.to(dst.dtype()).to(dst.device()));
-    ++used;
+    if (it == by_name.end())
+      missing.push_back("'" + name + "'");
+    else if (it->second->shape() != dst.shape())
+      misshapen.push_back(str_cat("'", name, "' (", it->second->shape().str(), " in the file, ",
+                                  dst.shape().str(), " in the model)"));
   }
-  if (strict && used != entries.size()) {
-    for (auto& [name, t] : entries) {
-      bool known = false;
-      for (auto& [n, d] : state_dict()) known |= n == name;
-      if (!known) RG_THROW(InvalidArgument, "state dict entry '", name, "' is not in the model");
-    }
+  if (strict)
+    for (auto& [name, t] : entries)
+      if (!known.count(name)) unexpected.push_back("'" + name + "'");
+  if (!missing.empty() || !misshapen.empty() || !unexpected.empty()) {
+    auto list = [](const char* what, const std::vector<std::string>& names) {
+      std::string out;
+      for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+      return names.empty() ? std::string() : str_cat(what, " ", out, "; ");
+    };
+    std::string message = list("missing", missing) + list("misshapen", misshapen) +
+                          list("unexpected", unexpected);
+    message.resize(message.size() - 2);
+    RG_THROW(InvalidArgument, "state dict does not fit the model: ", message);
+  }
+  for (auto& [name, dst] : own) {
+    Tensor target = dst;  // aliases the live parameter or buffer
+    const Tensor& src = *by_name.at(name);
+    target.copy_from(src.to(dst.dtype()).to(dst.device()));
   }
 }
 

@@ -19,11 +19,19 @@ struct TrainingPosition {
   int64_t global_step = 0;     // optimiser steps taken so far
 };
 
+// What a resumed run must share with the run that wrote the checkpoint, or it would continue
+// at another position of another data order (each is compared on resume, when the file has it).
 struct CheckpointInfo {
   std::string model;  // model name, checked on resume
   uint64_t seed = 0;
-  int64_t total_steps = 0;  // the LR schedule's length
+  int64_t total_steps = 0;   // the LR schedule's length
+  int64_t global_batch = 0;  // images per step over all ranks
+  int64_t dataset_size = 0;  // training images
+  uint32_t dataset_crc32 = 0;  // of the training labels: tells two data sets apart
 };
+
+// CRC32 of the labels' bytes, for CheckpointInfo::dataset_crc32.
+uint32_t labels_fingerprint(const Tensor& labels);
 
 // Atomic write (see save_safetensors). Blocking. An enabled scaler's state is saved too.
 void save_checkpoint(const std::string& path, Module& model, Sgd& optimizer,
@@ -31,11 +39,17 @@ void save_checkpoint(const std::string& path, Module& model, Sgd& optimizer,
                      const amp::GradScaler* scaler = nullptr);
 
 // Loads weights, buffers and momentum buffers into the live model and optimiser and returns
-// where to continue. Throws naming the file when it is corrupt, holds another model, or
-// lacks an entry. An enabled scaler takes the saved scaler state when the file has one (a
+// where to continue. Throws naming the file when it is corrupt, is not a ringgrad checkpoint
+// (a weights-only file: use load_weights), holds another model, disagrees with `expected`
+// (naming both values), lacks a momentum buffer the optimiser needs, or lacks an entry. An enabled scaler takes the saved scaler state when the file has one (a
 // checkpoint of a run without fp16 has none: the scaler then starts afresh).
 TrainingPosition load_checkpoint(const std::string& path, Module& model, Sgd& optimizer,
                                  const CheckpointInfo& expected,
                                  amp::GradScaler* scaler = nullptr);
+
+// Only the weights and buffers of any safetensors file with the model's PyTorch names (one
+// ringgrad wrote, or one saved from PyTorch): a fresh run starts from them (--init-from).
+// Optimiser entries are ignored; missing, misshapen and unexpected tensors are named.
+void load_weights(const std::string& path, Module& model);
 
 }  // namespace ringgrad::nn

@@ -25,6 +25,7 @@ struct TrainConfig {
   int64_t max_steps = 0;           // 0: no limit; stop (and save) after this many steps
   std::string save_path;           // checkpoint written at the end (and on --max-steps)
   std::string resume_path;         // checkpoint to continue from
+  std::string init_from;           // weights (any safetensors) a new run starts from
   bool auto_resume = false;        // continue from save_path when it exists (restarts)
   std::string log_json_path;       // one JSON object per logged step and per epoch
   int log_every = 50;              // steps between plain progress lines / JSON step records

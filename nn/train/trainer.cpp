@@ -116,6 +116,9 @@ TrainResult train(const TrainConfig& c) {
   const int64_t total_steps = steps_per_epoch * c.epochs;
   LrSchedule schedule(parse_lr_schedule(c.lr_schedule), c.lr, total_steps, c.warmup_steps);
   CheckpointInfo info{c.model, c.seed, total_steps};
+  info.global_batch = static_cast<int64_t>(c.batch_size) * world;
+  info.dataset_size = data.train.size();
+  info.dataset_crc32 = labels_fingerprint(data.train.labels);
   TrainingPosition pos;
   // Under ringgrad-run --max-restarts every restart runs the same command, so the checkpoint the
   // failed attempt left in --save is where it continues (torchrun's snapshot pattern).
@@ -123,6 +126,13 @@ TrainResult train(const TrainConfig& c) {
       c.resume_path.empty() && c.auto_resume && std::filesystem::exists(c.save_path)
           ? c.save_path
           : c.resume_path;
+  if (!c.init_from.empty() && !resume_path.empty())
+    RG_THROW(InvalidArgument, "--init-from starts a new run from weights, but there is a run to "
+             "continue (", resume_path, "): give --init-from or --resume/--auto-resume, not both");
+  if (!c.init_from.empty()) {
+    load_weights(c.init_from, *model);
+    if (job.leader()) log_info("initialised the weights from ", c.init_from);
+  }
   if (!resume_path.empty()) {
     pos = load_checkpoint(resume_path, *model, optimizer, info, &scaler);
     if (job.leader())
