@@ -1,5 +1,7 @@
-// Storage: one owned block of bytes on one device. Tensors share it through shared_ptr, so a
+// Storage: one block of bytes on one device. Tensors share it through shared_ptr, so a
 // Tensor copy is a refcount increment and views (reshapes, slices, bucket views) alias it.
+// Usually it owns the block; a borrowed Storage views memory another framework owns (a
+// PyTorch tensor's, for the torch plugin) so collectives run on it without a copy.
 #pragma once
 #include <cstddef>
 #include <memory>
@@ -11,6 +13,10 @@ namespace ringgrad {
 class Storage {
  public:
   Storage(size_t bytes, Device device);  // allocates (CPU cache or CUDA allocator)
+  // Views `bytes` at `data` without ever freeing them; `owner` (may be null) is held until this
+  // Storage goes, keeping the memory alive while our tensors use it.
+  static std::shared_ptr<Storage> borrow(void* data, size_t bytes, Device device,
+                                         std::shared_ptr<void> owner);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -20,9 +26,13 @@ class Storage {
   Device device() const { return device_; }
 
  private:
+  Storage(void* data, size_t bytes, Device device, std::shared_ptr<void> owner);
+
   void* data_ = nullptr;
   size_t bytes_ = 0;
   Device device_;
+  bool owned_ = true;
+  std::shared_ptr<void> owner_;  // a borrowed block's keep-alive
 };
 
 }  // namespace ringgrad

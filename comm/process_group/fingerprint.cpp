@@ -46,14 +46,16 @@ std::string describe(const Fingerprint& f) {
   if (reduces(f.kind)) s += str_cat(reduce_op_name(f.op), ", ");
   s += str_cat(dtype_name(f.dtype), ", ", f.count, f.count == 1 ? " element" : " elements");
   if (has_root(f.kind)) s += str_cat(", root ", f.root);
-  if (f.kind == CollectiveKind::send_recv) s += str_cat(", tag ", f.root);
+  if (f.kind == CollectiveKind::send_recv)
+    s += str_cat(", tag ", f.root, ", sent by rank ", f.sender);
   if (f.staged) s += ", CUDA buffers";
   return s + ")";
 }
 
 bool same_collective(const Fingerprint& a, const Fingerprint& b) {
   return a.magic == b.magic && a.kind == b.kind && a.op == b.op && a.dtype == b.dtype &&
-         a.seq == b.seq && a.count == b.count && a.root == b.root && a.staged == b.staged;
+         a.seq == b.seq && a.count == b.count && a.root == b.root && a.staged == b.staged &&
+         a.sender == b.sender;
 }
 
 }  // namespace ringgrad::comm

@@ -26,7 +26,9 @@ struct Fingerprint {
   uint64_t seq = 0;    // per group for collectives, per rank pair for send/recv
   uint64_t count = 0;  // elements (per rank for allgather and reduce_scatter)
   int32_t root = -1;   // broadcast/reduce root, or the tag of a send/recv
-  int32_t reserved2 = 0;
+  // send/recv: the sending rank, so a send matches only its peer's recv (two ranks that both
+  // send to each other fail at once instead of each reading the other's payload later).
+  int32_t sender = -1;
 };
 static_assert(sizeof(Fingerprint) == 32, "fingerprints travel as 32 raw bytes");
 

@@ -117,6 +117,8 @@ WorkPtr RingProcessGroup::enqueue(const Request& request, Device device, Run hos
   Fingerprint fp = make_fingerprint(request.kind, counter++, request.dtype, request.count,
                                     request.op, request.root);
   fp.staged = request.staged ? 1 : 0;
+  if (request.direction != Direction::all)
+    fp.sender = request.direction == Direction::send ? rank() : request.peer;
   auto work = std::make_shared<Work>(describe(fp));
   Task task{work, fp, request.peer, request.timeout.count() > 0 ? request.timeout : timeout_,
             std::move(run)};

@@ -282,6 +282,21 @@ TEST_CASE("ring process group: send and recv in order, with tags") {
   });
 }
 
+TEST_CASE("ring process group: two ranks sending to each other fail at once, naming both sends") {
+  run_group(2, "p2p-cross", "", [&](int rank, ProcessGroup& pg, auto& errors) {
+    try {
+      pg.send(Tensor::full({5}, rank + 1.0), 1 - rank)->wait();
+      errors.push_back(str_cat("rank ", rank, ": a send met the peer's send and succeeded"));
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      if (m.find("collective mismatch") == std::string::npos ||
+          m.find("sent by rank 0") == std::string::npos ||
+          m.find("sent by rank 1") == std::string::npos)
+        errors.push_back(str_cat("rank ", rank, ": unexpected error: ", m));
+    }
+  });
+}
+
 TEST_CASE("allreduce algorithm: chosen by size, RINGGRAD_ALGO forces one, 'tree' is recursive doubling") {
   using collectives::AllreduceAlgorithm;
   using collectives::choose_allreduce_algorithm;

@@ -47,6 +47,29 @@ TEST_CASE("tensor: casts round-trip through every dtype") {
   CHECK(Tensor::full({1}, 2.5, DType::f64).item() == 2.5);
 }
 
+TEST_CASE("storage: a borrowed block is viewed in place, never freed, and keeps its owner alive") {
+  std::vector<float> outside{1, 2, 3, 4, 5, 6};
+  auto owner = std::make_shared<int>(7);
+  std::weak_ptr<int> watch = owner;
+  const auto before = cpu_cache_stats();
+  {
+    auto storage = Storage::borrow(outside.data(), outside.size() * sizeof(float), Device::cpu(),
+                                   std::move(owner));
+    Tensor t = Tensor::wrap(storage, sizeof(float), {2, 2}, DType::f32);
+    CHECK(t.raw_data() == outside.data() + 1);
+    t.data<float>()[3] = 40;  // writes land in the outside memory
+    CHECK(outside[4] == 40);
+    storage.reset();
+    CHECK_FALSE(watch.expired());  // the tensor still holds the storage, which holds the owner
+    CHECK_THROWS_AS(Tensor::wrap(t.storage(), 0, {7}, DType::f32), Error);
+  }
+  CHECK(watch.expired());
+  CHECK(outside == std::vector<float>{1, 2, 3, 4, 40, 6});
+  // The block never went to our allocator (releasing it would have cached its bytes).
+  CHECK(cpu_cache_stats().bytes_cached == before.bytes_cached);
+  CHECK(cpu_cache_stats().bytes_in_use == before.bytes_in_use);
+}
+
 TEST_CASE("cpu allocator: released blocks are reused, so steady state never mallocs") {
   { Tensor warm = Tensor::empty({1000, 37}); }
   auto before = cpu_cache_stats();
