@@ -61,6 +61,24 @@ std::string label(const char* what, ReduceOp op, DType dtype, int64_t count, boo
                  in_place ? " in place" : " out of place");
 }
 
+// Every op x dtype x count, in place and out of place: allreduce(input, output, op) must give
+// the reference on this rank, and leave an out-of-place input untouched.
+void check_every_allreduce(int rank, int world, std::vector<std::string>& errors,
+                           const std::function<void(const Tensor&, Tensor&, ReduceOp)>& allreduce) {
+  for (DType dtype : kDTypes)
+    for (ReduceOp op : kOps)
+      for (int64_t count : counts_for(world, dtype))
+        for (bool in_place : {true, false}) {
+          Tensor input = filled(count, dtype, [&](int64_t i) { return input_value(op, dtype, rank, i); });
+          Tensor want = filled(count, dtype, [&](int64_t i) { return expected_value(op, dtype, world, i); });
+          Tensor out = in_place ? input : Tensor::empty({count}, dtype);
+          Tensor before = input.clone();
+          allreduce(input, out, op);
+          compare(out, want, label("allreduce", op, dtype, count, in_place), errors);
+          if (!in_place) compare(input, before, "allreduce input must stay untouched", errors);
+        }
+}
+
 }  // namespace
 
 TEST_CASE("ring allreduce: every op, dtype and size matches the reference") {
@@ -79,20 +97,11 @@ TEST_CASE("ring allreduce: every op, dtype and size matches the reference") {
       CAPTURE(world);
       ::setenv("RINGGRAD_TRANSPORT", v.transport, 1);
       run_group(world, "allreduce", algorithm, [&](int rank, ProcessGroup& pg, auto& errors) {
-        for (DType dtype : kDTypes)
-          for (ReduceOp op : kOps)
-            for (int64_t count : counts_for(world, dtype))
-              for (bool in_place : {true, false}) {
-                Tensor input = filled(count, dtype, [&](int64_t i) { return input_value(op, dtype, rank, i); });
-                Tensor want = filled(count, dtype, [&](int64_t i) { return expected_value(op, dtype, world, i); });
-                AllreduceOptions o;
-                o.op = op;
-                Tensor out = in_place ? input : Tensor::empty({count}, dtype);
-                Tensor before = input.clone();
-                pg.allreduce(input, out, o)->wait();
-                compare(out, want, label("allreduce", op, dtype, count, in_place), errors);
-                if (!in_place) compare(input, before, "allreduce input must stay untouched", errors);
-              }
+        check_every_allreduce(rank, world, errors, [&](const Tensor& in, Tensor& out, ReduceOp op) {
+          AllreduceOptions o;
+          o.op = op;
+          pg.allreduce(in, out, o)->wait();
+        });
       });
       ::unsetenv("RINGGRAD_TRANSPORT");
     }
@@ -347,18 +356,11 @@ TEST_CASE("hierarchical allreduce: every op, dtype and size on several host layo
       net::SocketTransport socket(store, "hier/", rank, world, net::SocketTransportOptions{});
       PretendHosts t(socket, hosts);
       collectives::Scratch scratch;
-      for (DType dtype : kDTypes)
-        for (ReduceOp op : kOps)
-          for (int64_t count : counts_for(world, dtype))
-            for (bool in_place : {true, false}) {
-              Tensor input = filled(count, dtype, [&](int64_t i) { return input_value(op, dtype, rank, i); });
-              Tensor want = filled(count, dtype, [&](int64_t i) { return expected_value(op, dtype, world, i); });
-              Tensor out = in_place ? input : Tensor::empty({count}, dtype);
-              t.begin("hierarchical", Clock::now() + std::chrono::seconds(20));
-              collectives::hierarchical_allreduce(t, input.raw_data(), out.raw_data(),
-                                                  static_cast<size_t>(count), dtype, op, scratch);
-              compare(out, want, label("hierarchical", op, dtype, count, in_place), errors[rank]);
-            }
+      check_every_allreduce(rank, world, errors[rank], [&](const Tensor& in, Tensor& out, ReduceOp op) {
+        t.begin("hierarchical", Clock::now() + std::chrono::seconds(20));
+        collectives::hierarchical_allreduce(t, in.raw_data(), out.raw_data(),
+                                            static_cast<size_t>(in.numel()), in.dtype(), op, scratch);
+      });
     });
     for (const auto& per_rank : errors)
       for (const auto& e : per_rank) FAIL_CHECK(e);
