@@ -7,13 +7,9 @@
 
 #include "kernels/batchnorm_math.h"
 #include "kernels/cpu/cpu_dispatch.h"
-#include "kernels/ops.h"
-#include "ringgrad/config.h"
-#ifdef HAVE_CUDA
-#include "kernels/cuda/cuda_ops.h"
-#endif
+#include "kernels/cpu/cpu_ops.h"
 
-namespace ringgrad::kernels {
+namespace ringgrad::kernels::cpu {
 
 namespace {
 
@@ -27,7 +23,7 @@ struct Layout {
 Layout layout_of(const Tensor& x, const char* op) {
   RG_CHECK(x.defined(), op, ": x is undefined");
   RG_CHECK_GE(x.dim(), 2, op, ": x must be (N, C, ...), got shape ", x.shape().str());
-  cpu::check_cpu(x, op);
+  check_cpu(x, op);
   int64_t hw = 1;
   for (int d = 2; d < x.dim(); ++d) hw *= x.size(d);
   return {x.size(0), x.size(1), hw};
@@ -35,17 +31,17 @@ Layout layout_of(const Tensor& x, const char* op) {
 
 // A data tensor (y, dy, dx) laid out exactly like x.
 void check_like_x(const Tensor& t, const Tensor& x, const char* op, const char* name) {
-  cpu::check_shape(t, x.shape(), op, name);
-  cpu::check_same(t, x, op);
+  check_shape(t, x.shape(), op, name);
+  check_same(t, x, op);
 }
 
 // Per-channel tensors may be float32 or float64 independently of x (SyncBatchNorm keeps its
 // sums in float64); they are read into and written from double vectors.
 ChannelVector read_channels(const Tensor& t, const Layout& l, const char* op, const char* name) {
-  cpu::check_shape(t, Shape{l.c}, op, name);
-  cpu::check_cpu(t, op);
+  check_shape(t, Shape{l.c}, op, name);
+  check_cpu(t, op);
   ChannelVector v(l.c);
-  cpu::dispatch_float(t.dtype(), op, [&](auto tag) {
+  dispatch_float(t.dtype(), op, [&](auto tag) {
     const auto* p = t.data<decltype(tag)>();
     for (int64_t c = 0; c < l.c; ++c) v[c] = p[c];
   });
@@ -59,9 +55,9 @@ ChannelVector read_channels_or(const Tensor& t, const Layout& l, double fallback
 
 void write_channels(Tensor& t, const ChannelVector& v, const char* op, const char* name) {
   if (!t.defined()) return;
-  cpu::check_shape(t, Shape{static_cast<int64_t>(v.size())}, op, name);
-  cpu::check_cpu(t, op);
-  cpu::dispatch_float(t.dtype(), op, [&](auto tag) {
+  check_shape(t, Shape{static_cast<int64_t>(v.size())}, op, name);
+  check_cpu(t, op);
+  dispatch_float(t.dtype(), op, [&](auto tag) {
     using S = decltype(tag);
     S* p = t.data<S>();
     for (size_t c = 0; c < v.size(); ++c) p[c] = static_cast<S>(v[c]);
@@ -222,7 +218,7 @@ void channel_sums(ChannelVector& sum, ChannelVector& sum_sq, const Tensor& x, La
                   const char* op) {
   sum.assign(l.c, 0);
   sum_sq.assign(l.c, 0);
-  cpu::dispatch_float(x.dtype(), op, [&](auto tag) {
+  dispatch_float(x.dtype(), op, [&](auto tag) {
     channel_sums_loop(x.data<decltype(tag)>(), l, sum.data(), sum_sq.data());
   });
 }
@@ -233,7 +229,7 @@ void apply(Tensor& y, const Tensor& x, Layout l, const ChannelVector& mean,
   check_like_x(y, x, op, "y");
   ChannelVector scale(l.c);
   for (int64_t c = 0; c < l.c; ++c) scale[c] = invstd[c] * gamma[c];
-  cpu::dispatch_float(x.dtype(), op, [&](auto tag) {
+  dispatch_float(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     apply_loop(y.data<T>(), x.data<T>(), l, mean.data(), scale.data(), beta.data());
   });
@@ -246,7 +242,7 @@ void backward_reduce(ChannelVector& sum_dy, ChannelVector& sum_dy_xhat, const Te
   check_like_x(dy, x, op, "dy");
   sum_dy.assign(l.c, 0);
   sum_dy_xhat.assign(l.c, 0);
-  cpu::dispatch_float(x.dtype(), op, [&](auto tag) {
+  dispatch_float(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     backward_reduce_loop(dy.data<T>(), x.data<T>(), l, mean.data(), sum_dy.data(),
                          sum_dy_xhat.data());
@@ -264,7 +260,7 @@ void backward_apply(Tensor& dx, const Tensor& dy, const Tensor& x, Layout l,
   std::vector<InputGradFactors> factors(l.c);
   for (int64_t c = 0; c < l.c; ++c)
     factors[c] = input_grad_factors(gamma[c], invstd[c], sum_dy[c], sum_dy_xhat[c], count);
-  cpu::dispatch_float(x.dtype(), op, [&](auto tag) {
+  dispatch_float(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     backward_apply_loop(dx.data<T>(), dy.data<T>(), x.data<T>(), l, mean.data(), factors.data());
   });
@@ -276,10 +272,6 @@ void backward_apply(Tensor& dx, const Tensor& dy, const Tensor& x, Layout l,
 
 void batchnorm_channel_sums(Tensor& sum, Tensor& sum_sq, const Tensor& x) {
   constexpr const char* op = "batchnorm_channel_sums";
-#ifdef HAVE_CUDA
-  if (cpu::on_cuda(op, {{"x", x}, {"sum", sum}, {"sum_sq", sum_sq}}))
-    return cuda::batchnorm_channel_sums(sum, sum_sq, x);
-#endif
   const Layout l = layout_of(x, op);
   ChannelVector s, s2;
   channel_sums(s, s2, x, l, op);
@@ -290,15 +282,6 @@ void batchnorm_channel_sums(Tensor& sum, Tensor& sum_sq, const Tensor& x) {
 void batchnorm_apply(Tensor& y, const Tensor& x, const Tensor& mean, const Tensor& invstd,
                      const Tensor& gamma, const Tensor& beta) {
   constexpr const char* op = "batchnorm_apply";
-#ifdef HAVE_CUDA
-  if (cpu::on_cuda(op, {{"x", x},
-                        {"y", y},
-                        {"mean", mean},
-                        {"invstd", invstd},
-                        {"gamma", gamma},
-                        {"beta", beta}}))
-    return cuda::batchnorm_apply(y, x, mean, invstd, gamma, beta);
-#endif
   const Layout l = layout_of(x, op);
   apply(y, x, l, read_channels(mean, l, op, "mean"), read_channels(invstd, l, op, "invstd"),
         read_channels_or(gamma, l, 1.0, op, "gamma"), read_channels_or(beta, l, 0.0, op, "beta"),
@@ -310,18 +293,6 @@ void batchnorm_forward_train(Tensor& y, Tensor& save_mean, Tensor& save_invstd,
                              const Tensor& gamma, const Tensor& beta, double momentum,
                              double eps) {
   constexpr const char* op = "batchnorm_forward_train";
-#ifdef HAVE_CUDA
-  if (cpu::on_cuda(op, {{"x", x},
-                        {"y", y},
-                        {"save_mean", save_mean},
-                        {"save_invstd", save_invstd},
-                        {"running_mean", running_mean},
-                        {"running_var", running_var},
-                        {"gamma", gamma},
-                        {"beta", beta}}))
-    return cuda::batchnorm_forward_train(y, save_mean, save_invstd, running_mean, running_var, x,
-                                         gamma, beta, momentum, eps);
-#endif
   const Layout l = layout_of(x, op);
   const double count = l.count();
   RG_CHECK_GT(count, 1, op, ": training needs more than one value per channel, got x of shape ",
@@ -334,7 +305,7 @@ void batchnorm_forward_train(Tensor& y, Tensor& save_mean, Tensor& save_invstd,
 
   check_like_x(y, x, op, "y");
   ChannelVector mean(l.c), invstd(l.c), var(l.c);
-  cpu::dispatch_float(x.dtype(), op, [&](auto tag) {
+  dispatch_float(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     fused_forward_train_loop(y.data<T>(), x.data<T>(), l, g.data(), b.data(), eps, mean.data(),
                              invstd.data(), var.data());
@@ -353,15 +324,6 @@ void batchnorm_forward_train(Tensor& y, Tensor& save_mean, Tensor& save_invstd,
 void batchnorm_forward_eval(Tensor& y, const Tensor& x, const Tensor& gamma, const Tensor& beta,
                             const Tensor& running_mean, const Tensor& running_var, double eps) {
   constexpr const char* op = "batchnorm_forward_eval";
-#ifdef HAVE_CUDA
-  if (cpu::on_cuda(op, {{"x", x},
-                        {"y", y},
-                        {"gamma", gamma},
-                        {"beta", beta},
-                        {"running_mean", running_mean},
-                        {"running_var", running_var}}))
-    return cuda::batchnorm_forward_eval(y, x, gamma, beta, running_mean, running_var, eps);
-#endif
   const Layout l = layout_of(x, op);
   ChannelVector invstd = read_channels(running_var, l, op, "running_var");
   for (double& v : invstd) v = bn_invstd(v, eps);
@@ -373,15 +335,6 @@ void batchnorm_forward_eval(Tensor& y, const Tensor& x, const Tensor& gamma, con
 void batchnorm_backward_reduce(Tensor& sum_dy, Tensor& sum_dy_xhat, const Tensor& dy,
                                const Tensor& x, const Tensor& mean, const Tensor& invstd) {
   constexpr const char* op = "batchnorm_backward_reduce";
-#ifdef HAVE_CUDA
-  if (cpu::on_cuda(op, {{"x", x},
-                        {"dy", dy},
-                        {"sum_dy", sum_dy},
-                        {"sum_dy_xhat", sum_dy_xhat},
-                        {"mean", mean},
-                        {"invstd", invstd}}))
-    return cuda::batchnorm_backward_reduce(sum_dy, sum_dy_xhat, dy, x, mean, invstd);
-#endif
   const Layout l = layout_of(x, op);
   ChannelVector s, sx;
   backward_reduce(s, sx, dy, x, l, read_channels(mean, l, op, "mean"),
@@ -394,18 +347,6 @@ void batchnorm_backward_apply(Tensor& dx, const Tensor& dy, const Tensor& x, con
                               const Tensor& invstd, const Tensor& gamma, const Tensor& sum_dy,
                               const Tensor& sum_dy_xhat, double count) {
   constexpr const char* op = "batchnorm_backward_apply";
-#ifdef HAVE_CUDA
-  if (cpu::on_cuda(op, {{"x", x},
-                        {"dx", dx},
-                        {"dy", dy},
-                        {"mean", mean},
-                        {"invstd", invstd},
-                        {"gamma", gamma},
-                        {"sum_dy", sum_dy},
-                        {"sum_dy_xhat", sum_dy_xhat}}))
-    return cuda::batchnorm_backward_apply(dx, dy, x, mean, invstd, gamma, sum_dy, sum_dy_xhat,
-                                          count);
-#endif
   const Layout l = layout_of(x, op);
   backward_apply(dx, dy, x, l, read_channels(mean, l, op, "mean"),
                  read_channels(invstd, l, op, "invstd"),
@@ -418,17 +359,6 @@ void batchnorm_backward(Tensor& dx, Tensor& dgamma, Tensor& dbeta, const Tensor&
                         const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
                         const Tensor& save_invstd) {
   constexpr const char* op = "batchnorm_backward";
-#ifdef HAVE_CUDA
-  if (cpu::on_cuda(op, {{"x", x},
-                        {"dx", dx},
-                        {"dgamma", dgamma},
-                        {"dbeta", dbeta},
-                        {"dy", dy},
-                        {"gamma", gamma},
-                        {"save_mean", save_mean},
-                        {"save_invstd", save_invstd}}))
-    return cuda::batchnorm_backward(dx, dgamma, dbeta, dy, x, gamma, save_mean, save_invstd);
-#endif
   const Layout l = layout_of(x, op);
   const ChannelVector mean = read_channels(save_mean, l, op, "save_mean");
   const ChannelVector invstd = read_channels(save_invstd, l, op, "save_invstd");
@@ -436,7 +366,7 @@ void batchnorm_backward(Tensor& dx, Tensor& dgamma, Tensor& dbeta, const Tensor&
   check_like_x(dy, x, op, "dy");
   if (dx.defined()) check_like_x(dx, x, op, "dx");
   ChannelVector sum_dy(l.c), sum_dy_xhat(l.c);
-  cpu::dispatch_float(x.dtype(), op, [&](auto tag) {
+  dispatch_float(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     fused_backward_loop(dx.defined() ? dx.data<T>() : nullptr, dy.data<T>(), x.data<T>(), l,
                         mean.data(), invstd.data(), gamma_c.data(), sum_dy.data(),
@@ -446,4 +376,4 @@ void batchnorm_backward(Tensor& dx, Tensor& dgamma, Tensor& dbeta, const Tensor&
   write_channels(dbeta, sum_dy, op, "dbeta");
 }
 
-}  // namespace ringgrad::kernels
+}  // namespace ringgrad::kernels::cpu

@@ -7,35 +7,16 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <atomic>
 
 #include "kernels/cpu/cpu_dispatch.h"
+#include "kernels/cpu/cpu_ops.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/half_via_f32.h"
 #include "kernels/cpu/im2col.h"
-#include "kernels/ops.h"
-#include "ringgrad/config.h"
-#ifdef HAVE_CUDA
-#include "kernels/cuda/cuda_ops.h"
-#endif
 
-namespace ringgrad::kernels {
+namespace ringgrad::kernels::cpu {
 
 namespace {
-
-using cpu::ConvGeometry;
-using cpu::gemm;
-using cpu::Op;
-
-// floor((in + 2 pad - kernel) / stride) + 1, with the arguments checked.
-int64_t conv_extent(int64_t in, int64_t kernel, int stride, int pad, const char* dim) {
-  RG_CHECK(stride >= 1 && pad >= 0, "conv2d: stride_", dim, " ", stride, " and pad_", dim, " ", pad,
-           " must satisfy stride >= 1, pad >= 0");
-  const int64_t span = in + 2 * static_cast<int64_t>(pad) - kernel;
-  RG_CHECK_GE(span, 0, "conv2d: the kernel's ", dim, " extent ", kernel,
-              " is larger than the padded input (", in, " + 2*", pad, ")");
-  return span / stride + 1;
-}
 
 ConvGeometry geometry(const Shape& x, const Shape& w, const Conv2dParams& p) {
   const Shape y = conv2d_output_shape(x, w, p);
@@ -81,12 +62,12 @@ struct TapWindow {
 TapWindow active_taps(const ConvGeometry& g) {
   TapWindow t{g.R, 0, g.S, 0};
   for (int64_t r = 0; r < g.R; ++r) {
-    if (cpu::valid_outputs(r, g.pad_h, g.stride_h, g.H, g.P).empty()) continue;
+    if (valid_outputs(r, g.pad_h, g.stride_h, g.H, g.P).empty()) continue;
     t.r0 = std::min(t.r0, r);
     t.r1 = r + 1;
   }
   for (int64_t s = 0; s < g.S; ++s) {
-    if (cpu::valid_outputs(s, g.pad_w, g.stride_w, g.W, g.Q).empty()) continue;
+    if (valid_outputs(s, g.pad_w, g.stride_w, g.W, g.Q).empty()) continue;
     t.s0 = std::min(t.s0, s);
     t.s1 = s + 1;
   }
@@ -186,7 +167,7 @@ void forward(T* y, const T* x, const T* w, const T* bias, int64_t N, const ConvG
       const int64_t cols = images * g.output_plane();
       const T* xc = x + first * g.image_size();
       T* yc = y + first * g.output_image_size();
-      if (!x_is_col) cpu::im2col(col, xc, images, g);
+      if (!x_is_col) im2col(col, xc, images, g);
       T* out = gemm_into_y ? yc : result;
       gemm(Op::none, Op::none, g.K, cols, g.patch_size(), T(1), w, g.patch_size(),
            x_is_col ? xc : col, cols, T(0), out, cols);
@@ -273,7 +254,7 @@ void backward_through_flipped_conv(T* dx, T* dw, const T* dy, const T* x, const 
     for (int64_t chunk = 0; chunk < plan.chunks; ++chunk) {
       const int64_t first = chunk * plan.images, images = std::min(plan.images, N - first);
       const int64_t cols = images * f.output_plane();
-      cpu::im2col(col, dy + first * g.output_image_size(), images, f);
+      im2col(col, dy + first * g.output_image_size(), images, f);
       T* dxc = dx + first * g.image_size();
       T* out = batched ? result : dxc;
       gemm(Op::none, Op::none, g.C, cols, KRS, T(1), flipped.data<T>(), KRS, col, cols, T(0), out,
@@ -356,7 +337,7 @@ void backward(T* dx, T* dw, const T* dy, const T* x, const T* w, int64_t N, cons
       }
       const T* xc = x + first * g.image_size();
       if (dw) {
-        if (!x_is_col) cpu::im2col(col, xc, images, g);
+        if (!x_is_col) im2col(col, xc, images, g);
         gemm(Op::none, Op::transpose, g.K, g.patch_size(), cols, T(1), dyc, cols,
              x_is_col ? xc : col, cols, beta, dw_sum, g.patch_size());
         beta = 1;
@@ -366,7 +347,7 @@ void backward(T* dx, T* dw, const T* dy, const T* x, const T* w, int64_t N, cons
         T* dcol = x_is_col ? dxc : col;
         gemm(Op::transpose, Op::none, g.patch_size(), cols, g.K, T(1), w, g.patch_size(), dyc, cols,
              T(0), dcol, cols);
-        if (!x_is_col) cpu::col2im(dxc, dcol, images, g);
+        if (!x_is_col) col2im(dxc, dcol, images, g);
       }
     }
     // Every thread had at least one chunk (plan.threads <= plan.chunks), so every partial is set.
@@ -384,64 +365,25 @@ void backward(T* dx, T* dw, const T* dy, const T* x, const T* w, int64_t N, cons
 
 }  // namespace
 
-namespace {
-std::atomic<ConvImpl> g_conv_impl{ConvImpl::im2col};
-}  // namespace
-
-void set_conv_impl(ConvImpl impl) {
-#ifndef HAVE_CUDNN
-  if (impl == ConvImpl::cudnn)
-    RG_THROW(InvalidArgument,
-             "--conv-impl cudnn: this ringgrad build has no cuDNN (CMake did not "
-             "find libcudnn next to the CUDA toolkit)");
-#endif
-  g_conv_impl = impl;
-}
-
-ConvImpl conv_impl() { return g_conv_impl; }
-
-ConvImpl parse_conv_impl(const std::string& name) {
-  if (name == "im2col") return ConvImpl::im2col;
-  if (name == "cudnn") return ConvImpl::cudnn;
-  RG_THROW(InvalidArgument, "unknown convolution implementation '", name, "' (im2col or cudnn)");
-}
-
-Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2dParams& p) {
-  RG_CHECK_EQ(x.size(), 4, "conv2d: x must be (N, C, H, W), got shape ", x.str());
-  RG_CHECK_EQ(w.size(), 4, "conv2d: w must be (K, C, R, S), got shape ", w.str());
-  RG_CHECK_EQ(x[1], w[1], "conv2d: x has ", x[1], " channels but w expects ", w[1], " (x ", x.str(),
-              ", w ", w.str(), ")");
-  return {x[0], w[0], conv_extent(x[2], w[2], p.stride_h, p.pad_h, "h"),
-          conv_extent(x[3], w[3], p.stride_w, p.pad_w, "w")};
-}
-
 void conv2d_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias,
                     const Conv2dParams& p) {
   constexpr const char* op = "conv2d_forward";
-#ifdef HAVE_CUDA
-  if (cpu::on_cuda(op, {{"y", y}, {"x", x}, {"w", w}, {"bias", bias}})) {
-#ifdef HAVE_CUDNN
-    if (conv_impl() == ConvImpl::cudnn) return cuda::cudnn_conv2d_forward(y, x, w, bias, p);
-#endif
-    return cuda::conv2d_forward(y, x, w, bias, p);
-  }
-#endif
   RG_CHECK(x.defined() && w.defined(), op, ": x and w must be defined");
-  cpu::check_cpu(x, op);
-  if (cpu::is_half(x.dtype())) {
-    cpu::check_half_operands(op, x, {&w, &bias, &y});
-    Tensor y32 = cpu::f32_output(y);
-    conv2d_forward(y32, cpu::widened(x), cpu::widened(w), cpu::widened(bias), p);
-    return cpu::round_into(y, y32);
+  check_cpu(x, op);
+  if (is_half(x.dtype())) {
+    check_half_operands(op, x, {&w, &bias, &y});
+    Tensor y32 = f32_output(y);
+    cpu::conv2d_forward(y32, widened(x), widened(w), widened(bias), p);
+    return round_into(y, y32);
   }
   const ConvGeometry g = geometry(x.shape(), w.shape(), p);
-  cpu::check_operand(w, w.shape(), x.dtype(), op, "w");
-  cpu::check_operand(y, conv2d_output_shape(x.shape(), w.shape(), p), x.dtype(), op, "y");
-  if (bias.defined()) cpu::check_operand(bias, {g.K}, x.dtype(), op, "bias");
-  cpu::dispatch_float(x.dtype(), op, [&](auto tag) {
+  check_operand(w, w.shape(), x.dtype(), op, "w");
+  check_operand(y, conv2d_output_shape(x.shape(), w.shape(), p), x.dtype(), op, "y");
+  if (bias.defined()) check_operand(bias, {g.K}, x.dtype(), op, "bias");
+  dispatch_float(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     if (x.size(0) == 0) return;
-    cpu::use_single_threaded_blas();
+    use_single_threaded_blas();
     forward(y.data<T>(), x.data<T>(), w.data<T>(), bias.defined() ? bias.data<T>() : nullptr,
             x.size(0), g);
   });
@@ -450,34 +392,24 @@ void conv2d_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b
 void conv2d_backward(Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& dy, const Tensor& x,
                      const Tensor& w, const Conv2dParams& p) {
   constexpr const char* op = "conv2d_backward";
-#ifdef HAVE_CUDA
-  if (cpu::on_cuda(op,
-                   {{"dx", dx}, {"dw", dw}, {"dbias", dbias}, {"dy", dy}, {"x", x}, {"w", w}})) {
-#ifdef HAVE_CUDNN
-    if (conv_impl() == ConvImpl::cudnn)
-      return cuda::cudnn_conv2d_backward(dx, dw, dbias, dy, x, w, p);
-#endif
-    return cuda::conv2d_backward(dx, dw, dbias, dy, x, w, p);
-  }
-#endif
   RG_CHECK(x.defined() && w.defined(), op, ": x and w must be defined");
-  cpu::check_cpu(x, op);
-  if (cpu::is_half(x.dtype())) {
-    cpu::check_half_operands(op, x, {&w, &dy, &dx, &dw, &dbias});
-    Tensor dx32 = cpu::f32_output(dx), dw32 = cpu::f32_output(dw), db32 = cpu::f32_output(dbias);
-    conv2d_backward(dx32, dw32, db32, cpu::widened(dy), cpu::widened(x), cpu::widened(w), p);
-    cpu::round_into(dx, dx32);
-    cpu::round_into(dw, dw32);
-    return cpu::round_into(dbias, db32);
+  check_cpu(x, op);
+  if (is_half(x.dtype())) {
+    check_half_operands(op, x, {&w, &dy, &dx, &dw, &dbias});
+    Tensor dx32 = f32_output(dx), dw32 = f32_output(dw), db32 = f32_output(dbias);
+    cpu::conv2d_backward(dx32, dw32, db32, widened(dy), widened(x), widened(w), p);
+    round_into(dx, dx32);
+    round_into(dw, dw32);
+    return round_into(dbias, db32);
   }
   const ConvGeometry g = geometry(x.shape(), w.shape(), p);
-  cpu::check_operand(w, w.shape(), x.dtype(), op, "w");
-  cpu::check_operand(dy, conv2d_output_shape(x.shape(), w.shape(), p), x.dtype(), op, "dy");
-  if (dx.defined()) cpu::check_operand(dx, x.shape(), x.dtype(), op, "dx");
-  if (dw.defined()) cpu::check_operand(dw, w.shape(), x.dtype(), op, "dw");
-  if (dbias.defined()) cpu::check_operand(dbias, {g.K}, x.dtype(), op, "dbias");
+  check_operand(w, w.shape(), x.dtype(), op, "w");
+  check_operand(dy, conv2d_output_shape(x.shape(), w.shape(), p), x.dtype(), op, "dy");
+  if (dx.defined()) check_operand(dx, x.shape(), x.dtype(), op, "dx");
+  if (dw.defined()) check_operand(dw, w.shape(), x.dtype(), op, "dw");
+  if (dbias.defined()) check_operand(dbias, {g.K}, x.dtype(), op, "dbias");
   const int64_t N = x.size(0);
-  cpu::dispatch_float(x.dtype(), op, [&](auto tag) {
+  dispatch_float(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     if (dbias.defined()) bias_grad(dbias.data<T>(), dy.data<T>(), N, g);
     if (N == 0) {
@@ -485,10 +417,10 @@ void conv2d_backward(Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& dy, co
       return;
     }
     if (!dx.defined() && !dw.defined()) return;
-    cpu::use_single_threaded_blas();
+    use_single_threaded_blas();
     backward(dx.defined() ? dx.data<T>() : nullptr, dw.defined() ? dw.data<T>() : nullptr,
              dy.data<T>(), x.data<T>(), w.data<T>(), N, g);
   });
 }
 
-}  // namespace ringgrad::kernels
+}  // namespace ringgrad::kernels::cpu

@@ -2,52 +2,17 @@
 // that name the op, and the dispatches that turn a runtime DType into a template type.
 // Not part of the kernels API; nothing outside kernels/cpu includes it.
 #pragma once
-#include <initializer_list>
-
 #include "core/error.h"
 #include "core/tensor.h"
+#include "kernels/operand_checks.h"
 
 namespace ringgrad::kernels::cpu {
 
-// a and b agree in element count, dtype and device (elementwise ops treat them as flat arrays).
-inline void check_same(const Tensor& a, const Tensor& b, const char* op) {
-  RG_CHECK(a.defined() && b.defined(), op, ": undefined tensor");
-  RG_CHECK_EQ(a.numel(), b.numel(), op, ": element counts differ (", a.shape().str(), " vs ",
-              b.shape().str(), ")");
-  RG_CHECK(a.dtype() == b.dtype(), op, ": dtypes differ (", dtype_name(a.dtype()), " vs ",
-           dtype_name(b.dtype()), ")");
-  RG_CHECK(a.device() == b.device(), op, ": devices differ (", a.device().str(), " vs ",
-           b.device().str(), ")");
-}
-
-// One operand of an op, named for error messages.
-struct Operand {
-  const char* name;
-  const Tensor& tensor;
-};
-
-// Whether the op runs on CUDA: every defined operand must be on one device (a mixed call is an
-// error naming both devices, never a silent copy), and that device is a CUDA device.
-inline bool on_cuda(const char* op, std::initializer_list<Operand> operands) {
-  const Operand* first = nullptr;
-  for (const Operand& o : operands) {
-    if (!o.tensor.defined()) continue;
-    if (!first) {
-      first = &o;
-      continue;
-    }
-    RG_CHECK(o.tensor.device() == first->tensor.device(), op, ": ", first->name, " is on ",
-             first->tensor.device().str(), " but ", o.name, " is on ", o.tensor.device().str(),
-             "; move every operand to one device");
-  }
-  return first && first->tensor.is_cuda();
-}
-
-// The CPU loops' guard against reading device memory as host memory: every entry point sends
-// CUDA operands to kernels/cuda first (on_cuda), so this fires only if one forgot to.
+// The CPU loops' guard against reading device memory as host memory: kernels/ops.cpp sends
+// CUDA operands to kernels/cuda, so this fires only if a route forgot to.
 inline void check_cpu(const Tensor& t, const char* op) {
   RG_CHECK(!t.defined() || t.is_cpu(), op, ": the CPU kernel got a tensor on ", t.device().str(),
-           " (this entry point does not forward it to the CUDA kernel)");
+           " (kernels/ops.cpp does not route this op's CUDA tensors to kernels/cuda)");
 }
 
 inline void check_shape(const Tensor& t, const Shape& expected, const char* op, const char* name) {

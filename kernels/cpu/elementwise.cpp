@@ -1,24 +1,13 @@
-// relu forward/backward, add, fused add+relu, scale and the counter increment (CPU), and the entry points that send
-// CUDA tensors to kernels/cuda (check_same has already required one device for all operands).
-// Memory-bound loops: one OpenMP-parallel pass each.
+// relu forward/backward, add, fused add+relu, scale and the counter increment on the CPU
+// (kernels/ops.cpp has checked the operands: check_same). Memory-bound loops: one
+// OpenMP-parallel pass each, with the element math of kernels/elementwise_math.h.
 #include "kernels/cpu/cpu_dispatch.h"
+#include "kernels/cpu/cpu_ops.h"
 #include "kernels/elementwise_math.h"
-#include "kernels/ops.h"
-#include "ringgrad/config.h"
-#ifdef HAVE_CUDA
-#include "kernels/cuda/cuda_ops.h"
-#endif
 
-namespace ringgrad::kernels {
-
-using cpu::check_same;
-using cpu::dispatch_float;
+namespace ringgrad::kernels::cpu {
 
 void relu_forward(Tensor& y, const Tensor& x) {
-  check_same(y, x, "relu_forward");
-#ifdef HAVE_CUDA
-  if (x.is_cuda()) return cuda::relu_forward(y, x);
-#endif
   dispatch_float(x.dtype(), "relu_forward", [&](auto tag) {
     using T = decltype(tag);
     const T* xp = x.data<T>();
@@ -30,11 +19,6 @@ void relu_forward(Tensor& y, const Tensor& x) {
 }
 
 void relu_backward(Tensor& dx, const Tensor& dy, const Tensor& y) {
-  check_same(dx, dy, "relu_backward");
-  check_same(dy, y, "relu_backward");
-#ifdef HAVE_CUDA
-  if (y.is_cuda()) return cuda::relu_backward(dx, dy, y);
-#endif
   dispatch_float(y.dtype(), "relu_backward", [&](auto tag) {
     using T = decltype(tag);
     const T* dyp = dy.data<T>();
@@ -47,11 +31,6 @@ void relu_backward(Tensor& dx, const Tensor& dy, const Tensor& y) {
 }
 
 void add(Tensor& y, const Tensor& a, const Tensor& b) {
-  check_same(y, a, "add");
-  check_same(a, b, "add");
-#ifdef HAVE_CUDA
-  if (a.is_cuda()) return cuda::add(y, a, b);
-#endif
   dispatch_float(a.dtype(), "add", [&](auto tag) {
     using T = decltype(tag);
     const T* ap = a.data<T>();
@@ -63,14 +42,7 @@ void add(Tensor& y, const Tensor& a, const Tensor& b) {
   });
 }
 
-void add_(Tensor& a, const Tensor& b) { add(a, a, b); }
-
 void add_relu_forward(Tensor& y, const Tensor& a, const Tensor& b) {
-  check_same(y, a, "add_relu_forward");
-  check_same(a, b, "add_relu_forward");
-#ifdef HAVE_CUDA
-  if (a.is_cuda()) return cuda::add_relu_forward(y, a, b);
-#endif
   dispatch_float(a.dtype(), "add_relu_forward", [&](auto tag) {
     using T = decltype(tag);
     const T* ap = a.data<T>();
@@ -83,10 +55,6 @@ void add_relu_forward(Tensor& y, const Tensor& a, const Tensor& b) {
 }
 
 void scale_(Tensor& a, double alpha) {
-  RG_CHECK(a.defined(), "scale_: undefined tensor");
-#ifdef HAVE_CUDA
-  if (a.is_cuda()) return cuda::scale_(a, alpha);
-#endif
   dispatch_float(a.dtype(), "scale_", [&](auto tag) {
     using T = decltype(tag);
     const T factor = static_cast<T>(alpha);
@@ -97,15 +65,6 @@ void scale_(Tensor& a, double alpha) {
   });
 }
 
-void increment_(Tensor& counter) {
-  RG_CHECK(counter.defined() && counter.numel() == 1 && counter.dtype() == DType::i64,
-           "increment_: needs a one-element int64 tensor, got ",
-           counter.defined() ? dtype_name(counter.dtype()) : "undefined", " of shape ",
-           counter.shape().str());
-#ifdef HAVE_CUDA
-  if (counter.is_cuda()) return cuda::increment_(counter);
-#endif
-  ++*counter.data<int64_t>();
-}
+void increment_(Tensor& counter) { ++*counter.data<int64_t>(); }
 
-}  // namespace ringgrad::kernels
+}  // namespace ringgrad::kernels::cpu

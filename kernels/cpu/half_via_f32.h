@@ -7,7 +7,7 @@
 #include <initializer_list>
 
 #include "kernels/cpu/cpu_dispatch.h"
-#include "kernels/ops.h"
+#include "kernels/cpu/cpu_ops.h"
 
 namespace ringgrad::kernels::cpu {
 
@@ -24,7 +24,7 @@ inline void check_half_operands(const char* op, const Tensor& x,
 inline Tensor widened(const Tensor& t) {
   if (!t.defined()) return Tensor();
   Tensor wide = Tensor::empty(t.shape(), DType::f32, t.device());
-  cast(wide, t);
+  cpu::cast(wide, t);
   return wide;
 }
 
@@ -35,7 +35,7 @@ inline Tensor f32_output(const Tensor& out) {
 
 // Rounds an f32 result into the caller's half output.
 inline void round_into(Tensor& out, const Tensor& result) {
-  if (out.defined()) cast(out, result);
+  if (out.defined()) cpu::cast(out, result);
 }
 
 }  // namespace ringgrad::kernels::cpu

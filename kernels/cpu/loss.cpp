@@ -4,15 +4,11 @@
 #include <cstdint>
 
 #include "kernels/cpu/cpu_dispatch.h"
+#include "kernels/cpu/cpu_ops.h"
 #include "kernels/cpu/half_via_f32.h"
 #include "kernels/loss_math.h"
-#include "kernels/ops.h"
-#include "ringgrad/config.h"
-#ifdef HAVE_CUDA
-#include "kernels/cuda/cuda_ops.h"
-#endif
 
-namespace ringgrad::kernels {
+namespace ringgrad::kernels::cpu {
 
 namespace {
 
@@ -29,11 +25,11 @@ Rows check_logits_and_labels(const Tensor& logits, const Tensor& labels, const c
               logits.shape().str());
   const Rows r{logits.size(0), logits.size(1)};
   RG_CHECK_GT(r.c, 0, op, ": ", logits_name, " has no classes");
-  cpu::check_shape(labels, Shape{r.n}, op, "labels");
+  check_shape(labels, Shape{r.n}, op, "labels");
   RG_CHECK(labels.dtype() == DType::i64, op, ": labels must be int64, got ",
            dtype_name(labels.dtype()));
-  cpu::check_cpu(logits, op);
-  cpu::check_cpu(labels, op);
+  check_cpu(logits, op);
+  check_cpu(labels, op);
   const int64_t* label = labels.data<int64_t>();
   for (int64_t i = 0; i < r.n; ++i)
     if (label[i] < 0 || label[i] >= r.c)
@@ -48,19 +44,14 @@ Rows check_logits_and_labels(const Tensor& logits, const Tensor& labels, const c
 void cross_entropy_forward(Tensor& loss, Tensor& log_probs, const Tensor& logits,
                            const Tensor& labels) {
   constexpr const char* op = "cross_entropy_forward";
-#ifdef HAVE_CUDA
-  if (cpu::on_cuda(
-          op, {{"logits", logits}, {"loss", loss}, {"log_probs", log_probs}, {"labels", labels}}))
-    return cuda::cross_entropy_forward(loss, log_probs, logits, labels);
-#endif
   const Rows r = check_logits_and_labels(logits, labels, op, "logits");
   RG_CHECK_GT(r.n, 0, op, ": empty batch (the mean over zero rows is undefined)");
-  cpu::check_shape(log_probs, logits.shape(), op, "log_probs");
-  cpu::check_same(log_probs, logits, op);
+  check_shape(log_probs, logits.shape(), op, "log_probs");
+  check_same(log_probs, logits, op);
   RG_CHECK(loss.defined() && loss.numel() == 1, op, ": loss must be a one-element tensor");
   RG_CHECK(loss.dtype() == logits.dtype() && loss.is_cpu(), op,
            ": loss must be a CPU tensor of the logits' dtype");
-  cpu::dispatch_float(logits.dtype(), op, [&](auto tag) {
+  dispatch_float(logits.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     const T* x = logits.data<T>();
     T* lp = log_probs.data<T>();
@@ -83,15 +74,11 @@ void cross_entropy_forward(Tensor& loss, Tensor& log_probs, const Tensor& logits
 void cross_entropy_backward(Tensor& dlogits, const Tensor& log_probs, const Tensor& labels,
                             double dloss) {
   constexpr const char* op = "cross_entropy_backward";
-#ifdef HAVE_CUDA
-  if (cpu::on_cuda(op, {{"log_probs", log_probs}, {"dlogits", dlogits}, {"labels", labels}}))
-    return cuda::cross_entropy_backward(dlogits, log_probs, labels, dloss);
-#endif
   const Rows r = check_logits_and_labels(log_probs, labels, op, "log_probs");
-  cpu::check_shape(dlogits, log_probs.shape(), op, "dlogits");
-  cpu::check_same(dlogits, log_probs, op);
+  check_shape(dlogits, log_probs.shape(), op, "dlogits");
+  check_same(dlogits, log_probs, op);
   if (r.n == 0) return;
-  cpu::dispatch_float(log_probs.dtype(), op, [&](auto tag) {
+  dispatch_float(log_probs.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     const T scale = static_cast<T>(dloss / static_cast<double>(r.n));
     const T* lp = log_probs.data<T>();
@@ -110,15 +97,11 @@ void cross_entropy_backward(Tensor& dlogits, const Tensor& log_probs, const Tens
 // Rows whose first maximal logit sits at the label.
 int64_t count_correct(const Tensor& logits, const Tensor& labels) {
   constexpr const char* op = "count_correct";
-#ifdef HAVE_CUDA
-  if (cpu::on_cuda(op, {{"logits", logits}, {"labels", labels}}))
-    return cuda::count_correct(logits, labels);
-#endif
-  if (logits.defined() && logits.is_cpu() && cpu::is_half(logits.dtype()))
-    return count_correct(cpu::widened(logits), labels);  // exact: a half value widens exactly
+  if (logits.defined() && logits.is_cpu() && is_half(logits.dtype()))
+    return cpu::count_correct(widened(logits), labels);  // exact: a half value widens exactly
   const Rows r = check_logits_and_labels(logits, labels, op, "logits");
   int64_t correct = 0;
-  cpu::dispatch_float(logits.dtype(), op, [&](auto tag) {
+  dispatch_float(logits.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     const T* x = logits.data<T>();
     const int64_t* label = labels.data<int64_t>();
@@ -130,4 +113,4 @@ int64_t count_correct(const Tensor& logits, const Tensor& labels) {
   return correct;
 }
 
-}  // namespace ringgrad::kernels
+}  // namespace ringgrad::kernels::cpu

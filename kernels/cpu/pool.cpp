@@ -4,34 +4,17 @@
 #include <limits>
 
 #include "kernels/cpu/cpu_dispatch.h"
-#include "kernels/ops.h"
-#include "ringgrad/config.h"
-#ifdef HAVE_CUDA
-#include "kernels/cuda/cuda_ops.h"
-#endif
+#include "kernels/cpu/cpu_ops.h"
 #include "kernels/pool_math.h"
 
-namespace ringgrad::kernels {
+namespace ringgrad::kernels::cpu {
 
 namespace {
 
 void check_nchw(const Tensor& t, const char* op, const char* name) {
   RG_CHECK(t.defined(), op, ": ", name, " is undefined");
   RG_CHECK_EQ(t.dim(), 4, op, ": ", name, " must be (N, C, H, W), got shape ", t.shape().str());
-  cpu::check_cpu(t, op);
-}
-
-// Output extent of one spatial dimension: floor((in + 2 pad - kernel) / stride) + 1.
-int64_t pooled_extent(int64_t in, int kernel, int stride, int pad, const char* dim) {
-  RG_CHECK(kernel >= 1 && stride >= 1 && pad >= 0, "pool2d: kernel_", dim, " ", kernel,
-           ", stride_", dim, " ", stride, " and pad_", dim, " ", pad,
-           " must satisfy kernel >= 1, stride >= 1, pad >= 0");
-  RG_CHECK_LE(2 * pad, kernel, "pool2d: pad_", dim, " must be at most half of kernel_", dim,
-              " (as PyTorch), so no window is all padding");
-  const int64_t span = in + 2 * pad - kernel;
-  RG_CHECK_GE(span, 0, "pool2d: kernel_", dim, " ", kernel, " is larger than the padded input (",
-              in, " + 2*", pad, ")");
-  return span / stride + 1;
+  check_cpu(t, op);
 }
 
 // One plane: each output takes the maximum of its window clipped to the input, starting from
@@ -64,33 +47,23 @@ void maxpool_plane(T* y, int32_t* index, const T* x, int64_t H, int64_t W, int64
 
 }  // namespace
 
-Shape pool2d_output_shape(const Shape& x, const Pool2dParams& p) {
-  RG_CHECK_EQ(x.size(), 4, "pool2d: input must be (N, C, H, W), got shape ", x.str());
-  return {x[0], x[1], pooled_extent(x[2], p.kernel_h, p.stride_h, p.pad_h, "h"),
-          pooled_extent(x[3], p.kernel_w, p.stride_w, p.pad_w, "w")};
-}
-
 // x: (N, C, H, W) -> y, indices: (N, C, P, Q)
 void maxpool2d_forward(Tensor& y, Tensor& indices, const Tensor& x, const Pool2dParams& p) {
   constexpr const char* op = "maxpool2d_forward";
-#ifdef HAVE_CUDA
-  if (cpu::on_cuda(op, {{"x", x}, {"y", y}, {"indices", indices}}))
-    return cuda::maxpool2d_forward(y, indices, x, p);
-#endif
   check_nchw(x, op, "x");
   const Shape out = pool2d_output_shape(x.shape(), p);
-  cpu::check_shape(y, out, op, "y");
-  cpu::check_shape(indices, out, op, "indices");
+  check_shape(y, out, op, "y");
+  check_shape(indices, out, op, "indices");
   RG_CHECK(y.dtype() == x.dtype(), op, ": y and x dtypes differ");
   RG_CHECK(indices.dtype() == DType::i32, op, ": indices must be int32, got ",
            dtype_name(indices.dtype()));
-  cpu::check_cpu(y, op);
-  cpu::check_cpu(indices, op);
+  check_cpu(y, op);
+  check_cpu(indices, op);
   const int64_t H = x.size(2), W = x.size(3), P = out[2], Q = out[3];
   RG_CHECK_LE(H * W, std::numeric_limits<int32_t>::max(), op,
               ": input plane too large for int32 indices");
   const int64_t planes = x.size(0) * x.size(1);
-  cpu::dispatch_float(x.dtype(), op, [&](auto tag) {
+  dispatch_float(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     const T* xp = x.data<T>();
     T* yp = y.data<T>();
@@ -104,23 +77,19 @@ void maxpool2d_forward(Tensor& y, Tensor& indices, const Tensor& x, const Pool2d
 // dx[argmax] += dy for every output; dx: (N, C, H, W), dy and indices: (N, C, P, Q).
 void maxpool2d_backward(Tensor& dx, const Tensor& dy, const Tensor& indices) {
   constexpr const char* op = "maxpool2d_backward";
-#ifdef HAVE_CUDA
-  if (cpu::on_cuda(op, {{"dx", dx}, {"dy", dy}, {"indices", indices}}))
-    return cuda::maxpool2d_backward(dx, dy, indices);
-#endif
   check_nchw(dx, op, "dx");
   check_nchw(dy, op, "dy");
-  cpu::check_shape(indices, dy.shape(), op, "indices");
+  check_shape(indices, dy.shape(), op, "indices");
   RG_CHECK(indices.dtype() == DType::i32, op, ": indices must be int32, got ",
            dtype_name(indices.dtype()));
   RG_CHECK(dx.dtype() == dy.dtype(), op, ": dx and dy dtypes differ");
   RG_CHECK(dx.size(0) == dy.size(0) && dx.size(1) == dy.size(1), op, ": dx ", dx.shape().str(),
            " and dy ", dy.shape().str(), " differ in N or C");
-  cpu::check_cpu(indices, op);
+  check_cpu(indices, op);
   const int64_t HW = dx.size(2) * dx.size(3), PQ = dy.size(2) * dy.size(3);
   const int64_t planes = dx.size(0) * dx.size(1);
   bool index_out_of_range = false;
-  cpu::dispatch_float(dx.dtype(), op, [&](auto tag) {
+  dispatch_float(dx.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     T* dxp = dx.data<T>();
     const T* dyp = dy.data<T>();
@@ -147,16 +116,13 @@ void maxpool2d_backward(Tensor& dx, const Tensor& dy, const Tensor& indices) {
 // y[n, c] = mean of x[n, c, :, :]; x: (N, C, H, W) -> y: (N, C, 1, 1)
 void global_avgpool_forward(Tensor& y, const Tensor& x) {
   constexpr const char* op = "global_avgpool_forward";
-#ifdef HAVE_CUDA
-  if (cpu::on_cuda(op, {{"x", x}, {"y", y}})) return cuda::global_avgpool_forward(y, x);
-#endif
   check_nchw(x, op, "x");
-  cpu::check_shape(y, Shape{x.size(0), x.size(1), 1, 1}, op, "y");
+  check_shape(y, Shape{x.size(0), x.size(1), 1, 1}, op, "y");
   RG_CHECK(y.dtype() == x.dtype(), op, ": y and x dtypes differ");
-  cpu::check_cpu(y, op);
+  check_cpu(y, op);
   const int64_t HW = x.size(2) * x.size(3), planes = x.size(0) * x.size(1);
   RG_CHECK_GT(HW, 0, op, ": empty input plane in ", x.shape().str());
-  cpu::dispatch_float(x.dtype(), op, [&](auto tag) {
+  dispatch_float(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     const T* xp = x.data<T>();
     T* yp = y.data<T>();
@@ -174,15 +140,12 @@ void global_avgpool_forward(Tensor& y, const Tensor& x) {
 // dx[n, c, h, w] = dy[n, c] / (H W); dy: (N, C, 1, 1) -> dx: (N, C, H, W)
 void global_avgpool_backward(Tensor& dx, const Tensor& dy) {
   constexpr const char* op = "global_avgpool_backward";
-#ifdef HAVE_CUDA
-  if (cpu::on_cuda(op, {{"dx", dx}, {"dy", dy}})) return cuda::global_avgpool_backward(dx, dy);
-#endif
   check_nchw(dx, op, "dx");
-  cpu::check_shape(dy, Shape{dx.size(0), dx.size(1), 1, 1}, op, "dy");
+  check_shape(dy, Shape{dx.size(0), dx.size(1), 1, 1}, op, "dy");
   RG_CHECK(dx.dtype() == dy.dtype(), op, ": dx and dy dtypes differ");
-  cpu::check_cpu(dy, op);
+  check_cpu(dy, op);
   const int64_t HW = dx.size(2) * dx.size(3), planes = dx.size(0) * dx.size(1);
-  cpu::dispatch_float(dx.dtype(), op, [&](auto tag) {
+  dispatch_float(dx.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     T* dxp = dx.data<T>();
     const T* dyp = dy.data<T>();
@@ -196,4 +159,4 @@ void global_avgpool_backward(Tensor& dx, const Tensor& dy) {
   });
 }
 
-}  // namespace ringgrad::kernels
+}  // namespace ringgrad::kernels::cpu

@@ -5,23 +5,17 @@
 #include "kernels/cuda/cublas_gemm.h"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/linear_sizes.h"
 
 namespace ringgrad::kernels::cuda {
 
 namespace {
 
-struct LinearSizes {
-  int64_t N, IN, OUT;
-};
-
-LinearSizes linear_sizes(const Tensor& x, const Tensor& w, const char* op) {
-  RG_CHECK(x.defined() && w.defined(), op, ": x and w must be defined");
-  RG_CHECK_EQ(x.dim(), 2, op, ": x must be (N, IN), got shape ", x.shape().str());
-  RG_CHECK_EQ(w.dim(), 2, op, ": w must be (OUT, IN), got shape ", w.shape().str());
-  RG_CHECK_EQ(x.size(1), w.size(1), op, ": x has ", x.size(1), " features but w expects ",
-              w.size(1), " (x ", x.shape().str(), ", w ", w.shape().str(), ")");
+// linear_sizes (kernels/linear_sizes.h), then w of x's dtype.
+LinearSizes checked_sizes(const Tensor& x, const Tensor& w, const char* op) {
+  const LinearSizes s = linear_sizes(x, w, op);
   check_operand(w, w.shape(), x.dtype(), op, "w");
-  return {x.size(0), x.size(1), w.size(0)};
+  return s;
 }
 
 // Every row of y starts as bias; the GEMM then adds x w^T (beta = 1).
@@ -45,7 +39,7 @@ __global__ void column_sums_kernel(T* dbias, const T* dy, int64_t N, int64_t OUT
 
 void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias) {
   constexpr const char* op = "linear_forward";
-  const LinearSizes s = linear_sizes(x, w, op);
+  const LinearSizes s = checked_sizes(x, w, op);
   check_operand(y, {s.N, s.OUT}, x.dtype(), op, "y");
   if (bias.defined()) check_operand(bias, {s.OUT}, x.dtype(), op, "bias");
   dispatch_cuda_float(x.dtype(), op, [&](auto tag) {
@@ -64,7 +58,7 @@ void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b
 void linear_backward(Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& dy, const Tensor& x,
                      const Tensor& w) {
   constexpr const char* op = "linear_backward";
-  const LinearSizes s = linear_sizes(x, w, op);
+  const LinearSizes s = checked_sizes(x, w, op);
   check_operand(dy, {s.N, s.OUT}, x.dtype(), op, "dy");
   if (dx.defined()) check_operand(dx, x.shape(), x.dtype(), op, "dx");
   if (dw.defined()) check_operand(dw, w.shape(), x.dtype(), op, "dw");
