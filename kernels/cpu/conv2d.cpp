@@ -18,11 +18,6 @@ namespace ringgrad::kernels::cpu {
 
 namespace {
 
-ConvGeometry geometry(const Shape& x, const Shape& w, const Conv2dParams& p) {
-  const Shape y = conv2d_output_shape(x, w, p);
-  return {x[1], x[2], x[3], w[0], w[2], w[3], y[2], y[3], p.stride_h, p.stride_w, p.pad_h, p.pad_w};
-}
-
 // How the batch is cut: chunks of `images` images (the last may be smaller), spread over
 // `threads` threads in contiguous runs (OpenMP static schedule), every thread getting a chunk.
 struct ChunkPlan {
@@ -376,7 +371,7 @@ void conv2d_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b
     cpu::conv2d_forward(y32, widened(x), widened(w), widened(bias), p);
     return round_into(y, y32);
   }
-  const ConvGeometry g = geometry(x.shape(), w.shape(), p);
+  const ConvGeometry g = conv_geometry(x.shape(), w.shape(), p);
   check_operand(w, w.shape(), x.dtype(), op, "w");
   check_operand(y, conv2d_output_shape(x.shape(), w.shape(), p), x.dtype(), op, "y");
   if (bias.defined()) check_operand(bias, {g.K}, x.dtype(), op, "bias");
@@ -402,7 +397,7 @@ void conv2d_backward(Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& dy, co
     round_into(dw, dw32);
     return round_into(dbias, db32);
   }
-  const ConvGeometry g = geometry(x.shape(), w.shape(), p);
+  const ConvGeometry g = conv_geometry(x.shape(), w.shape(), p);
   check_operand(w, w.shape(), x.dtype(), op, "w");
   check_operand(dy, conv2d_output_shape(x.shape(), w.shape(), p), x.dtype(), op, "dy");
   if (dx.defined()) check_operand(dx, x.shape(), x.dtype(), op, "dx");

@@ -5,25 +5,9 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/conv_geometry.h"
+
 namespace ringgrad::kernels::cpu {
-
-// Sizes of one convolution: x (N, C, H, W), w (K, C, R, S), y (N, K, P, Q).
-struct ConvGeometry {
-  int64_t C, H, W;
-  int64_t K, R, S;
-  int64_t P, Q;
-  int64_t stride_h, stride_w, pad_h, pad_w;
-
-  int64_t input_plane() const { return H * W; }
-  int64_t output_plane() const { return P * Q; }
-  int64_t image_size() const { return C * H * W; }
-  int64_t output_image_size() const { return K * P * Q; }
-  int64_t patch_size() const { return C * R * S; }  // rows of the column matrix
-  // A 1x1 stride-1 unpadded conv reads x itself as its column matrix (per image).
-  bool is_pointwise() const {
-    return R == 1 && S == 1 && stride_h == 1 && stride_w == 1 && pad_h == 0 && pad_w == 0;
-  }
-};
 
 // The outputs o in [begin, end) whose input index o*stride - pad + tap lies inside [0, extent),
 // for one kernel tap along one axis; empty (begin == end) when the tap only ever sees padding.
