@@ -8,6 +8,7 @@
 #include <climits>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 
 #include "apps/cli_checks.h"
@@ -145,7 +146,8 @@ int main(int argc, char** argv) {
                "accepted for torchrun compatibility (implied)");
   app.add_option("--hostfile", ssh.hostfile,
                  "'host slots=N' lines: start one ringgrad-run per host over SSH");
-  app.add_option("--ssh-port", ssh.ssh_port, "--hostfile: the hosts' SSH port");
+  app.add_option("--ssh-port", ssh.ssh_port, "--hostfile: the hosts' SSH port")
+      ->check(cli::number_in(1, 65535));
   app.add_option("--ssh-opts", ssh.ssh_opts, "--hostfile: extra ssh arguments, space-separated");
   app.add_option("--export", ssh.exports, "--hostfile: VAR,... carried to every host");
   app.add_option("--remote-run", ssh.remote_run,
@@ -158,7 +160,8 @@ int main(int argc, char** argv) {
                "check the nodes instead of running PROGRAM: rendezvous, worker ports, build, "
                "CPUs, CUDA, then a short all_reduce_perf; a PASS/FAIL table, exit 0 if all pass");
   app.add_option("--check-port", check.port,
-                 "--check: node k probes worker port P+k instead of a free one");
+                 "--check: node k probes worker port P+k instead of a free one")
+      ->check(cli::number_in(1, 65535));
   app.add_option("--check-node", check.node_report, "(internal) one node's checker for --check")
       ->group("");
   app.footer("PROGRAM [ARGS...] follow the options: ringgrad-run [OPTIONS] PROGRAM [ARGS...]");
@@ -181,6 +184,11 @@ int main(int argc, char** argv) {
     }
     const auto conf = parse_key_values(rdzv_conf, "--rdzv-conf");
     apply_rdzv_conf(c, conf);
+    // RINGGRAD_STORE_TOKEN=$SECRET with SECRET unset must not quietly turn authentication off.
+    if (const char* t = std::getenv("RINGGRAD_STORE_TOKEN"); t && !*t && c.token.empty())
+      RG_THROW(InvalidArgument,
+               "RINGGRAD_STORE_TOKEN is set but empty (an unset variable?); give the job's token, "
+               "or unset it to run without one");
     if (check.check && !conf.count("timeout")) c.rdzv_timeout = kCheckRendezvousTimeout;
     c.redirects = parse_stream_selection(redirects, "--redirects");
     c.tee = parse_stream_selection(tee, "--tee");

@@ -1,12 +1,13 @@
 // Parsing and validation of ringgrad-run's configuration.
 #include "comm/launcher/launch_config.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <sched.h>
-
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -50,12 +51,34 @@ int count_cpus() {
   return 1;
 }
 
-std::chrono::milliseconds parse_seconds(const std::string& value, const char* key) {
+// Seconds from 0 (only where `zero_ok`; a zero timeout would fail every wait at once) to
+// kMaxSeconds; NaN, infinities and overflowing values are refused like any other bad number.
+std::chrono::milliseconds parse_seconds(const std::string& value, const char* key, bool zero_ok) {
+  constexpr double kMaxSeconds = 1e7;
   char* end = nullptr;
-  double s = std::strtod(value.c_str(), &end);
-  if (value.empty() || *end != '\0' || s < 0)
-    RG_THROW(InvalidArgument, "--rdzv-conf ", key, "=", value, ": expected seconds >= 0");
+  const double s = std::strtod(value.c_str(), &end);
+  if (value.empty() || *end != '\0' || !std::isfinite(s) || s < 0 || s > kMaxSeconds ||
+      (s == 0 && !zero_ok))
+    RG_THROW(InvalidArgument, "--rdzv-conf ", key, "=", value.substr(0, 24),
+             ": need a finite number of seconds ", zero_ok ? "from 0" : "above 0", " up to ",
+             static_cast<int64_t>(kMaxSeconds));
   return std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
+}
+
+bool is_ipv4_address(const std::string& text) {
+  in_addr ignored{};
+  return ::inet_pton(AF_INET, text.c_str(), &ignored) == 1;
+}
+
+// A host name or IPv4 address: anything else (a second ':', brackets, spaces) would only fail
+// later, and after a long wait, as a DNS error.
+void check_host(const std::string& host, const char* flag, const std::string& value) {
+  if (host.empty()) RG_THROW(InvalidArgument, flag, " '", value, "': empty host");
+  if (host.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") !=
+      std::string::npos)
+    RG_THROW(InvalidArgument, flag, " '", value.substr(0, 64), "': '", host.substr(0, 64),
+             "' is not a host name or IPv4 address",
+             host.find(':') != std::string::npos ? " (IPv6 addresses are not supported yet)" : "");
 }
 
 }  // namespace
@@ -91,37 +114,22 @@ int parse_nproc_per_node(const std::string& value) {
 }
 
 std::pair<std::string, int> parse_endpoint(const std::string& value, int default_port) {
+  if (!value.empty() && value[0] == '[')
+    RG_THROW(InvalidArgument, "--rdzv-endpoint '", value,
+             "': IPv6 endpoints are not supported yet; use an IPv4 address or a host name");
   std::string host = value, port;
-  if (!value.empty() && value[0] == '[') {  // [v6 address]:port
-    auto close = value.find(']');
-    if (close == std::string::npos)
-      RG_THROW(InvalidArgument, "--rdzv-endpoint '", value, "': missing ']'");
-    host = value.substr(1, close - 1);
-    if (close + 1 < value.size()) {
-      if (value[close + 1] != ':')
-        RG_THROW(InvalidArgument, "--rdzv-endpoint '", value, "': expected ':' after ']'");
-      port = value.substr(close + 2);
-      if (port.empty()) RG_THROW(InvalidArgument, "--rdzv-endpoint '", value, "': empty port");
-    }
-  } else if (auto colon = value.rfind(':'); colon != std::string::npos) {
+  if (auto colon = value.find(':'); colon != std::string::npos) {
     host = value.substr(0, colon);
-    if (host.find(':') != std::string::npos)
+    port = value.substr(colon + 1);
+    if (port.find(':') != std::string::npos)
       RG_THROW(InvalidArgument, "--rdzv-endpoint '", value,
                "': more than one ':' (use host:port; IPv6 addresses are not supported yet)");
-    port = value.substr(colon + 1);
     if (port.empty())
       RG_THROW(InvalidArgument, "--rdzv-endpoint '", value,
                "': empty port after ':' (use host:port, or host alone for port ", default_port,
                ")");
   }
-  if (host.empty()) RG_THROW(InvalidArgument, "--rdzv-endpoint '", value, "': empty host");
-  if (value[0] == '[')
-    RG_THROW(InvalidArgument, "--rdzv-endpoint '", value,
-             "': IPv6 endpoints are not supported yet; use an IPv4 address or a host name");
-  if (host.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") !=
-      std::string::npos)
-    RG_THROW(InvalidArgument, "--rdzv-endpoint '", value, "': '", host,
-             "' is not a host name or IPv4 address");
+  check_host(host, "--rdzv-endpoint", value);
   int p = port.empty() ? default_port : parse_int(port, "--rdzv-endpoint", value);
   if (p < 0 || p > 65535)
     RG_THROW(InvalidArgument, "--rdzv-endpoint '", value, "': port ", p, " is not in 0..65535");
@@ -172,18 +180,21 @@ std::set<int> parse_rank_list(const std::string& value, const char* flag) {
 void apply_rdzv_conf(LaunchConfig& config, const std::map<std::string, std::string>& conf) {
   for (const auto& [key, value] : conf) {
     if (key == "timeout" || key == "join_timeout")
-      config.rdzv_timeout = parse_seconds(value, key.c_str());
+      config.rdzv_timeout = parse_seconds(value, key.c_str(), /*zero_ok=*/false);
     else if (key == "last_call_timeout")
-      config.last_call_timeout = parse_seconds(value, key.c_str());
+      config.last_call_timeout = parse_seconds(value, key.c_str(), /*zero_ok=*/true);
     else if (key == "connect_timeout" || key == "read_timeout")
-      config.connect_timeout = parse_seconds(value, key.c_str());
+      config.connect_timeout = parse_seconds(value, key.c_str(), /*zero_ok=*/false);
     else if (key == "keep_alive_timeout")
-      config.keep_alive_timeout = parse_seconds(value, key.c_str());
+      config.keep_alive_timeout = parse_seconds(value, key.c_str(), /*zero_ok=*/false);
     else if (key == "token" && value.empty())  // token=$SECRET with SECRET unset
       RG_THROW(InvalidArgument, "--rdzv-conf token= is empty (an unset variable?); give the "
                "job's token, or leave token out to run without one");
     else if (key == "token")
       config.token = value;
+    else if (key == "bind_addr" && !is_ipv4_address(value))
+      RG_THROW(InvalidArgument, "--rdzv-conf bind_addr=", value.substr(0, 64),
+               ": not an IPv4 address (give one of this host's addresses, or 0.0.0.0 for all)");
     else if (key == "bind_addr")
       config.bind_addr = value;
     else
@@ -219,6 +230,7 @@ void validate(LaunchConfig& config) {
   if (config.node_rank < -1)
     RG_THROW(InvalidArgument, "--node-rank ", config.node_rank, " is negative");
   if (config.rdzv_backend == "static") {
+    check_host(config.master_addr, "--master-addr", config.master_addr);
     if (config.min_nodes != config.max_nodes)
       RG_THROW(InvalidArgument, "--nnodes ", config.min_nodes, ":", config.max_nodes,
                ": a MIN:MAX range needs --rdzv-backend c10d");

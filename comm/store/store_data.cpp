@@ -1,9 +1,45 @@
 // StoreData: byte and key accounting around a map.
 #include "comm/store/store_data.h"
 
+#include "core/env.h"
 #include "core/error.h"
 
 namespace ringgrad::comm {
+
+namespace {
+
+size_t limit_from_env(const char* name, size_t fallback, size_t max) {
+  const auto text = env_get(name);
+  if (!text) return fallback;
+  const bool digits =
+      text->size() <= 12 && text->find_first_not_of("0123456789") == std::string::npos;
+  const size_t value = digits ? std::stoull(*text) : 0;
+  if (value < 1 || value > max)
+    RG_THROW(InvalidArgument, name, "='", text->substr(0, 24),
+             "' must be a whole number from 1 to ", max);
+  return value;
+}
+
+// A cap in a message: "64 MiB", or bytes when it is not whole MiB.
+std::string shown_bytes(size_t n) {
+  return n % (1u << 20) == 0 ? str_cat(n >> 20, " MiB") : str_cat(n, " bytes");
+}
+
+// A key in a message: a hostile key can be megabytes long.
+std::string shown_key(const std::string& key) {
+  return key.size() <= 64 ? "'" + key + "'" : "'" + key.substr(0, 64) + "...'";
+}
+
+}  // namespace
+
+size_t store_max_bytes_from_env(size_t fallback) {
+  const size_t mib = limit_from_env("RINGGRAD_STORE_MAX_MB", 0, size_t{1} << 20);
+  return mib ? mib << 20 : fallback;
+}
+
+size_t store_max_keys_from_env(size_t fallback) {
+  return limit_from_env("RINGGRAD_STORE_MAX_KEYS", fallback, 1'000'000'000);
+}
 
 const std::string* StoreData::find(const std::string& key) const {
   auto it = values_.find(key);
@@ -18,8 +54,8 @@ void StoreData::put(const std::string& key, std::string value) {
     RG_THROW(InvalidArgument, "store is full: it holds ", values_.size(),
              " keys, the most it takes (RINGGRAD_STORE_MAX_KEYS on the store's host raises it)");
   if (bytes > max_bytes_)
-    RG_THROW(InvalidArgument, "store is full: writing '", key, "' (", value.size(),
-             " bytes) would hold ", bytes, " bytes, over its cap of ", max_bytes_,
+    RG_THROW(InvalidArgument, "store is full: writing ", shown_key(key), " (", value.size(),
+             " bytes) would hold ", bytes, " bytes, over its cap of ", shown_bytes(max_bytes_),
              " (RINGGRAD_STORE_MAX_MB on the store's host raises it)");
   bytes_ = bytes;
   if (it == values_.end())

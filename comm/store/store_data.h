@@ -13,6 +13,12 @@ namespace ringgrad::comm {
 constexpr size_t kDefaultStoreMaxBytes = 64u << 20;
 constexpr size_t kDefaultStoreMaxKeys = 100'000;
 
+// The caps a server uses: RINGGRAD_STORE_MAX_MB (in MiB) and RINGGRAD_STORE_MAX_KEYS when set,
+// else `fallback`. Throws InvalidArgument naming the variable unless it is a whole number in
+// range (1 to 1048576 MiB, 1 to 1e9 keys).
+size_t store_max_bytes_from_env(size_t fallback);
+size_t store_max_keys_from_env(size_t fallback);
+
 class StoreData {
  public:
   StoreData(size_t max_bytes, size_t max_keys) : max_bytes_(max_bytes), max_keys_(max_keys) {}

@@ -88,6 +88,20 @@ void FrameReader::expect_end() const {
     RG_THROW(ProtocolError, "frame has ", body_.size() - pos_, " unexpected trailing bytes");
 }
 
+std::string hello_refusal(FrameReader& in, const std::string& token, int64_t generation) {
+  const uint32_t magic = in.u32();
+  const std::string client_token = in.str();
+  const int64_t client_generation = in.i64();
+  in.expect_end();
+  if (magic != kStoreMagic) RG_THROW(ProtocolError, "hello with a wrong protocol magic");
+  if (!token.empty() && !constant_time_equal(client_token, token))
+    return "wrong or missing store token";
+  if (generation >= 0 && client_generation >= 0 && client_generation != generation)
+    return str_cat("stale generation ", client_generation, " (this store serves generation ",
+                   generation, ")");
+  return "";
+}
+
 uint32_t decode_frame_length(const unsigned char header[kFrameHeaderBytes]) {
   return static_cast<uint32_t>(header[0]) | static_cast<uint32_t>(header[1]) << 8 |
          static_cast<uint32_t>(header[2]) << 16 | static_cast<uint32_t>(header[3]) << 24;

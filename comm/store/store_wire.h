@@ -64,6 +64,11 @@ class FrameReader {
   size_t pos_ = 0;
 };
 
+// Reads the rest of a hello (after its op) and checks it against the server's token and
+// generation: "" to accept, else why the client is refused. Throws ProtocolError when it is
+// malformed or carries another protocol's magic.
+std::string hello_refusal(FrameReader& in, const std::string& token, int64_t generation);
+
 uint32_t decode_frame_length(const unsigned char header[kFrameHeaderBytes]);
 
 // Equal contents without an early exit, so the time taken does not reveal how many leading

@@ -7,14 +7,12 @@
 #include <algorithm>
 #include <asio.hpp>
 #include <atomic>
-#include <map>
 #include <optional>
 #include <thread>
 #include <unordered_map>
 
 #include "comm/store/hash_store.h"
 #include "comm/store/store.h"
-#include "core/env.h"
 #include "core/logging.h"
 
 namespace ringgrad::comm {
@@ -159,7 +157,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     } catch (const ProtocolError& e) {
       return reject(e.what());
     } catch (const InvalidArgument& e) {  // a well-formed request the data cannot satisfy
-      reply(FrameWriter().u8(static_cast<uint8_t>(StoreStatus::error)).str(e.what()).frame());
+      // The sentence alone: the client shows it to a user, who has no use for our source lines.
+      reply(FrameWriter().u8(static_cast<uint8_t>(StoreStatus::error)).str(e.message()).frame());
     }
     if (!closed_) read_header();
   }
@@ -207,11 +206,8 @@ std::string ok_frame() { return FrameWriter().u8(static_cast<uint8_t>(StoreStatu
 
 TcpStoreServer::Impl::Impl(TcpStoreServerOptions opts)
     : options(std::move(opts)),
-      data(env_get("RINGGRAD_STORE_MAX_MB")
-               ? static_cast<size_t>(env_int("RINGGRAD_STORE_MAX_MB", 0)) << 20
-               : options.max_bytes,
-           static_cast<size_t>(env_int("RINGGRAD_STORE_MAX_KEYS",
-                                       static_cast<long long>(options.max_keys)))) {
+      data(store_max_bytes_from_env(options.max_bytes),
+           store_max_keys_from_env(options.max_keys)) {
   try {
     tcp::endpoint ep(asio::ip::make_address(options.host), static_cast<uint16_t>(options.port));
     acceptor.open(ep.protocol());
@@ -299,17 +295,7 @@ void TcpStoreServer::Impl::handle(const std::shared_ptr<Connection>& conn,
   const auto op = static_cast<StoreOp>(in.u8());
   if (!conn->authenticated_) {
     if (op != StoreOp::hello) RG_THROW(ProtocolError, "first request is not a hello");
-    const uint32_t magic = in.u32();
-    const std::string token = in.str();
-    const int64_t generation = in.i64();
-    in.expect_end();
-    if (magic != kStoreMagic) RG_THROW(ProtocolError, "hello with a wrong protocol magic");
-    std::string refusal;
-    if (!options.token.empty() && !constant_time_equal(token, options.token))
-      refusal = "wrong or missing store token";
-    else if (options.generation >= 0 && generation >= 0 && generation != options.generation)
-      refusal = str_cat("stale generation ", generation, " (this store serves generation ",
-                        options.generation, ")");
+    const std::string refusal = hello_refusal(in, options.token, options.generation);
     if (!refusal.empty()) {
       log_rejection(conn->peer(), "refused: " + refusal);
       conn->reply(FrameWriter().u8(static_cast<uint8_t>(StoreStatus::error)).str(refusal).frame(),

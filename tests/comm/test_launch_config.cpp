@@ -28,11 +28,12 @@ TEST_CASE("launch config: --nnodes, --nproc-per-node, endpoints") {
 
   CHECK(parse_endpoint("node1:1234", 29400) == std::pair<std::string, int>{"node1", 1234});
   CHECK(parse_endpoint("node1", 29400) == std::pair<std::string, int>{"node1", 29400});
-  CHECK(parse_endpoint("[::1]:5", 29400) == std::pair<std::string, int>{"::1", 5});
-  for (const char* bad : {"host:", ":80", "h:99999", "h:x", "[::1", "[::1]:"}) {
+  for (const char* bad : {"host:", ":80", "h:99999", "h:x", "[::1", "[::1]:", "h:1:2", "h h:1"}) {
     CAPTURE(bad);
     CHECK_THROWS_AS(parse_endpoint(bad, 29400), InvalidArgument);
   }
+  CHECK(message_of<InvalidArgument>([] { parse_endpoint("[::1]:5", 29400); })
+            .find("IPv6 endpoints are not supported yet") != std::string::npos);
 }
 
 TEST_CASE("launch config: --rdzv-conf, --redirects/--tee, --local-ranks-filter") {
@@ -47,6 +48,18 @@ TEST_CASE("launch config: --rdzv-conf, --redirects/--tee, --local-ranks-filter")
           apply_rdzv_conf(c, {{"timout", "5"}});
         }).find("unknown key 'timout'") != std::string::npos);
   CHECK_THROWS_AS(apply_rdzv_conf(c, {{"timeout", "-1"}}), InvalidArgument);
+  for (const char* bad : {"nan", "inf", "1e300", "0", "5s", ""}) {  // never a garbage duration
+    CAPTURE(bad);
+    for (const char* key : {"timeout", "connect_timeout", "keep_alive_timeout"})
+      CHECK(message_of<InvalidArgument>([&] { apply_rdzv_conf(c, {{key, bad}}); })
+                .find("need a finite number of seconds above 0") != std::string::npos);
+  }
+  apply_rdzv_conf(c, {{"last_call_timeout", "0"}});  // no last call: allowed
+  CHECK(c.last_call_timeout.count() == 0);
+  apply_rdzv_conf(c, {{"bind_addr", "10.1.2.3"}});
+  CHECK(c.bind_addr == "10.1.2.3");
+  for (const char* bad : {"node1", "::1", "10.1.2", ""})
+    CHECK_THROWS_AS(apply_rdzv_conf(c, {{"bind_addr", bad}}), InvalidArgument);
   CHECK_THROWS_AS(parse_key_values("novalue", "--rdzv-conf"), InvalidArgument);
 
   auto all = parse_stream_selection("3", "--tee");

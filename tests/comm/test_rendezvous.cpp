@@ -100,6 +100,17 @@ TEST_CASE("rendezvous: a second launcher with the same node rank is named") {
   CHECK(msg.find("first-host") != std::string::npos);
 }
 
+TEST_CASE("rendezvous: a store serves one run id, another is refused at once naming both") {
+  auto store = std::make_shared<HashStore>();
+  join_all(store, {node_config(1, 1, 0, 1, "a")});
+  auto other = node_config(1, 1, 0, 1, "b");
+  other.run_id = "job2";
+  auto msg = message_of<InvalidArgument>([&] { Rendezvous(store, other).join(0); });
+  CHECK(msg.find("serves job 'job', not --rdzv-id 'job2'") != std::string::npos);
+  CHECK(msg.find("10.0.0.1:29400") != std::string::npos);
+  join_all(store, {node_config(1, 1, 0, 1, "a")}, 1);  // the owner's next round still works
+}
+
 TEST_CASE("rendezvous: short of nodes times out naming joined, missing and the endpoint") {
   auto store = std::make_shared<HashStore>();
   auto c = node_config(2, 2, -1, 1, "lonely");

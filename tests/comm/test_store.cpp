@@ -184,6 +184,41 @@ TEST_CASE("tcp store: total bytes and keys are capped, with a clear error to the
   CHECK(other->add("d", 1) == 2);
 }
 
+TEST_CASE("tcp store: RINGGRAD_STORE_MAX_MB and _MAX_KEYS set the caps, bad values are named") {
+  ::setenv("RINGGRAD_STORE_MAX_MB", "1", 1);
+  ::setenv("RINGGRAD_STORE_MAX_KEYS", "2", 1);
+  TcpStoreServer server(TcpStoreServerOptions{});  // default options: the variables decide
+  ::unsetenv("RINGGRAD_STORE_MAX_MB");
+  ::unsetenv("RINGGRAD_STORE_MAX_KEYS");
+  auto client = connect_to(server);
+  std::string said;
+  try {
+    client->set(std::string(10'000, 'k'), std::string(2 << 20, 'x'));  // a hostile key, too
+  } catch (const InvalidArgument& e) {
+    said = e.message();
+  }
+  CHECK(said.find("over its cap of 1 MiB (RINGGRAD_STORE_MAX_MB") != std::string::npos);
+  CHECK(said.find("writing 'kkk") != std::string::npos);
+  CHECK(said.find("kkk...' (2097152 bytes)") != std::string::npos);  // the server cuts the key
+  CHECK(said.find(".cpp:") == std::string::npos);  // the server sends its sentence, not its source
+  client->set("a", "1");
+  client->set("b", "1");
+  CHECK_THROWS_AS(client->set("c", "1"), InvalidArgument);
+
+  for (const char* bad : {"0", "-1", "lots", "99999999999999999999", "1.5"}) {
+    CAPTURE(bad);
+    ::setenv("RINGGRAD_STORE_MAX_MB", bad, 1);
+    auto msg = message_of<InvalidArgument>([] { TcpStoreServer s(TcpStoreServerOptions{}); });
+    ::unsetenv("RINGGRAD_STORE_MAX_MB");
+    CHECK(msg.find("RINGGRAD_STORE_MAX_MB='") != std::string::npos);
+    CHECK(msg.find("must be a whole number from 1 to 1048576") != std::string::npos);
+  }
+  ::setenv("RINGGRAD_STORE_MAX_KEYS", "0", 1);
+  auto msg = message_of<InvalidArgument>([] { TcpStoreServer s(TcpStoreServerOptions{}); });
+  ::unsetenv("RINGGRAD_STORE_MAX_KEYS");
+  CHECK(msg.find("RINGGRAD_STORE_MAX_KEYS='0' must be a whole number") != std::string::npos);
+}
+
 TEST_CASE("tcp store: a client of another generation is refused") {
   TcpStoreServerOptions o;
   o.generation = 1;

@@ -4,11 +4,15 @@
 #include <doctest/doctest.h>
 #include <signal.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <set>
+#include <sstream>
 #include <thread>
 
+#include "comm/store/tcp_store.h"
 #include "comm/store/tcp_store_server.h"
 #include "tests/integration/launch_harness.h"
 #include "tests/reserved_port.h"
@@ -277,13 +281,20 @@ TEST_CASE("ringgrad-run: a second job on a busy c10d endpoint is refused at once
     args.insert(args.end(), program.begin(), program.end());
     return launcher(args);
   };
-  Child first(job("first", {"sh", "-c", "sleep 4; echo first done"}));
-  std::this_thread::sleep_for(seconds(1));  // first hosts the store by now
+  // The first job's worker says it has started, then runs until the test lets it finish.
+  const std::string started = dir.path() + "/started", go = dir.path() + "/go";
+  Child first(job("first", {"sh", "-c",
+                            "touch " + started + "; while [ ! -e " + go +
+                                " ]; do sleep 0.1; done; echo first done"}));
+  for (int i = 0; i < 600 && !std::ifstream(started); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  REQUIRE(std::ifstream(started).good());  // the first job hosts the store and runs
   auto second = run(job("second", {"true"}), seconds(20));
   CHECK(second.status.code == 2);
   auto errors = lines_with(second.err, "ringgrad-run: error:");
   REQUIRE(errors.size() == 1);
   CHECK(errors[0].find("serves job 'first', not --rdzv-id 'second'") != std::string::npos);
+  std::ofstream(go) << "1";
   auto r = first.wait(seconds(30));
   CHECK_MESSAGE(r.status.ok(), r.err);
   CHECK(r.out.find("first done") != std::string::npos);
@@ -318,4 +329,119 @@ TEST_CASE("ringgrad-run: --log-dir never writes over an earlier run's logs, and 
                  seconds(10));
   CHECK(bad.status.code == 2);
   CHECK(lines_with(bad.err, "ringgrad-run: error: --log-dir").size() == 1);
+}
+
+namespace {
+// Two probe workers all-reducing 1200 times, 100 ms apart, with the job's store alive.
+std::vector<std::string> ring_job(const TempDir& dir, std::vector<std::string> launcher_args) {
+  std::vector<std::string> args = {"--standalone", "--nproc-per-node", "2", "--stop-grace", "2"};
+  args.insert(args.end(), launcher_args.begin(), launcher_args.end());
+  args.insert(args.end(), {probe_path(), "--out", dir.path(), "--allreduces", "1200"});
+  return launcher(args);
+}
+
+// Waits until every one of `ranks` workers of a probe job has formed its ring group.
+bool all_joined(const TempDir& dir, int ranks) {
+  for (int i = 0; i < 1200 && count_files(dir.path(), "joined.") < ranks; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  return count_files(dir.path(), "joined.") == ranks;
+}
+
+// The local address of the socket listening on `port` (from /proc/net/tcp), e.g. "0100007F"
+// for 127.0.0.1; "" when nothing listens there over IPv4.
+std::string listening_address(int port) {
+  std::ifstream in("/proc/net/tcp");
+  std::string line;
+  std::getline(in, line);  // the header
+  char hex_port[8];
+  std::snprintf(hex_port, sizeof hex_port, "%04X", port);
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string slot, local, remote, state;
+    fields >> slot >> local >> remote >> state;
+    if (state == "0A" && local.substr(local.find(':') + 1) == hex_port)
+      return local.substr(0, local.find(':'));
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE("ringgrad-run: --timeout S brings down a job with a frozen worker after S seconds") {
+  TempDir dir;
+  Child job(ring_job(dir, {"--timeout", "3"}));
+  REQUIRE(all_joined(dir, 2));
+  pid_t frozen = 0;
+  std::ifstream(dir.path() + "/pid.1.0") >> frozen;
+  REQUIRE(frozen > 0);
+  ::kill(frozen, SIGSTOP);  // alive but silent: only the collective timeout can notice
+  auto r = job.wait(seconds(60));  // without --timeout: 600 s
+  REQUIRE_FALSE(r.timed_out);
+  CHECK(r.status.code == 1);
+  CHECK(r.err.find("first failure: rank 0") != std::string::npos);
+  CHECK_MESSAGE(r.err.find("timed out after 300") != std::string::npos, r.err);  // ms, not 600 s
+  CHECK(r.err.find("receiving from rank 1") != std::string::npos);
+  CHECK(all_gone(read_pids(dir.path(), "pid."), seconds(10)));
+}
+
+TEST_CASE("ringgrad-run: the workers' store listens on loopback under --standalone, token required") {
+  TempDir dir;
+  Child job(ring_job(dir, {"--rdzv-conf", "token=s3cret"}));
+  REQUIRE(all_joined(dir, 2));
+  const int port = std::stoi(read_env_file(dir.path() + "/env.0.0")["MASTER_PORT"]);
+  CHECK(listening_address(port) == "0100007F");  // 127.0.0.1, not 0.0.0.0
+  comm::TcpStoreOptions o;
+  o.port = port;
+  o.connect_timeout = std::chrono::milliseconds(5000);
+  std::string refusal;
+  try {
+    comm::TcpStore stranger(o);  // no token
+  } catch (const IoError& e) {
+    refusal = e.what();
+  }
+  CHECK(refusal.find("token") != std::string::npos);
+  o.token = "s3cret";
+  comm::TcpStore member(o);  // the launcher's token opens it: it was the workers' store
+  job.signal(SIGTERM);
+  auto r = job.wait(seconds(30));
+  CHECK(r.status.code == 128 + SIGTERM);
+}
+
+TEST_CASE("ringgrad-run: values that would fail later or silently are refused up front, readably") {
+  struct Case {
+    std::vector<std::string> args;
+    std::string says;
+    std::map<std::string, std::string> env;
+  };
+  const std::vector<Case> cases = {
+      {{"--rdzv-conf", "timeout=nan"}, "timeout=nan: need a finite number of seconds above 0", {}},
+      {{"--rdzv-conf", "timeout=1e300"}, "up to 10000000", {}},
+      {{"--rdzv-conf", "keep_alive_timeout=0"}, "above 0", {}},
+      {{"--rdzv-conf", "bind_addr=my-host"}, "bind_addr=my-host: not an IPv4 address", {}},
+      {{"--master-addr", "127.0.0.1:5"}, "'127.0.0.1:5' is not a host name or IPv4 address", {}},
+      {{"--ssh-port", "70000"}, "--ssh-port: must be a finite number from 1 to 65535", {}},
+      {{"--check-port", "-5"}, "--check-port: must be a finite number from 1 to 65535", {}},
+      {{"--rdzv-backend", "c10d", "--rdzv-endpoint", "[::1]:29400"},
+       "IPv6 endpoints are not supported yet; use an IPv4 address or a host name", {}},
+      {{"--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:29734:5"}, "more than one ':'", {}},
+      {{"--node-rank", "-1"}, "--node-rank: must be a finite number from 0 to", {}},
+      {{"--nproc-per-node", "100000"}, "need a count from 1 to 1024", {}},
+      {{"--max-restarts", "1e400"}, "--max-restarts: must be a finite number from 0 to 10000", {}},
+      {{"--standalone"}, "RINGGRAD_STORE_TOKEN is set but empty", {{"RINGGRAD_STORE_TOKEN", ""}}},
+      {{"--standalone"}, "RINGGRAD_STORE_MAX_MB='0' must be a whole number from 1 to",
+       {{"RINGGRAD_STORE_MAX_MB", "0"}}},
+  };
+  for (const auto& c : cases) {
+    auto args = c.args;
+    args.push_back("true");
+    CAPTURE(args[0]);
+    CAPTURE(args[1]);
+    auto r = run(launcher(args), seconds(20), c.env);
+    REQUIRE_FALSE(r.timed_out);
+    CHECK(r.status.code == 2);
+    auto errors = lines_with(r.err, "ringgrad-run: error:");
+    REQUIRE(errors.size() == 1);
+    CHECK_MESSAGE(errors[0].find(c.says) != std::string::npos, errors[0]);
+    CHECK(errors[0].size() < 240);  // a sentence, not a 309-digit limit
+    CHECK(errors[0].find(".cpp:") == std::string::npos);  // no source locations for users
+  }
 }

@@ -1,7 +1,8 @@
 // worker_probe: the test program the integration tests launch under ringgrad-run. It checks
 // the torchrun environment it was given, records it, meets the other ranks in a store barrier,
-// and then misbehaves on request (exit with a code, die by a signal, ignore SIGTERM, leave a
-// stubborn grandchild, sleep) so the launcher's failure handling can be observed.
+// optionally all-reduces over a ring group, and then misbehaves on request (exit with a code,
+// die by a signal, ignore SIGTERM, leave a stubborn grandchild, sleep) so the launcher's
+// failure handling can be observed.
 #include <dirent.h>
 #include <signal.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include <string>
 #include <thread>
 
+#include "comm/process_group/from_environment.h"
 #include "comm/store/worker_store.h"
 #include "core/env.h"
 
@@ -91,6 +93,23 @@ int main(int argc, char** argv) {
       if (env.rank == 0) ws.store->set("probe/done", "1");
       ws.store->get("probe/done");
       ws.finish(Milliseconds(30'000));
+    } catch (const std::exception& e) {
+      return die(e.what());
+    }
+  }
+  // N all-reduces 100 ms apart over a ring group (the store of rank 0 alive meanwhile);
+  // "joined.<tag>" says the group is formed. A rank stopped in between leaves the others
+  // waiting until RINGGRAD_TIMEOUT_S.
+  if (const int n = num("--allreduces", 0); n > 0) {
+    try {
+      auto job = join_distributed_job("ring", "probe");
+      if (!out.empty()) std::ofstream(out + "/joined." + tag) << "1\n";
+      Tensor t = Tensor::full({1024}, 1.0);
+      for (int i = 0; i < n && job.group; ++i) {
+        job.group->allreduce(t)->wait();
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+      job.finish();
     } catch (const std::exception& e) {
       return die(e.what());
     }
