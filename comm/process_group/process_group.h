@@ -51,6 +51,8 @@ class ProcessGroup {
   int rank() const { return rank_; }
   int size() const { return size_; }
   virtual std::string backend_name() const = 0;
+  // How this rank reaches its peers ("shm to 1,2; tcp to 3"), for logs and benchmark headers.
+  virtual std::string describe_links() const { return backend_name(); }
 
   virtual WorkPtr allreduce(const Tensor& tensor, const AllreduceOptions& opts = {}) = 0;
   virtual WorkPtr allreduce(const Tensor& input, const Tensor& output,

@@ -40,13 +40,16 @@ void check_rank(int r, int size, const char* operation, const char* role) {
     RG_THROW(InvalidArgument, operation, ": ", role, " ", r, " is outside the group of size ", size);
 }
 
-// RINGGRAD_TRANSPORT: "auto" (the default: unix sockets to ranks on this host, TCP to the
-// others) or "tcp" (TCP to every rank, as to compare with Gloo or Open MPI over TCP).
-bool unix_sockets_on_same_host() {
+// RINGGRAD_TRANSPORT: how ranks on this host are reached (net::SameHostLink): "auto" (the
+// default: shared memory, else unix sockets), "shm", "unix" or "tcp" (as to compare with Gloo
+// or Open MPI over TCP). Ranks on other hosts are reached over TCP whatever it says.
+net::SameHostLink same_host_link() {
   const std::string setting = env_str("RINGGRAD_TRANSPORT", "auto");
-  if (setting != "auto" && setting != "tcp")
-    RG_THROW(InvalidArgument, "RINGGRAD_TRANSPORT='", setting, "' is not one of: auto, tcp");
-  return setting == "auto";
+  if (setting == "auto") return net::SameHostLink::automatic;
+  if (setting == "shm") return net::SameHostLink::shm;
+  if (setting == "unix") return net::SameHostLink::unix_socket;
+  if (setting == "tcp") return net::SameHostLink::tcp;
+  RG_THROW(InvalidArgument, "RINGGRAD_TRANSPORT='", setting, "' is not one of: auto, shm, unix, tcp");
 }
 
 }  // namespace
@@ -64,7 +67,7 @@ RingProcessGroup::RingProcessGroup(std::shared_ptr<Store> store, int rank, int s
         t.setup_timeout = options.setup_timeout.count() > 0 ? options.setup_timeout : timeout_;
         t.ifname = env_get("RINGGRAD_SOCKET_IFNAME");
         t.store_host = options.store_host.empty() ? env_str("MASTER_ADDR", "") : options.store_host;
-        t.unix_sockets_on_same_host = unix_sockets_on_same_host();
+        t.same_host = same_host_link();
         const std::string prefix =
             "ringpg/" + options.group_name + "/g" + std::to_string(options.generation) + "/";
         return std::make_unique<net::SocketTransport>(std::move(store), prefix, rank, size, t);

@@ -31,6 +31,7 @@ class RingProcessGroup : public ProcessGroup {
   ~RingProcessGroup() override;  // runs the queued work to completion, then joins the worker
 
   std::string backend_name() const override { return "ring"; }
+  std::string describe_links() const override { return transport_->describe_links(); }
   WorkPtr allreduce(const Tensor& tensor, const AllreduceOptions& opts) override;
   WorkPtr allreduce(const Tensor& input, const Tensor& output, const AllreduceOptions& opts) override;
   WorkPtr broadcast(const Tensor& tensor, const BroadcastOptions& opts) override;

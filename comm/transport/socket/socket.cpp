@@ -286,4 +286,67 @@ void read_fully(const Socket& s, void* data, size_t bytes, Clock::time_point dea
   }
 }
 
+void write_with_fds(const Socket& s, const void* data, size_t bytes, const std::vector<int>& fds,
+                    Clock::time_point deadline, const std::string& what) {
+  RG_CHECK(bytes > 0 && !fds.empty() && fds.size() <= 8, what, ": bad descriptor message");
+  alignas(cmsghdr) char control[CMSG_SPACE(8 * sizeof(int))] = {};
+  iovec iov{const_cast<void*>(data), bytes};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = CMSG_SPACE(fds.size() * sizeof(int));
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(fds.size() * sizeof(int));
+  std::memcpy(CMSG_DATA(c), fds.data(), fds.size() * sizeof(int));
+  for (;;) {  // the descriptors travel with the first byte; the rest, if any, as plain bytes
+    const ssize_t n = ::sendmsg(s.fd(), &msg, MSG_NOSIGNAL);
+    if (n > 0) return write_fully(s, static_cast<const char*>(data) + n, bytes - static_cast<size_t>(n),
+                                  deadline, what);
+    if (n < 0 && errno != EAGAIN && errno != EINTR)
+      RG_THROW(IoError, what, ": send failed: ", errno_text(errno));
+    if (!poll_until(s.fd(), POLLOUT, deadline)) RG_THROW(TimeoutError, what, ": send timed out");
+  }
+}
+
+std::vector<int> read_with_fds(const Socket& s, void* data, size_t bytes, size_t max_fds,
+                               Clock::time_point deadline, const std::string& what) {
+  std::vector<int> fds;
+  auto* p = static_cast<char*>(data);
+  while (bytes > 0) {
+    alignas(cmsghdr) char control[CMSG_SPACE(8 * sizeof(int))] = {};
+    iovec iov{p, bytes};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    const ssize_t n = ::recvmsg(s.fd(), &msg, MSG_CMSG_CLOEXEC);
+    if (n == 0) RG_THROW(IoError, what, ": the peer closed the connection");
+    if (n < 0) {
+      if (errno != EAGAIN && errno != EINTR) RG_THROW(IoError, what, ": receive failed: ", errno_text(errno));
+      if (!poll_until(s.fd(), POLLIN, deadline)) RG_THROW(TimeoutError, what, ": receive timed out");
+      continue;
+    }
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+        const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < count; ++i) {
+          int fd;
+          std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+          fds.push_back(fd);
+        }
+      }
+    p += n;
+    bytes -= static_cast<size_t>(n);
+  }
+  if (fds.size() > max_fds) {
+    for (int fd : fds) ::close(fd);
+    RG_THROW(IoError, what, ": the peer passed ", fds.size(), " descriptors, expected at most ", max_fds);
+  }
+  return fds;
+}
+
 }  // namespace ringgrad::comm::net

@@ -1,18 +1,10 @@
-// SocketTransport: mesh setup through the store (TCP, or a unix socket to a peer on this host),
-// then a poll()-driven progress engine. Sends and receives are queued per peer and moved with
-// writev/readv, so a fingerprint and its payload leave in one system call; when nothing moves
-// we yield and retry for a while (see kSpin) and then sleep in poll() until the deadline.
+// SocketTransport's set-up: the mesh through the store (TCP, or a unix socket to a peer on this
+// host), then shared memory with the peers on unix sockets. socket_transport_progress.cpp moves
+// the bytes.
 #include "comm/transport/socket/socket_transport.h"
 
-#include <poll.h>
-#include <sched.h>
-#include <sys/socket.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <sstream>
 
 #include "core/error.h"
@@ -23,12 +15,8 @@ namespace ringgrad::comm::net {
 namespace {
 
 constexpr uint32_t kHelloMagic = 0x52474831;  // "RGH1"
-constexpr int kMaxIov = 64;
-// How long a wait keeps retrying, yielding the CPU between passes, before it sleeps in poll().
-// Small messages on loopback arrive within microseconds, and a wake-up from poll() costs more
-// than that. With more ranks than cores the yield also hands our core to the peer we wait
-// for, which halves small-message latency there (docs/measurements.md).
-constexpr auto kSpin = std::chrono::microseconds(200);
+// Bytes of each shared-memory ring (one per direction and pair of ranks on a host).
+constexpr size_t kShmRingBytes = 1 << 20;
 
 struct Hello {
   uint32_t magic;
@@ -79,7 +67,8 @@ SocketTransport::SocketTransport(std::shared_ptr<Store> store, std::string key_p
   if (me.host_identity.empty()) me.host_identity = "-";
   Socket unix_listener;
   me.unix_name = "-";
-  if (options.unix_sockets_on_same_host) {
+  const bool unix_allowed = options.same_host != SameHostLink::tcp;
+  if (unix_allowed) {
     try {
       unix_listener = listen_unix(me.unix_name);
     } catch (const IoError& e) {  // say, a sandbox that forbids unix sockets: TCP will do
@@ -121,7 +110,7 @@ void SocketTransport::connect_mesh(const SocketTransportOptions& options, const 
   // Higher ranks connect to lower ones; acks flow only after accepts, so no wait cycle exists.
   for (int r = 0; r < rank(); ++r) {
     const std::string what = "connecting rank " + std::to_string(rank()) + " to " + describe_peer(r);
-    peers_[r].socket = connect_to(r, options.unix_sockets_on_same_host, deadline, what);
+    peers_[r].socket = connect_to(r, options.same_host != SameHostLink::tcp, deadline, what);
     Hello hello = mine;
     hello.to_rank = r;
     write_fully(peers_[r].socket, &hello, sizeof hello, deadline, what);
@@ -158,15 +147,57 @@ void SocketTransport::connect_mesh(const SocketTransportOptions& options, const 
                "rank " + std::to_string(rank()) + " waiting for the handshake reply of " +
                    describe_peer(r) + " (refused: check run id and generation)");
   }
-  std::string unix_peers;
+  for (int r = 0; r < size(); ++r)
+    if (r != rank()) tune_stream(peers_[r].socket, options.socket_buffer_bytes);
+  connect_shared_memory(options.same_host, deadline);
+  for (int r = 0; r < size(); ++r)
+    if (r != rank()) log_debug("ring transport '", prefix_, "': rank ", rank(), " reaches ", describe_peer(r),
+                               " over ", link_name(link(r)));
+  if (size() > 1)
+    log_info("ring transport '", prefix_, "': rank ", rank(), ": ", describe_links(),
+             " (RINGGRAD_TRANSPORT=shm|unix|tcp|auto)");
+}
+
+// Shared memory with every peer reached over a unix socket, so on this host. With `mode` shm,
+// a peer on this host reached any other way is an error, not a quiet fallback.
+void SocketTransport::connect_shared_memory(SameHostLink mode, Clock::time_point deadline) {
+  if (mode != SameHostLink::automatic && mode != SameHostLink::shm) return;
+  std::vector<shm::ShmPeerLink> links;
   for (int r = 0; r < size(); ++r) {
     if (r == rank()) continue;
-    tune_stream(peers_[r].socket, options.socket_buffer_bytes);
-    if (peers_[r].over_unix) unix_peers += (unix_peers.empty() ? "" : ", ") + std::to_string(r);
+    if (peers_[r].over_unix) links.push_back({r, &peers_[r].socket});
+    else if (mode == SameHostLink::shm && peers_[r].host_identity == peers_[rank()].host_identity)
+      RG_THROW(IoError, "RINGGRAD_TRANSPORT=shm: rank ", rank(), " reaches ", describe_peer(r),
+               " on this host over TCP (no unix socket between them), so they cannot share memory");
   }
-  if (!unix_peers.empty())
-    log_info("ring transport '", prefix_, "': rank ", rank(), " reaches ranks ", unix_peers,
-             " on this host over unix sockets (RINGGRAD_TRANSPORT=tcp: TCP instead)");
+  if (links.empty()) return;
+  shm_ = std::make_unique<shm::ShmMesh>(rank(), links, kShmRingBytes, mode == SameHostLink::shm, deadline);
+  for (const auto& l : links) peers_[l.peer].shm = shm_->channel(l.peer);
+}
+
+const char* link_name(Link link) {
+  switch (link) {
+    case Link::tcp: return "tcp";
+    case Link::unix_socket: return "unix";
+    case Link::shm: return "shm";
+  }
+  return "?";
+}
+
+Link SocketTransport::link(int peer) const {
+  const Peer& p = peers_[peer];
+  return p.shm ? Link::shm : p.over_unix ? Link::unix_socket : Link::tcp;
+}
+
+std::string SocketTransport::describe_links() const {
+  std::string out;
+  for (Link l : {Link::shm, Link::unix_socket, Link::tcp}) {
+    std::string ranks;
+    for (int r = 0; r < size(); ++r)
+      if (r != rank() && link(r) == l) ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
+    if (!ranks.empty()) out += (out.empty() ? "" : "; ") + std::string(link_name(l)) + " to " + ranks;
+  }
+  return out.empty() ? "no peers" : out;
 }
 
 // A unix socket when the peer shares this kernel and network namespace and has a unix listener
@@ -214,175 +245,6 @@ std::string SocketTransport::host_of(int r) const {
 
 std::string SocketTransport::describe_peer(int peer) const {
   return "rank " + std::to_string(peer) + " (" + peers_[peer].endpoint.str() + ")";
-}
-
-void SocketTransport::begin(const std::string& operation, Clock::time_point deadline) {
-  operation_ = operation;
-  deadline_ = deadline;
-  begun_ = Clock::now();
-}
-
-void SocketTransport::post_send(int peer, const void* data, size_t bytes) {
-  if (bytes == 0) return;
-  peers_[peer].sends.push_back({static_cast<char*>(const_cast<void*>(data)), bytes});
-}
-
-void SocketTransport::post_recv(int peer, void* data, size_t bytes) {
-  peers_[peer].recvs.push_back({static_cast<char*>(data), bytes});
-  ++peers_[peer].recvs_posted;
-}
-
-// Moves as many queued bytes as the socket takes without blocking, in both directions.
-bool SocketTransport::progress_peer(int peer) {
-  Peer& p = peers_[peer];
-  bool moved = false;
-  while (p.send_head < p.sends.size()) {
-    iovec iov[kMaxIov];
-    int n = 0;
-    for (size_t i = p.send_head; i < p.sends.size() && n < kMaxIov; ++i, ++n)
-      iov[n] = {p.sends[i].data, p.sends[i].left};
-    msghdr msg{};
-    msg.msg_iov = iov;
-    msg.msg_iovlen = static_cast<size_t>(n);
-    ssize_t sent = ::sendmsg(p.socket.fd(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (sent < 0) {
-      if (errno == EAGAIN || errno == EINTR) break;
-      fail_peer(peer, std::strerror(errno));
-    }
-    moved = true;
-    for (auto left = static_cast<size_t>(sent); left > 0;) {
-      PendingIo& io = p.sends[p.send_head];
-      size_t take = std::min(left, io.left);
-      io.data += take;
-      io.left -= take;
-      left -= take;
-      if (io.left == 0) ++p.send_head;
-    }
-  }
-  if (p.send_head == p.sends.size()) p.sends.clear(), p.send_head = 0;
-  auto retire_empty = [&] {
-    while (p.recv_head < p.recvs.size() && p.recvs[p.recv_head].left == 0)
-      ++p.recv_head, ++p.recvs_done;
-  };
-  retire_empty();
-  while (p.recv_head < p.recvs.size()) {
-    iovec iov[kMaxIov];
-    int n = 0;
-    for (size_t i = p.recv_head; i < p.recvs.size() && n < kMaxIov; ++i, ++n)
-      iov[n] = {p.recvs[i].data, p.recvs[i].left};
-    ssize_t got = ::readv(p.socket.fd(), iov, n);
-    if (got == 0) fail_peer(peer, "end of stream");
-    if (got < 0) {
-      if (errno == EAGAIN || errno == EINTR) break;
-      fail_peer(peer, std::strerror(errno));
-    }
-    moved = true;
-    for (auto left = static_cast<size_t>(got); left > 0;) {
-      PendingIo& io = p.recvs[p.recv_head];
-      size_t take = std::min(left, io.left);
-      io.data += take;
-      io.left -= take;
-      left -= take;
-      if (io.left == 0) ++p.recv_head, ++p.recvs_done;
-    }
-    retire_empty();
-  }
-  if (p.recv_head == p.recvs.size()) p.recvs.clear(), p.recv_head = 0;
-  return moved;
-}
-
-bool SocketTransport::progress_all() {
-  bool moved = false;
-  for (int r = 0; r < size(); ++r)
-    if (r != rank() && (!peers_[r].sends.empty() || !peers_[r].recvs.empty()))
-      moved |= progress_peer(r);
-  return moved;
-}
-
-void SocketTransport::block_until_ready() {
-  pollfd fds[256];
-  int watched[256];
-  int n = 0;
-  for (int r = 0; r < size() && n < 256; ++r) {
-    const Peer& p = peers_[r];
-    if (r == rank() || (p.sends.empty() && p.recvs.empty())) continue;
-    short events = static_cast<short>((p.sends.empty() ? 0 : POLLOUT) | (p.recvs.empty() ? 0 : POLLIN));
-    fds[n] = {p.socket.fd(), events, 0};
-    watched[n++] = r;
-  }
-  if (n == 0) return;
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - Clock::now());
-  if (left.count() <= 0) {
-    std::string waiting;
-    for (int i = 0; i < n; ++i)
-      waiting += (i ? ", " : "") + std::string(peers_[watched[i]].recvs.empty() ? "sending to " : "receiving from ") +
-                 describe_peer(watched[i]);
-    RG_THROW(TimeoutError, operation_, " on rank ", rank(), " timed out after ",
-             format_duration(std::chrono::duration_cast<Milliseconds>(Clock::now() - begun_)),
-             " ", waiting, "; that rank is stuck, slow or issued different collectives");
-  }
-  int rc = ::poll(fds, static_cast<nfds_t>(n), static_cast<int>(std::min<long long>(left.count() + 1, 1000)));
-  if (rc < 0 && errno != EINTR) RG_THROW(IoError, operation_, ": poll failed: ", std::strerror(errno));
-}
-
-template <class Done>
-void SocketTransport::progress_until(Done done) {
-  auto spin_until = Clock::now() + kSpin;
-  while (!done()) {
-    if (progress_all()) {
-      spin_until = Clock::now() + kSpin;
-    } else if (Clock::now() > spin_until) {
-      block_until_ready();
-    } else {
-      sched_yield();
-    }
-  }
-}
-
-void SocketTransport::wait_recv(int peer) {
-  Peer& p = peers_[peer];
-  RG_CHECK(p.recvs_waited < p.recvs_posted, operation_, ": wait_recv(", peer, ") with no receive posted");
-  const uint64_t target = ++p.recvs_waited;
-  progress_until([&] { return peers_[peer].recvs_done >= target; });
-}
-
-void SocketTransport::wait_all() {
-  progress_until([&] {
-    for (int r = 0; r < size(); ++r)
-      if (r != rank() && (!peers_[r].sends.empty() || !peers_[r].recvs.empty())) return false;
-    return true;
-  });
-  for (auto& p : peers_) p.recvs_waited = p.recvs_posted;
-}
-
-std::string SocketTransport::first_failure_note() {
-  try {
-    if (store_->check({prefix_ + "abort"})) return store_->get(prefix_ + "abort", Milliseconds(1000));
-  } catch (const std::exception&) {
-    // The store may have died with the failed rank; the local message stands on its own.
-  }
-  return {};
-}
-
-void SocketTransport::fail_peer(int peer, const std::string& what) {
-  std::string note = first_failure_note();
-  RG_THROW(IoError, "peer ", describe_peer(peer), " closed the connection during ", operation_,
-           " (rank ", rank(), ", ", what, ", after ",
-           format_duration(std::chrono::duration_cast<Milliseconds>(Clock::now() - begun_)), ")",
-           note.empty() ? "" : "; first failure in the group: " + note);
-}
-
-void SocketTransport::abort(const std::string& reason) {
-  try {
-    store_->compare_set(prefix_ + "abort", "", "rank " + std::to_string(rank()) + ": " + reason);
-  } catch (const std::exception&) {
-    // Best effort: resetting the connections below is what unblocks the peers.
-  }
-  for (auto& p : peers_) {
-    p.socket.abort();
-    p.sends.clear(), p.recvs.clear();
-    p.send_head = p.recv_head = 0;
-  }
 }
 
 }  // namespace ringgrad::comm::net

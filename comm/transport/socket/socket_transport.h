@@ -1,11 +1,12 @@
 // SocketTransport: a full mesh of stream connections between the ranks of one process group, set
 // up through the Store (each rank publishes "<prefix>addr/<rank>" = "ip:port hostname
 // host-identity unix-name"; a higher rank connects to every lower one and a handshake checks
-// run id, generation and both ranks), then driven by non-blocking writev/readv and poll() on
-// the calling thread (the group's worker). Peers on other hosts are reached over TCP; peers on
-// this host (same kernel and network namespace) over a unix socket, which moves the same byte
-// stream faster, without the TCP/IP processing (docs/measurements.md).
-// RINGGRAD_TRANSPORT=tcp makes every connection TCP.
+// run id, generation and both ranks), then driven on the calling thread (the group's worker).
+// Peers on other hosts are reached over TCP; peers on this host (same kernel and network
+// namespace) over a unix socket, which moves the same byte stream without the TCP/IP
+// processing, and their payload then goes through shared-memory rings (comm/transport/shm/),
+// with the socket kept to notice the peer's death. One progress loop moves the bytes of every
+// peer, whatever its link (socket_transport_progress.cpp).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -14,10 +15,22 @@
 #include <vector>
 
 #include "comm/store/store.h"
+#include "comm/transport/shm/shm_mesh.h"
 #include "comm/transport/socket/socket.h"
 #include "comm/transport/transport.h"
 
 namespace ringgrad::comm::net {
+
+// How a peer's bytes travel.
+enum class Link { tcp, unix_socket, shm };
+const char* link_name(Link link);  // "tcp", "unix", "shm"
+
+// What peers on this host are reached by (peers on other hosts always use TCP):
+//   automatic    shared memory, else (it could not be set up) a unix socket, else TCP
+//   shm          shared memory; a peer on this host without it is an error
+//   unix_socket  a unix socket, else TCP
+//   tcp          TCP
+enum class SameHostLink { automatic, shm, unix_socket, tcp };
 
 struct SocketTransportOptions {
   std::string run_id;          // must match on every rank (the handshake refuses strangers)
@@ -26,7 +39,7 @@ struct SocketTransportOptions {
   int socket_buffer_bytes = 4 << 20;
   std::optional<std::string> ifname;  // RINGGRAD_SOCKET_IFNAME
   std::string store_host;  // the store's host (MASTER_ADDR); "" for an in-process store
-  bool unix_sockets_on_same_host = true;  // false: RINGGRAD_TRANSPORT=tcp
+  SameHostLink same_host = SameHostLink::automatic;  // RINGGRAD_TRANSPORT
 };
 
 class SocketTransport : public Transport {
@@ -52,7 +65,9 @@ class SocketTransport : public Transport {
   void abort(const std::string& reason);
 
   const LocalInterface& local_interface() const { return interface_; }
-  bool over_unix(int peer) const { return peers_[peer].over_unix; }  // else TCP
+  Link link(int peer) const;
+  // "shm to 1, 2; tcp to 3": how this rank reaches its peers, for logs and headers.
+  std::string describe_links() const;
 
  private:
   struct PendingIo {
@@ -66,6 +81,7 @@ class SocketTransport : public Transport {
     std::string host_identity;  // see host_identity(); "-" when unknown
     std::string unix_name;      // its unix listener; "-" when it has none
     bool over_unix = false;     // this connection is a unix socket
+    shm::ShmChannel* shm = nullptr;  // the payload goes through shared memory (owned by shm_)
     std::vector<PendingIo> sends, recvs;  // FIFO; *_head is the oldest unfinished entry
     size_t send_head = 0, recv_head = 0;
     uint64_t recvs_posted = 0, recvs_waited = 0, recvs_done = 0;  // counts, for wait_recv
@@ -75,9 +91,13 @@ class SocketTransport : public Transport {
                     const Socket& unix_listener);
   Socket connect_to(int peer, bool unix_allowed, Clock::time_point deadline, const std::string& what);
   void refuse_loopback_across_hosts() const;
+  void connect_shared_memory(SameHostLink mode, Clock::time_point deadline);
+  bool pending(int peer) const { return !peers_[peer].sends.empty() || !peers_[peer].recvs.empty(); }
   bool progress_peer(int peer);           // one non-blocking pass; true if bytes moved
+  bool progress_socket(Peer& p, int peer);
+  bool progress_shm(Peer& p);
   bool progress_all();
-  void block_until_ready();               // poll() the peers with pending I/O
+  void block_until_ready();               // poll() the peers with pending I/O (and the doorbell)
   template <class Done>
   void progress_until(Done done);          // moves I/O until done(); see kSpin
   [[noreturn]] void fail_peer(int peer, const std::string& what);
@@ -87,6 +107,7 @@ class SocketTransport : public Transport {
   std::string prefix_;
   LocalInterface interface_;
   std::vector<Peer> peers_;  // indexed by rank; peers_[rank()] unused
+  std::unique_ptr<shm::ShmMesh> shm_;  // null: no shared memory with any peer
   std::string operation_ = "setup";
   Clock::time_point deadline_;
   Clock::time_point begun_;

@@ -1,0 +1,138 @@
+// ShmMesh: the inbox layout, the offer exchange over the unix sockets, and the doorbell.
+#include "comm/transport/shm/shm_mesh.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <optional>
+#include <string>
+
+#include "core/error.h"
+#include "core/logging.h"
+
+namespace ringgrad::comm::shm {
+
+namespace {
+
+constexpr uint32_t kOfferMagic = 0x52475331;  // "RGS1"
+
+// Inbox layout: this header (one cache line), `sleeping` (its own line: the peers read it on
+// every pass, and only the owner writes it), then one slot per peer: RingControl + ring bytes.
+struct InboxHeader {
+  uint32_t magic;
+  uint32_t slots;
+  uint64_t ring_bytes;
+};
+constexpr size_t kSleepingOffset = kCacheLine;
+constexpr size_t kSlotsOffset = 2 * kCacheLine;
+
+size_t slot_bytes(size_t ring_bytes) { return sizeof(RingControl) + ring_bytes; }
+size_t inbox_bytes(size_t slots, size_t ring_bytes) { return kSlotsOffset + slots * slot_bytes(ring_bytes); }
+void* slot_at(const ShmSegment& inbox, size_t slot, size_t ring_bytes) {
+  return static_cast<char*>(inbox.data()) + kSlotsOffset + slot * slot_bytes(ring_bytes);
+}
+
+// What each side of a pair sends the other; the memfd and the eventfd travel with it.
+struct Offer {
+  uint32_t magic;
+  uint32_t ok;     // 0: this rank has no inbox (it said why), the pair stays on the socket
+  uint64_t inbox_bytes;
+  uint64_t ring_bytes;
+  uint32_t slot;   // the receiver's ring in the sender's inbox
+  uint32_t unused;
+};
+
+std::string rank_list(const std::vector<ShmPeerLink>& links) {
+  std::string out;
+  for (const auto& l : links) out += (out.empty() ? "" : ", ") + std::to_string(l.peer);
+  return out;
+}
+
+}  // namespace
+
+void ShmChannel::wake_peer() {
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // Note [shm doorbell]
+  if (peer_sleeping_->load(std::memory_order_relaxed) == 0) return;
+  const uint64_t one = 1;
+  // A full counter (EAGAIN) still wakes the sleeper, so the result does not matter.
+  [[maybe_unused]] ssize_t rc = ::write(peer_doorbell_.get(), &one, sizeof one);
+}
+
+ShmMesh::ShmMesh(int rank, const std::vector<ShmPeerLink>& links, size_t ring_bytes, bool required,
+                 Clock::time_point deadline) {
+  const size_t bytes = inbox_bytes(links.size(), ring_bytes);
+  try {
+    inbox_ = ShmSegment::create(bytes, "ringgrad-inbox-rank" + std::to_string(rank));
+    doorbell_ = UniqueFd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+    if (!doorbell_.valid()) RG_THROW(IoError, "eventfd failed: ", std::strerror(errno));
+  } catch (const IoError& e) {
+    const std::string why = str_cat("shared memory for the ", links.size(), " ranks on this host (",
+                                    rank_list(links), "): ", user_message(e));
+    if (required) RG_THROW(IoError, "RINGGRAD_TRANSPORT=shm on rank ", rank, ": ", why);
+    log_warn("ring transport: rank ", rank, ": no ", why, "; they use unix sockets instead");
+    inbox_ = ShmSegment();
+  }
+  const bool ok = inbox_.data() != nullptr;
+  if (ok) {
+    auto* header = static_cast<InboxHeader*>(inbox_.data());
+    *header = {kOfferMagic, static_cast<uint32_t>(links.size()), ring_bytes};
+    sleeping_ = reinterpret_cast<std::atomic<uint32_t>*>(static_cast<char*>(inbox_.data()) + kSleepingOffset);
+  }
+  // Every offer goes out before any is read: each is a few bytes, so no send waits on a read.
+  for (size_t slot = 0; slot < links.size(); ++slot) {
+    const Offer mine{kOfferMagic, ok ? 1u : 0u, bytes, ring_bytes, static_cast<uint32_t>(slot), 0};
+    const std::string what = str_cat("rank ", rank, " offering shared memory to rank ", links[slot].peer);
+    if (ok) net::write_with_fds(*links[slot].socket, &mine, sizeof mine, {inbox_.fd().get(), doorbell_.get()}, deadline, what);
+    else net::write_fully(*links[slot].socket, &mine, sizeof mine, deadline, what);
+  }
+  for (size_t slot = 0; slot < links.size(); ++slot) {
+    const int peer = links[slot].peer;
+    Offer theirs{};
+    const std::string what = str_cat("rank ", rank, " reading the shared-memory offer of rank ", peer);
+    std::vector<UniqueFd> fds;
+    for (int fd : net::read_with_fds(*links[slot].socket, &theirs, sizeof theirs, 2, deadline, what))
+      fds.emplace_back(fd);
+    if (theirs.magic != kOfferMagic || theirs.ring_bytes != ring_bytes ||
+        (theirs.ok && (fds.size() != 2 || theirs.inbox_bytes < inbox_bytes(theirs.slot + 1, ring_bytes))))
+      RG_THROW(IoError, what, ": a malformed offer (another ringgrad version?)");
+    if (!ok || !theirs.ok) {
+      if (required && ok)
+        RG_THROW(IoError, "RINGGRAD_TRANSPORT=shm on rank ", rank, ": rank ", peer,
+                 " could not make its shared memory (its log says why)");
+      continue;
+    }
+    peer_inboxes_.push_back(ShmSegment::map(fds[0], theirs.inbox_bytes));
+    const ShmSegment& theirs_inbox = peer_inboxes_.back();
+    auto* peer_sleeping = reinterpret_cast<const std::atomic<uint32_t>*>(
+        static_cast<const char*>(theirs_inbox.data()) + kSleepingOffset);
+    channels_.emplace_back(peer, std::make_unique<ShmChannel>(
+                                     ShmRing(slot_at(theirs_inbox, theirs.slot, ring_bytes), ring_bytes),
+                                     ShmRing(slot_at(inbox_, slot, ring_bytes), ring_bytes),
+                                     peer_sleeping, std::move(fds[1])));
+  }
+  // The peers hold their own descriptors (or mappings) now; a mapping outlives its descriptor.
+  inbox_.close_fd();
+}
+
+ShmMesh::~ShmMesh() = default;
+
+ShmChannel* ShmMesh::channel(int peer) const {
+  for (const auto& [rank, channel] : channels_)
+    if (rank == peer) return channel.get();
+  return nullptr;
+}
+
+void ShmMesh::begin_sleep() {
+  sleeping_->store(1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // Note [shm doorbell]
+}
+
+void ShmMesh::end_sleep() {
+  sleeping_->store(0, std::memory_order_relaxed);
+  uint64_t count = 0;
+  [[maybe_unused]] ssize_t rc = ::read(doorbell_.get(), &count, sizeof count);  // reset; EAGAIN is fine
+}
+
+}  // namespace ringgrad::comm::shm

@@ -1,0 +1,78 @@
+// ShmMesh: the shared-memory channels of one rank to its peers on this host, used by
+// SocketTransport for the payload bytes of those peers (the sockets stay for set-up and to
+// notice a peer's death). Every rank owns an inbox segment: a header with its doorbell, then one
+// ShmRing per same-host peer carrying the bytes that peer sends it. At set-up each pair swaps,
+// over their unix socket, an offer: the inbox's memfd, the eventfd that wakes the rank, and the
+// inbox slot meant for the peer. A rank then pops from its own inbox and pushes into its peers'.
+// Nothing is named, so no IPC namespace or /dev/shm is involved (shm_segment.h).
+//
+// Note [shm doorbell]: a rank that found nothing to move calls begin_sleep() (sets `sleeping` in
+// its inbox header), makes one more pass over its rings, and only if that moves nothing either
+// sleeps in poll() on doorbell_fd(). A peer that moved bytes into or out of one of its rings
+// calls wake_peer(), which writes the eventfd if `sleeping` is set. Each side puts a seq_cst
+// fence between its store (flag, or head/tail) and its load (rings, or flag), so at least one
+// sees the other: the sleeper finds the bytes, or the peer finds the flag. A spinning rank
+// makes no system call, and a sleeping one costs its peers one write() per pass.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "comm/transport/shm/shm_ring.h"
+#include "comm/transport/shm/shm_segment.h"
+#include "comm/transport/socket/socket.h"
+
+namespace ringgrad::comm::shm {
+
+// One rank's two rings with a peer, and the peer's doorbell.
+class ShmChannel {
+ public:
+  ShmChannel(ShmRing out, ShmRing in, const std::atomic<uint32_t>* peer_sleeping,
+             UniqueFd peer_doorbell)
+      : out_(out), in_(in), peer_sleeping_(peer_sleeping), peer_doorbell_(std::move(peer_doorbell)) {}
+
+  size_t send(const void* data, size_t bytes) { return out_.push(data, bytes); }
+  size_t recv(void* data, size_t bytes) { return in_.pop(data, bytes); }
+  // After a pass that moved bytes either way: rings the peer's doorbell if it sleeps.
+  void wake_peer();
+
+ private:
+  ShmRing out_;  // in the peer's inbox; this rank produces
+  ShmRing in_;   // in this rank's inbox; this rank consumes
+  const std::atomic<uint32_t>* peer_sleeping_;
+  UniqueFd peer_doorbell_;
+};
+
+struct ShmPeerLink {
+  int peer;
+  const net::Socket* socket;  // a connected unix socket to the peer (non-blocking)
+};
+
+class ShmMesh {
+ public:
+  // Offers shared memory to every peer in `links` and takes up theirs; blocks until each has
+  // answered or `deadline` passes (TimeoutError). A pair where either side could not make its
+  // inbox gets no channel (it stays on the unix socket; the rank that failed warns, saying
+  // needed vs available) unless `required`, where that throws IoError instead.
+  ShmMesh(int rank, const std::vector<ShmPeerLink>& links, size_t ring_bytes, bool required,
+          Clock::time_point deadline);
+  ~ShmMesh();
+
+  ShmChannel* channel(int peer) const;  // nullptr: no shared memory with that peer
+  bool empty() const { return channels_.empty(); }
+
+  // Note [shm doorbell]. begin_sleep() before the last pass, end_sleep() after the poll().
+  void begin_sleep();
+  void end_sleep();
+  int doorbell_fd() const { return doorbell_.get(); }
+
+ private:
+  ShmSegment inbox_;
+  std::atomic<uint32_t>* sleeping_ = nullptr;  // in inbox_'s header
+  UniqueFd doorbell_;                           // an eventfd
+  std::vector<ShmSegment> peer_inboxes_;
+  std::vector<std::pair<int, std::unique_ptr<ShmChannel>>> channels_;  // by peer rank
+};
+
+}  // namespace ringgrad::comm::shm

@@ -1,0 +1,49 @@
+// ShmRing: one end of a single-producer, single-consumer byte ring in memory that two ranks
+// share (comm/transport/shm/shm_mesh.h places the rings). The producer copies bytes in, the
+// consumer copies them out in the same order; neither takes a lock or makes a system call.
+// Layout: a RingControl, then `capacity` data bytes (a power of two). head counts the bytes
+// ever pushed and only the producer writes it; tail counts the bytes ever popped and only the
+// consumer writes it; each has its own cache line, so the two cores never write one line.
+#pragma once
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace ringgrad::comm::shm {
+
+constexpr size_t kCacheLine = 64;
+
+struct RingControl {
+  alignas(kCacheLine) std::atomic<uint64_t> head;  // bytes pushed since the ring was made
+  alignas(kCacheLine) std::atomic<uint64_t> tail;  // bytes popped since the ring was made
+};
+static_assert(sizeof(RingControl) == 2 * kCacheLine, "head and tail on separate cache lines");
+// Another process sees the same bytes: the atomics must not hide a lock inside this process.
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "lock-free 64-bit atomics");
+
+// A view of one end; the memory belongs to a shared segment. Not thread-safe: one producer
+// end and one consumer end, each used by one thread.
+class ShmRing {
+ public:
+  ShmRing() = default;
+  // `control` is a zero-filled RingControl followed by `capacity` bytes.
+  ShmRing(void* control, size_t capacity);
+
+  // Producer: copies as many of `bytes` as there is room for; returns how many.
+  size_t push(const void* data, size_t bytes);
+  // Consumer: copies up to `bytes` of what the producer pushed; returns how many.
+  size_t pop(void* data, size_t bytes);
+
+  size_t capacity() const { return capacity_; }
+
+ private:
+  RingControl* control_ = nullptr;
+  char* data_ = nullptr;
+  size_t capacity_ = 0;
+  // This end's counter and its last look at the other end's (so a pass that finds enough room
+  // or data does not touch the other side's cache line).
+  uint64_t mine_ = 0;
+  uint64_t theirs_ = 0;
+};
+
+}  // namespace ringgrad::comm::shm

@@ -1,0 +1,119 @@
+// ShmSegment: memfd_create + ftruncate + fallocate + mmap(MAP_SHARED). fallocate makes the
+// kernel take the pages now: a segment that does not fit (a memory cgroup limit, a file size
+// limit) fails at set-up, where the transport can still fall back to unix sockets.
+#include "comm/transport/shm/shm_segment.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+#include "core/error.h"
+
+namespace ringgrad::comm::shm {
+
+namespace {
+
+// What the kernel would still give: MemAvailable, and a file size limit when one is set.
+std::string available_memory() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string out = "MemAvailable unknown";
+  for (std::string key; meminfo >> key;) {
+    double kib = 0;
+    meminfo >> kib;
+    if (key == "MemAvailable:") out = "MemAvailable " + format_bytes(kib * 1024);
+    meminfo.ignore(1 << 10, '\n');
+  }
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_FSIZE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY)
+    out += ", file size limit (ulimit -f) " + format_bytes(static_cast<double>(limit.rlim_cur));
+  return out;
+}
+
+}  // namespace
+
+UniqueFd& UniqueFd::operator=(UniqueFd&& other) noexcept {
+  if (this != &other) {
+    reset();
+    fd_ = std::exchange(other.fd_, -1);
+  }
+  return *this;
+}
+
+void UniqueFd::reset() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+ShmSegment::ShmSegment(ShmSegment&& other) noexcept
+    : fd_(std::move(other.fd_)), data_(std::exchange(other.data_, nullptr)),
+      bytes_(std::exchange(other.bytes_, 0)) {}
+
+ShmSegment& ShmSegment::operator=(ShmSegment&& other) noexcept {
+  if (this != &other) {
+    if (data_) ::munmap(data_, bytes_);
+    fd_ = std::move(other.fd_);
+    data_ = std::exchange(other.data_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+
+ShmSegment::~ShmSegment() {
+  if (data_) ::munmap(data_, bytes_);
+}
+
+ShmSegment ShmSegment::create(size_t bytes, const std::string& name) {
+  ShmSegment s;
+  s.fd_ = UniqueFd(::memfd_create(name.c_str(), MFD_CLOEXEC));
+  if (!s.fd_.valid()) RG_THROW(IoError, "memfd_create failed: ", std::strerror(errno));
+  const auto size = static_cast<off_t>(bytes);
+  const char* step = "ftruncate";
+  int rc = ::ftruncate(s.fd_.get(), size);
+  if (rc == 0) step = "fallocate", rc = ::fallocate(s.fd_.get(), 0, 0, size);
+  if (rc != 0) {
+    const int err = errno;
+    RG_THROW(IoError, "cannot reserve ", format_bytes(static_cast<double>(bytes)),
+             " of shared memory (", step, ": ", std::strerror(err), "; available: ",
+             available_memory(), ")");
+  }
+  s.data_ = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, s.fd_.get(), 0);
+  if (s.data_ == MAP_FAILED) {
+    s.data_ = nullptr;
+    RG_THROW(IoError, "mmap of ", format_bytes(static_cast<double>(bytes)),
+             " of shared memory failed: ", std::strerror(errno));
+  }
+  s.bytes_ = bytes;
+  return s;
+}
+
+ShmSegment ShmSegment::map(const UniqueFd& fd, size_t bytes) {
+  struct stat st{};
+  if (::fstat(fd.get(), &st) != 0 || static_cast<size_t>(st.st_size) < bytes)
+    RG_THROW(IoError, "the shared segment a peer passed holds ", st.st_size, " bytes, expected ", bytes);
+  ShmSegment s;
+  s.data_ = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  if (s.data_ == MAP_FAILED) {
+    s.data_ = nullptr;
+    RG_THROW(IoError, "mmap of a peer's shared segment failed: ", std::strerror(errno));
+  }
+  s.bytes_ = bytes;
+  return s;
+}
+
+std::string format_bytes(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 4) bytes /= 1024, ++u;
+  char text[32];
+  std::snprintf(text, sizeof text, u ? "%.1f %s" : "%.0f %s", bytes, units[u]);
+  return text;
+}
+
+}  // namespace ringgrad::comm::shm

@@ -1,0 +1,232 @@
+// Tests for comm/transport/shm: the SPSC byte ring (order, wrap-around, full and empty, two
+// threads and two processes), the segment (its reservation failing with needed vs available),
+// the doorbell (a sleeper is woken, a spinner costs no write), and SocketTransport picking
+// shared memory for ranks on this host as RINGGRAD_TRANSPORT says.
+#include <doctest/doctest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "comm/transport/shm/shm_mesh.h"
+#include "comm/transport/socket/socket_transport.h"
+#include "core/error.h"
+#include "tests/comm/ring_fixtures.h"
+
+using namespace ringgrad;
+using namespace ringgrad::comm;
+using namespace ringgrad::comm::shm;
+
+namespace {
+
+// Byte i of a test stream: not periodic in any power of two, so a slip or a wrong wrap shows.
+unsigned char pattern(uint64_t i) { return static_cast<unsigned char>((i * 131 + i / 251) % 253); }
+
+// A ring of `capacity` bytes in a fresh segment, and its two ends.
+struct RingInSegment {
+  ShmSegment segment;
+  ShmRing producer, consumer;
+  explicit RingInSegment(size_t capacity)
+      : segment(ShmSegment::create(sizeof(RingControl) + capacity, "test-ring")),
+        producer(segment.data(), capacity), consumer(segment.data(), capacity) {}
+};
+
+// Pushes `total` pattern bytes in pieces of `piece` (the last one shorter) until all went.
+void produce(ShmRing& ring, uint64_t total, size_t piece) {
+  std::vector<unsigned char> buffer(piece);
+  for (uint64_t sent = 0; sent < total;) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(piece, total - sent));
+    for (size_t i = 0; i < n; ++i) buffer[i] = pattern(sent + i);
+    for (size_t done = 0; done < n;) {
+      const size_t pushed = ring.push(buffer.data() + done, n - done);
+      if (pushed == 0) std::this_thread::yield();  // the consumer may share our core
+      done += pushed;
+    }
+    sent += n;
+  }
+}
+
+// Pops `total` bytes in pieces of `piece`; returns the offset of the first wrong byte, or -1.
+int64_t consume(ShmRing& ring, uint64_t total, size_t piece) {
+  std::vector<unsigned char> buffer(piece);
+  int64_t first_wrong = -1;
+  for (uint64_t got = 0; got < total;) {
+    const size_t n = ring.pop(buffer.data(), static_cast<size_t>(std::min<uint64_t>(piece, total - got)));
+    if (n == 0) std::this_thread::yield();
+    for (size_t i = 0; i < n && first_wrong < 0; ++i)
+      if (buffer[i] != pattern(got + i)) first_wrong = static_cast<int64_t>(got + i);
+    got += n;
+  }
+  return first_wrong;
+}
+
+}  // namespace
+
+TEST_CASE("shm ring: fills, refuses when full, empties, and wraps around in order") {
+  RingInSegment ring(64);
+  std::vector<unsigned char> in(100), out(100);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = pattern(i);
+  CHECK(ring.consumer.pop(out.data(), 10) == 0);      // empty
+  CHECK(ring.producer.push(in.data(), 100) == 64);    // only the capacity fits
+  CHECK(ring.producer.push(in.data() + 64, 36) == 0);  // full
+  CHECK(ring.consumer.pop(out.data(), 40) == 40);
+  CHECK(ring.producer.push(in.data() + 64, 36) == 36);  // wraps past the end of the ring
+  CHECK(ring.consumer.pop(out.data() + 40, 100) == 60);
+  CHECK(std::memcmp(in.data(), out.data(), 100) == 0);
+  CHECK_THROWS_AS(ShmRing(ring.segment.data(), 48), Error);  // not a power of two
+}
+
+TEST_CASE("shm ring: 16 MiB through a 4 KiB ring between two threads, odd piece sizes") {
+  RingInSegment ring(4096);
+  const uint64_t total = 16 << 20;
+  std::thread producer([&] { produce(ring.producer, total, 1000); });
+  const int64_t wrong = consume(ring.consumer, total, 777);
+  producer.join();
+  CHECK(wrong == -1);
+}
+
+TEST_CASE("shm ring: between two processes sharing the segment") {
+  RingInSegment ring(1 << 16);
+  const uint64_t total = 16 << 20;
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {  // the producer; it shares the mapping (MAP_SHARED survives fork)
+    produce(ring.producer, total, 300000);
+    ::_exit(0);
+  }
+  const int64_t wrong = consume(ring.consumer, total, 65537);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  CHECK(wrong == -1);
+  CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+}
+
+TEST_CASE("shm segment: a reservation that does not fit fails saying needed and available") {
+  // A file size limit caps a memfd too; set it in a child so the test process keeps its own.
+  int pipe_fds[2];
+  REQUIRE(::pipe(pipe_fds) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::signal(SIGXFSZ, SIG_IGN);  // else exceeding the limit kills instead of failing the call
+    rlimit limit{1 << 20, 1 << 20};
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+    std::string message = "no error";
+    try {
+      ShmSegment::create(8 << 20, "test-too-big");
+    } catch (const IoError& e) {
+      message = user_message(e);
+    }
+    [[maybe_unused]] ssize_t rc = ::write(pipe_fds[1], message.data(), message.size());
+    ::_exit(0);
+  }
+  ::close(pipe_fds[1]);
+  char text[512] = {};
+  [[maybe_unused]] ssize_t n = ::read(pipe_fds[0], text, sizeof text - 1);
+  ::close(pipe_fds[0]);
+  ::waitpid(child, nullptr, 0);
+  const std::string message = text;
+  CAPTURE(message);
+  CHECK(message.find("cannot reserve 8.0 MiB of shared memory") != std::string::npos);
+  CHECK(message.find("file size limit (ulimit -f) 1.0 MiB") != std::string::npos);
+  CHECK(message.find("MemAvailable") != std::string::npos);
+}
+
+TEST_CASE("shm doorbell: a sleeping rank is woken by its peer's bytes, a spinning one gets no write") {
+  int pair[2];
+  REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) == 0);
+  net::Socket ends[2] = {net::Socket(pair[0]), net::Socket(pair[1])};
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  std::unique_ptr<ShmMesh> mesh[2];
+  std::thread other([&] { mesh[1] = std::make_unique<ShmMesh>(1, std::vector<ShmPeerLink>{{0, &ends[1]}}, 4096, true, deadline); });
+  mesh[0] = std::make_unique<ShmMesh>(0, std::vector<ShmPeerLink>{{1, &ends[0]}}, 4096, true, deadline);
+  other.join();
+  ShmChannel* to1 = mesh[0]->channel(1);
+  ShmChannel* to0 = mesh[1]->channel(0);
+  REQUIRE(to1 != nullptr);
+  REQUIRE(to0 != nullptr);
+  auto doorbell_rang = [&](int timeout_ms) {
+    pollfd p{mesh[1]->doorbell_fd(), POLLIN, 0};
+    return ::poll(&p, 1, timeout_ms) == 1;
+  };
+  // Rank 1 is not sleeping: rank 0's bytes arrive without a write to its eventfd.
+  CHECK(to1->send("abc", 3) == 3);
+  to1->wake_peer();
+  CHECK_FALSE(doorbell_rang(0));
+  char got[8] = {};
+  CHECK(to0->recv(got, sizeof got) == 3);
+  // Rank 1 sleeps; rank 0 sends from another thread a little later and rings.
+  mesh[1]->begin_sleep();
+  std::thread sender([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    to1->send("xyz", 3);
+    to1->wake_peer();
+  });
+  CHECK(doorbell_rang(10000));
+  sender.join();
+  mesh[1]->end_sleep();
+  CHECK_FALSE(doorbell_rang(0));  // end_sleep reset the eventfd
+  CHECK(to0->recv(got, sizeof got) == 3);
+  CHECK(std::string(got, 3) == "xyz");
+  // The wake-up also goes the other way: consuming frees room a sleeping producer waits for.
+  mesh[0]->begin_sleep();
+  to0->wake_peer();
+  pollfd p{mesh[0]->doorbell_fd(), POLLIN, 0};
+  CHECK(::poll(&p, 1, 0) == 1);
+  mesh[0]->end_sleep();
+}
+
+TEST_CASE("transport: ranks on this host share memory unless RINGGRAD_TRANSPORT says otherwise") {
+  struct Case {
+    net::SameHostLink mode;
+    net::Link want;
+  };
+  for (const Case c : {Case{net::SameHostLink::automatic, net::Link::shm}, Case{net::SameHostLink::shm, net::Link::shm},
+                       Case{net::SameHostLink::unix_socket, net::Link::unix_socket},
+                       Case{net::SameHostLink::tcp, net::Link::tcp}}) {
+    CAPTURE(net::link_name(c.want));
+    auto store = std::make_shared<HashStore>();
+    const int world = 3;
+    // Each rank sends 3 MiB (three rings' worth) to both others at once and receives theirs:
+    // only a progress loop that moves every peer's sends and receives together finishes.
+    const size_t bytes = 3 << 20;
+    std::vector<std::string> links(world);
+    std::vector<int> wrong(world, 0);
+    testing::spawn(world, [&](int rank) {
+      net::SocketTransportOptions o;
+      o.same_host = c.mode;
+      o.setup_timeout = Milliseconds(20000);
+      net::SocketTransport t(store, "shm/", rank, world, o);
+      links[rank] = t.describe_links();
+      for (int r = 0; r < world; ++r)
+        if (r != rank) CHECK(t.link(r) == c.want);
+      std::vector<std::vector<unsigned char>> out(world), in(world);
+      t.begin("exchange", Clock::now() + std::chrono::seconds(20));
+      for (int r = 0; r < world; ++r) {
+        if (r == rank) continue;
+        out[r].resize(bytes);
+        in[r].resize(bytes);
+        for (size_t i = 0; i < bytes; ++i) out[r][i] = pattern(i + 1000 * rank + r);
+        t.post_recv(r, in[r].data(), bytes);
+        t.post_send(r, out[r].data(), bytes);
+      }
+      t.wait_all();
+      for (int r = 0; r < world; ++r)
+        if (r != rank)
+          for (size_t i = 0; i < bytes; ++i)
+            if (in[r][i] != pattern(i + 1000 * r + rank)) {
+              ++wrong[rank];
+              break;
+            }
+    });
+    CHECK(wrong == std::vector<int>(world, 0));
+    CHECK(links[0] == std::string(net::link_name(c.want)) + " to 1,2");
+    CHECK(links[2] == std::string(net::link_name(c.want)) + " to 0,1");
+  }
+}
