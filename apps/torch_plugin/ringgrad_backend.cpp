@@ -1,0 +1,255 @@
+// RinggradBackend: argument checks, zero-copy tensor wrapping, and the forwarding of each
+// collective to ringgrad's ring process group.
+#include "apps/torch_plugin/ringgrad_backend.h"
+
+#include <Python.h>
+
+#include "apps/torch_plugin/torch_store.h"
+
+namespace ringgrad::torch_plugin {
+
+namespace {
+
+using c10d::OpType;
+
+// The element type ringgrad reduces for a torch dtype, if it has one.
+std::optional<DType> ringgrad_dtype(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat:
+      return DType::f32;
+    case at::kDouble:
+      return DType::f64;
+    case at::kHalf:
+      return DType::f16;
+    case at::kBFloat16:
+      return DType::bf16;
+    case at::kInt:
+      return DType::i32;
+    case at::kLong:
+      return DType::i64;
+    case at::kByte:
+      return DType::u8;
+    default:
+      return std::nullopt;
+  }
+}
+
+comm::ReduceOp ringgrad_op(const c10d::ReduceOp& op, const char* operation) {
+  switch (op.op_) {
+    case c10d::ReduceOp::SUM:
+      return comm::ReduceOp::sum;
+    case c10d::ReduceOp::AVG:
+      return comm::ReduceOp::avg;
+    case c10d::ReduceOp::PRODUCT:
+      return comm::ReduceOp::prod;
+    case c10d::ReduceOp::MIN:
+      return comm::ReduceOp::min;
+    case c10d::ReduceOp::MAX:
+      return comm::ReduceOp::max;
+    default:
+      TORCH_CHECK(false, "ringgrad: ", operation, " does not support this ReduceOp (",
+                  static_cast<int>(op.op_), "); it takes SUM, AVG, PRODUCT, MIN and MAX");
+  }
+}
+
+void check_cpu_contiguous(const at::Tensor& t, const char* operation) {
+  TORCH_CHECK(t.device().is_cpu(), "ringgrad: ", operation, " got a tensor on ", t.device(),
+              "; the ringgrad backend takes CPU tensors (use a gloo or nccl group for others)");
+  TORCH_CHECK(t.layout() == at::kStrided, "ringgrad: ", operation, " takes dense tensors");
+  TORCH_CHECK(t.is_contiguous(), "ringgrad: ", operation,
+              " needs contiguous tensors (call .contiguous() first)");
+}
+
+// `t`'s memory as a flat ringgrad Tensor, sharing it: the Storage holds a reference to the
+// at::Tensor until our comm thread is done with it. A reduction needs a dtype ringgrad
+// reduces; anything that only moves data goes as bytes when ringgrad lacks the dtype.
+Tensor borrow(const at::Tensor& t, const char* operation, bool reduces) {
+  check_cpu_contiguous(t, operation);
+  std::optional<DType> dtype = ringgrad_dtype(t.scalar_type());
+  TORCH_CHECK(dtype || !reduces, "ringgrad: ", operation, " does not support dtype ",
+              t.scalar_type(),
+              "; it reduces float32, float64, float16, bfloat16, int32, int64 and uint8");
+  auto owner = std::make_shared<at::Tensor>(t);
+  auto storage = Storage::borrow(t.data_ptr(), t.nbytes(), Device::cpu(), std::move(owner));
+  if (dtype) return Tensor::wrap(std::move(storage), 0, {t.numel()}, *dtype);
+  return Tensor::wrap(std::move(storage), 0, {static_cast<int64_t>(t.nbytes())}, DType::u8);
+}
+
+const at::Tensor& single(const std::vector<at::Tensor>& tensors, const char* operation) {
+  TORCH_CHECK(tensors.size() == 1, "ringgrad: ", operation, " takes one tensor per call, got ",
+              tensors.size());
+  return tensors[0];
+}
+
+// PyTorch's unset timeout is -1 ms; ringgrad's 0 means "the group's timeout".
+comm::Milliseconds timeout_of(std::chrono::milliseconds t) {
+  return comm::Milliseconds(t.count() > 0 ? t.count() : 0);
+}
+
+// Runs `f` with the GIL released when this thread holds it (a blocking teardown must not
+// keep a comm thread that needs the GIL, to drop a Python tensor, from finishing).
+template <class F>
+void without_gil(F&& f) {
+  PyThreadState* saved = Py_IsInitialized() && PyGILState_Check() ? PyEval_SaveThread() : nullptr;
+  f();
+  if (saved) PyEval_RestoreThread(saved);
+}
+
+// Issues one call on the group; ringgrad's argument errors become RuntimeErrors.
+template <class F>
+comm::WorkPtr issue(const std::unique_ptr<comm::ProcessGroup>& group, const char* operation,
+                    F&& call) {
+  TORCH_CHECK(group, "ringgrad: ", operation, " after the group was shut down");
+  try {
+    return call(*group);
+  } catch (const c10::Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, "ringgrad: ", e.what());
+  }
+}
+
+}  // namespace
+
+RinggradBackend::RinggradBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                 std::chrono::milliseconds timeout)
+    : c10d::Backend(rank, size), completer_(std::make_shared<FutureCompleter>()) {
+  comm::ProcessGroupOptions options;
+  options.group_name = "torch";  // PyTorch hands each group its own prefixed store
+  options.timeout = comm::Milliseconds(timeout.count());
+  try {
+    group_ = comm::create_process_group("ring", std::make_shared<TorchStore>(store), rank, size,
+                                        options);
+  } catch (const std::exception& e) {
+    C10_THROW_ERROR(DistBackendError,
+                    std::string("ringgrad: setting up the group failed: ") + e.what());
+  }
+}
+
+RinggradBackend::~RinggradBackend() { shutdown(); }
+
+void RinggradBackend::shutdown() {
+  without_gil([this] {
+    group_.reset();      // runs what is queued (each within its deadline), then joins
+    completer_.reset();  // completes the futures asked for, then joins
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> RinggradBackend::wrap(comm::WorkPtr work, OpType type,
+                                                     std::vector<at::Tensor> outputs,
+                                                     std::function<void()> finish) {
+  return c10::make_intrusive<RinggradWork>(std::move(work), getRank(), type, std::move(outputs),
+                                           completer_, std::move(finish));
+}
+
+c10::intrusive_ptr<c10d::Work> RinggradBackend::allreduce(std::vector<at::Tensor>& tensors,
+                                                          const c10d::AllreduceOptions& opts) {
+  const char* op = "all_reduce";
+  Tensor t = borrow(single(tensors, op), op, true);
+  comm::AllreduceOptions o{ringgrad_op(opts.reduceOp, op), timeout_of(opts.timeout)};
+  return wrap(issue(group_, op, [&](auto& g) { return g.allreduce(t, o); }), OpType::ALLREDUCE,
+              tensors);
+}
+
+c10::intrusive_ptr<c10d::Work> RinggradBackend::broadcast(std::vector<at::Tensor>& tensors,
+                                                          const c10d::BroadcastOptions& opts) {
+  const char* op = "broadcast";
+  Tensor t = borrow(single(tensors, op), op, false);
+  comm::BroadcastOptions o{static_cast<int>(opts.rootRank), timeout_of(opts.timeout)};
+  return wrap(issue(group_, op, [&](auto& g) { return g.broadcast(t, o); }), OpType::BROADCAST,
+              tensors);
+}
+
+c10::intrusive_ptr<c10d::Work> RinggradBackend::reduce(std::vector<at::Tensor>& tensors,
+                                                       const c10d::ReduceOptions& opts) {
+  const char* op = "reduce";
+  Tensor t = borrow(single(tensors, op), op, true);
+  comm::ReduceOptions o{ringgrad_op(opts.reduceOp, op), static_cast<int>(opts.rootRank),
+                        timeout_of(opts.timeout)};
+  return wrap(issue(group_, op, [&](auto& g) { return g.reduce(t, o); }), OpType::REDUCE, tensors);
+}
+
+// A list of outputs gathers into one flat buffer, copied out to the list once it is done.
+c10::intrusive_ptr<c10d::Work> RinggradBackend::allgather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  const char* op = "all_gather";
+  const at::Tensor& input = single(inputs, op);
+  TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == getSize(),
+              "ringgrad: all_gather needs one output list of ", getSize(), " tensors");
+  for (const auto& out : outputs[0])
+    TORCH_CHECK(out.numel() == input.numel() && out.scalar_type() == input.scalar_type(),
+                "ringgrad: all_gather outputs must match the input's size and dtype");
+  at::Tensor flat = at::empty({getSize() * input.numel()}, input.options());
+  at::Tensor flat_input = input.contiguous();
+  Tensor in = borrow(flat_input, op, false), out = borrow(flat, op, false);
+  comm::AllgatherOptions o{timeout_of(opts.timeout)};
+  std::vector<at::Tensor> list = outputs[0];
+  auto copy_out = [flat, list, n = input.numel()] {
+    for (size_t r = 0; r < list.size(); ++r)
+      list[r].copy_(flat.narrow(0, static_cast<int64_t>(r) * n, n).view(list[r].sizes()));
+  };
+  return wrap(issue(group_, op, [&](auto& g) { return g.allgather(in, out, o); }),
+              OpType::ALLGATHER, list, copy_out);
+}
+
+c10::intrusive_ptr<c10d::Work> RinggradBackend::_allgather_base(
+    at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
+  const char* op = "all_gather_into_tensor";
+  Tensor in = borrow(input, op, false), out = borrow(output, op, false);
+  comm::AllgatherOptions o{timeout_of(opts.timeout)};
+  return wrap(issue(group_, op, [&](auto& g) { return g.allgather(in, out, o); }),
+              OpType::_ALLGATHER_BASE, {output});
+}
+
+// A list of inputs is packed into one flat buffer first.
+c10::intrusive_ptr<c10d::Work> RinggradBackend::reduce_scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  const char* op = "reduce_scatter";
+  const at::Tensor& output = single(outputs, op);
+  TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == getSize(),
+              "ringgrad: reduce_scatter needs one input list of ", getSize(), " tensors");
+  std::vector<at::Tensor> flat_inputs;
+  for (const auto& in : inputs[0]) {
+    TORCH_CHECK(in.numel() == output.numel() && in.scalar_type() == output.scalar_type(),
+                "ringgrad: reduce_scatter inputs must match the output's size and dtype");
+    flat_inputs.push_back(in.reshape({-1}));
+  }
+  Tensor in = borrow(at::cat(flat_inputs), op, true), out = borrow(output, op, true);
+  comm::ReduceScatterOptions o{ringgrad_op(opts.reduceOp, op), timeout_of(opts.timeout)};
+  return wrap(issue(group_, op, [&](auto& g) { return g.reduce_scatter(in, out, o); }),
+              OpType::REDUCE_SCATTER, outputs);
+}
+
+c10::intrusive_ptr<c10d::Work> RinggradBackend::_reduce_scatter_base(
+    at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
+  const char* op = "reduce_scatter_tensor";
+  Tensor in = borrow(input, op, true), out = borrow(output, op, true);
+  comm::ReduceScatterOptions o{ringgrad_op(opts.reduceOp, op), timeout_of(opts.timeout)};
+  return wrap(issue(group_, op, [&](auto& g) { return g.reduce_scatter(in, out, o); }),
+              OpType::_REDUCE_SCATTER_BASE, {output});
+}
+
+c10::intrusive_ptr<c10d::Work> RinggradBackend::barrier(const c10d::BarrierOptions& opts) {
+  comm::BarrierOptions o{timeout_of(opts.timeout)};
+  return wrap(issue(group_, "barrier", [&](auto& g) { return g.barrier(o); }), OpType::BARRIER, {});
+}
+
+c10::intrusive_ptr<c10d::Work> RinggradBackend::send(std::vector<at::Tensor>& tensors, int dst,
+                                                     int tag) {
+  Tensor t = borrow(single(tensors, "send"), "send", false);
+  comm::SendRecvOptions o{tag, {}};
+  return wrap(issue(group_, "send", [&](auto& g) { return g.send(t, dst, o); }), OpType::SEND,
+              tensors);
+}
+
+c10::intrusive_ptr<c10d::Work> RinggradBackend::recv(std::vector<at::Tensor>& tensors, int src,
+                                                     int tag) {
+  Tensor t = borrow(single(tensors, "recv"), "recv", false);
+  comm::SendRecvOptions o{tag, {}};
+  return wrap(issue(group_, "recv", [&](auto& g) { return g.recv(t, src, o); }), OpType::RECV,
+              tensors);
+}
+
+}  // namespace ringgrad::torch_plugin

@@ -1,0 +1,58 @@
+// RinggradBackend: the "ringgrad" c10d::Backend. Each call checks PyTorch's arguments, wraps
+// the tensors' memory as ringgrad Tensors (no copy: a borrowed Storage holding the at::Tensor)
+// and hands them to ringgrad's ring ProcessGroup, which runs them in issue order on its comm
+// thread. CPU tensors only (registered for devices=["cpu"]). Reductions take the dtypes ringgrad
+// reduces (float32/64, float16, bfloat16, int32/64, uint8) and SUM, AVG, PRODUCT, MIN, MAX;
+// broadcast, all_gather and send/recv move any dtype as bytes. Anything else raises a
+// RuntimeError naming the operation.
+#pragma once
+#include <memory>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include "apps/torch_plugin/ringgrad_work.h"
+#include "comm/process_group/process_group.h"
+
+namespace ringgrad::torch_plugin {
+
+class RinggradBackend : public c10d::Backend {
+ public:
+  // Blocks until every rank has connected (or `timeout` passed); call without the GIL.
+  RinggradBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                  std::chrono::milliseconds timeout);
+  ~RinggradBackend() override;  // shutdown()
+
+  const std::string getBackendName() const override { return "ringgrad"; }
+  // Finishes the queued collectives and closes the connections; releases the GIL meanwhile.
+  void shutdown() override;
+
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override;
+
+ private:
+  c10::intrusive_ptr<c10d::Work> wrap(comm::WorkPtr work, c10d::OpType type,
+                                      std::vector<at::Tensor> outputs,
+                                      std::function<void()> finish = {});
+
+  std::unique_ptr<comm::ProcessGroup> group_;
+  std::shared_ptr<FutureCompleter> completer_;
+};
+
+}  // namespace ringgrad::torch_plugin

@@ -1,0 +1,173 @@
+# Every collective x dtype on the "ringgrad" default group against a Gloo group of the same
+# processes, on the same inputs: integers exactly, floats within reordering tolerance. Then the
+# errors: dtypes and ops ringgrad cannot reduce raise a RuntimeError naming the operation.
+# Run by launch.py on 2 and 3 ranks.
+import sys
+
+import torch
+import torch.distributed as dist
+
+import ringgrad_torch  # noqa: F401  (registers the "ringgrad" backend)
+
+REDUCIBLE = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32,
+             torch.int64, torch.uint8]
+MOVED_ONLY = [torch.int8, torch.int16, torch.bool, torch.complex64]  # bytes for ringgrad
+OPS = {"sum": dist.ReduceOp.SUM, "avg": dist.ReduceOp.AVG, "product": dist.ReduceOp.PRODUCT,
+       "min": dist.ReduceOp.MIN, "max": dist.ReduceOp.MAX}
+failures = []
+
+
+def inputs(dtype, n, rank, seed=0):
+    """Per-rank data: small integers (products of three stay exact even in float16 and
+    uint8), random bools and complex numbers."""
+    g = torch.Generator().manual_seed(1000 * seed + rank)
+    if dtype == torch.bool:
+        return torch.rand(n, generator=g) > 0.5
+    if dtype.is_complex:
+        return torch.randn(n, generator=g, dtype=dtype)
+    return torch.randint(1, 6, (n,), generator=g).to(dtype)
+
+
+def check(what, got, want, exact):
+    if got.dtype != want.dtype or got.shape != want.shape:
+        failures.append(f"{what}: got {got.dtype} {tuple(got.shape)}, want {want.dtype} {tuple(want.shape)}")
+    elif exact and not torch.equal(got, want):
+        failures.append(f"{what}: differs from Gloo, first at {(got != want).nonzero()[0].item()}")
+    elif not exact and not torch.allclose(got.double(), want.double(), rtol=1e-5, atol=1e-6):
+        failures.append(f"{what}: not within tolerance of Gloo (max diff "
+                        f"{(got.double() - want.double()).abs().max().item()})")
+
+
+def both(fn):
+    """Runs fn(group) on ringgrad (the default group) and on Gloo; returns both results."""
+    return fn(None), fn(GLOO)
+
+
+def gloo_or(fn, expected):
+    """Gloo's result, or for a dtype Gloo refuses (int8, bool, ...) the known answer."""
+    try:
+        return fn()
+    except RuntimeError as e:
+        if "Invalid scalar type" not in str(e):
+            raise
+        return expected
+
+
+def reference_allreduce(x, op_name):
+    """Gloo has no AVG: the reference is Gloo's SUM divided as PyTorch divides."""
+    if op_name != "avg":
+        return None
+    s = x.clone()
+    dist.all_reduce(s, dist.ReduceOp.SUM, group=GLOO)
+    if s.is_floating_point():
+        return s / WORLD
+    return torch.div(s, WORLD, rounding_mode="trunc")
+
+
+def run_collectives(n):
+    for dtype in REDUCIBLE:
+        exact = not dtype.is_floating_point
+        for op_name, op in OPS.items():
+            x = inputs(dtype, n, RANK, seed=1)
+            mine = x.clone()
+            dist.all_reduce(mine, op)
+            theirs = reference_allreduce(x, op_name)
+            if theirs is None:
+                theirs = x.clone()
+                dist.all_reduce(theirs, op, group=GLOO)
+            check(f"all_reduce {op_name} {dtype} n={n}", mine, theirs, exact and op_name != "avg")
+            if op_name == "avg":
+                continue
+            for root in range(WORLD):
+                mine, theirs = both(lambda g: (lambda t: (dist.reduce(t, root, op, group=g), t)[1])(x.clone()))
+                if RANK == root:
+                    check(f"reduce {op_name} {dtype} root {root} n={n}", mine, theirs, exact)
+            # reduce_scatter: list form and single-tensor form.
+            chunks = [inputs(dtype, n, RANK, seed=10 + i) for i in range(WORLD)]
+            mine, theirs = torch.empty(n, dtype=dtype), torch.empty(n, dtype=dtype)
+            dist.reduce_scatter(mine, [c.clone() for c in chunks], op)
+            try:
+                dist.reduce_scatter(theirs, [c.clone() for c in chunks], op, group=GLOO)
+            except (RuntimeError, ValueError):  # Gloo lacks it: the per-chunk all-reduce
+                theirs = chunks[RANK].clone()
+                dist.all_reduce(theirs, op, group=GLOO)
+            check(f"reduce_scatter {op_name} {dtype} n={n}", mine, theirs, exact)
+            flat = torch.cat(chunks)
+            mine = torch.empty(n, dtype=dtype)
+            dist.reduce_scatter_tensor(mine, flat.clone(), op)
+            check(f"reduce_scatter_tensor {op_name} {dtype} n={n}", mine, theirs, exact)
+    # Random floats: sums in another order differ in the last bits at most.
+    for dtype in [torch.float32, torch.float64]:
+        x = torch.randn(n, generator=torch.Generator().manual_seed(RANK), dtype=dtype)
+        mine, theirs = both(lambda g: (lambda t: (dist.all_reduce(t, group=g), t)[1])(x.clone()))
+        check(f"all_reduce sum of random {dtype} n={n}", mine, theirs, False)
+    for dtype in REDUCIBLE + MOVED_ONLY:
+        x = inputs(dtype, n, RANK, seed=2)
+        everyone = [inputs(dtype, n, r, seed=2) for r in range(WORLD)]
+        for root in range(WORLD):
+            mine = x.clone()
+            dist.broadcast(mine, root)
+            theirs = gloo_or(lambda: (lambda t: (dist.broadcast(t, root, group=GLOO), t)[1])(x.clone()),
+                             everyone[root])
+            check(f"broadcast {dtype} root {root} n={n}", mine, theirs, True)
+        mine = [torch.empty(n, dtype=dtype) for _ in range(WORLD)]
+        dist.all_gather(mine, x)
+        theirs = gloo_or(lambda: (lambda ts: (dist.all_gather(ts, x, group=GLOO), ts)[1])(
+            [torch.empty(n, dtype=dtype) for _ in range(WORLD)]), everyone)
+        check(f"all_gather {dtype} n={n}", torch.stack(mine), torch.stack(theirs), True)
+        mine = torch.empty(WORLD * n, dtype=dtype)
+        dist.all_gather_into_tensor(mine, x)
+        check(f"all_gather_into_tensor {dtype} n={n}", mine, torch.stack(theirs).flatten(), True)
+        # send/recv around the ring: even ranks send first, so no pair waits on itself.
+        if WORLD > 1:
+            to, frm = (RANK + 1) % WORLD, (RANK - 1) % WORLD
+            got = torch.empty(n, dtype=dtype)
+            if RANK % 2 == 0:
+                dist.send(x, to)
+                dist.recv(got, frm)
+            else:
+                dist.recv(got, frm)
+                dist.send(x, to)
+            check(f"send/recv {dtype} n={n}", got, everyone[frm], True)
+    dist.barrier()
+
+
+def expect_error(what, fn, words):
+    try:
+        fn()
+    except RuntimeError as e:
+        if not all(w in str(e) for w in words):
+            failures.append(f"{what}: error does not name {words}: {e}")
+        return
+    failures.append(f"{what}: no error")
+
+
+def run_errors():
+    expect_error("all_reduce of bool", lambda: dist.all_reduce(torch.ones(3, dtype=torch.bool)),
+                 ["ringgrad", "all_reduce", "Bool"])
+    expect_error("all_reduce BAND", lambda: dist.all_reduce(torch.ones(3, dtype=torch.int32),
+                                                            dist.ReduceOp.BAND),
+                 ["ringgrad", "all_reduce", "ReduceOp"])
+    expect_error("gather", lambda: dist.gather(torch.ones(3), [torch.ones(3)] * WORLD
+                                               if RANK == 0 else None, dst=0),
+                 ["ringgrad", "gather"])
+    expect_error("non-contiguous all_reduce", lambda: dist.all_reduce(torch.ones(4, 4).t()),
+                 ["ringgrad", "contiguous"])
+    # The group still works after refused calls (they never reached the ring).
+    t = torch.ones(2)
+    dist.all_reduce(t)
+    if t.tolist() != [WORLD] * 2:
+        failures.append(f"all_reduce after refused calls gave {t.tolist()}")
+
+
+dist.init_process_group("ringgrad")
+RANK, WORLD = dist.get_rank(), dist.get_world_size()
+GLOO = dist.new_group(backend="gloo")
+for n in [1, 7, 70_000]:  # the 70,000-element case takes ringgrad's ring path
+    run_collectives(n)
+run_errors()
+dist.destroy_process_group()
+for f in failures:
+    print(f"rank {RANK}: FAIL {f}")
+print(f"rank {RANK}: {'FAILED' if failures else 'ok'} ({len(failures)} failures)")
+sys.exit(1 if failures else 0)
