@@ -149,14 +149,16 @@ void run_on(Device device, Tensor& host, const std::function<comm::WorkPtr(const
   host.copy_from(on_device);
 }
 
-// "#  Rank  0 Pid  1234 on host" for every rank, gathered with our own allgather.
+// "#  Rank 0 Pid 1234 on host device cpu backend ring: shm to 1" for every rank (how it reaches
+// its peers last), gathered with our own allgather.
 std::vector<std::string> rank_lines(comm::ProcessGroup& pg, Device device) {
-  constexpr int64_t kLine = 96;
+  constexpr int64_t kLine = 192;
   char host[64] = {};
   ::gethostname(host, sizeof host - 1);
   std::string mine = str_cat("#  Rank ", pg.rank(), " Pid ", ::getpid(), " on ", host, " device ", device.str(),
-                             " backend ", pg.backend_name());
-  mine.resize(kLine, '\0');
+                             " backend ", pg.backend_name(), ": ", pg.describe_links());
+  mine.resize(kLine - 1, '\0');  // a long list of links is cut, the line stays terminated
+  mine.push_back('\0');
   Tensor all = Tensor::zeros({kLine * pg.size()}, DType::u8);
   std::memcpy(static_cast<char*>(all.raw_data()) + pg.rank() * kLine, mine.data(), kLine);
   run_on(device, all, [&](const Tensor& t) { return pg.allgather_inplace(t); });

@@ -98,6 +98,8 @@ TEST_CASE("all_reduce_perf on 3 ranks: nccl-tests table, busbw = algbw * 2(n-1)/
   CHECK(run.exit_code == 0);
   CHECK(has(run.out, "#  Rank 0 Pid"));
   CHECK(has(run.out, "#  Rank 2 Pid"));
+  CHECK(has(run.out, "backend ring: shm to 1,2"));  // each rank's links, here shared memory
+  CHECK(has(run.out, "backend ring: shm to 0,1"));
   CHECK(has(run.out, "out-of-place"));
   CHECK(has(run.out, "# Out of bounds values : 0 OK"));
   CHECK(has(run.out, "# Avg bus bandwidth"));
