@@ -49,12 +49,13 @@ int main(int argc, char** argv) {
   app.add_option("--max-steps", c.max_steps, "stop after this many steps (0: no limit)")
       ->check(ringgrad::cli::non_negative());
   app.add_option("--save", c.save_path, "write a checkpoint (safetensors) here at the end");
-  app.add_option("--resume", c.resume_path, "continue from this checkpoint")
-      ->check(CLI::ExistingFile);
+  auto* resume = app.add_option("--resume", c.resume_path, "continue from this checkpoint")
+                     ->check(CLI::ExistingFile);
   app.add_option("--init-from", c.init_from,
                  "start a new run from the weights in this safetensors file (one ringgrad "
                  "wrote, or one saved from PyTorch); the optimiser and the schedule start afresh")
-      ->check(CLI::ExistingFile);
+      ->check(CLI::ExistingFile)
+      ->excludes(resume);
   app.add_flag("--auto-resume", c.auto_resume,
                "continue from --save when it exists (for ringgrad-run --max-restarts)")
       ->needs("--save");

@@ -1,6 +1,9 @@
 // MNIST-format loading (file lookup, validation, normalisation) and the synthetic dataset.
 #include "nn/data/mnist.h"
 
+#include <zlib.h>
+
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <vector>
@@ -119,6 +122,22 @@ Dataset synthetic_mnist(int64_t n, uint64_t seed, int64_t height, int64_t width)
     for (int64_t p = 0; p < pixels; ++p) image[p] = prototype[p] + gen.normal();
   }
   return d;
+}
+
+uint32_t fingerprint(const Dataset& d) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  for (const Tensor* t : {&d.images, &d.labels}) {
+    const Tensor host = t->to(Device::cpu());
+    auto bytes = static_cast<const Bytef*>(host.raw_data());
+    // zlib takes at most 4 GiB (uInt) per call.
+    for (size_t done = 0, left = host.nbytes(); left > 0;) {
+      const size_t n = std::min<size_t>(left, 1u << 30);
+      crc = crc32(crc, bytes + done, static_cast<uInt>(n));
+      done += n;
+      left -= n;
+    }
+  }
+  return static_cast<uint32_t>(crc);
 }
 
 }  // namespace ringgrad::nn

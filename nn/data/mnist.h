@@ -51,4 +51,9 @@ Dataset load_mnist(const std::string& dir, const std::string& split, const Norma
 // sample is its label's prototype plus independent N(0, 1) noise (labels uniform in [0, 10)).
 Dataset synthetic_mnist(int64_t n, uint64_t seed, int64_t height = 28, int64_t width = 28);
 
+// CRC32 of the image and label bytes: checkpoints record it so that a run resumed on other data
+// (another folder, or the same folder after its files changed) is refused instead of continuing
+// at a position that means nothing there.
+uint32_t fingerprint(const Dataset& d);
+
 }  // namespace ringgrad::nn

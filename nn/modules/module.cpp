@@ -65,9 +65,13 @@ void Module::load_state_dict(const std::vector<std::pair<std::string, Tensor>>& 
     for (auto& [name, t] : entries)
       if (!known.count(name)) unexpected.push_back("'" + name + "'");
   if (!missing.empty() || !misshapen.empty() || !unexpected.empty()) {
+    // The first few names of each kind: a file of another model misses dozens, on one line.
     auto list = [](const char* what, const std::vector<std::string>& names) {
+      constexpr size_t kShown = 4;
       std::string out;
-      for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+      for (size_t i = 0; i < names.size() && i < kShown; ++i)
+        out += (out.empty() ? "" : ", ") + names[i];
+      if (names.size() > kShown) out += str_cat(" and ", names.size() - kShown, " more");
       return names.empty() ? std::string() : str_cat(what, " ", out, "; ");
     };
     std::string message = list("missing", missing) + list("misshapen", misshapen) +

@@ -25,7 +25,8 @@ class Module {
   // Parameters and buffers in PyTorch state_dict order (tensors alias the live values).
   std::vector<std::pair<std::string, Tensor>> state_dict();
   // Copies values in by name. Every entry of the model must be present with the same shape;
-  // entries the model does not have are an error unless strict is false.
+  // entries the model does not have are an error unless strict is false. On a mismatch it
+  // throws InvalidArgument naming the missing, misshapen and unexpected entries, copying nothing.
   void load_state_dict(const std::vector<std::pair<std::string, Tensor>>& entries,
                        bool strict = true);
   int64_t num_parameters() const;

@@ -1,8 +1,7 @@
-// Checkpoint save and load.
+// Checkpoint save and load, and the checks that a resumed run is the run that was saved.
 #include "nn/train/checkpoint.h"
 
-#include <zlib.h>
-
+#include <charconv>
 #include <cstdio>
 
 #include "kernels/ops.h"
@@ -13,8 +12,14 @@ namespace ringgrad::nn {
 namespace {
 
 const char kMomentumPrefix[] = "optimizer.momentum_buffer.";
+const char kOptimizerPrefix[] = "optimizer.";
 const char kScaleKey[] = "grad_scaler.scale";
 const char kGrowthTrackerKey[] = "grad_scaler.growth_tracker";
+// Hex CRC32 of the training images and labels. (The earlier "dataset_crc32" covered the labels
+// alone; files holding only that key are not checked for their data.)
+const char kDataCrcKey[] = "data_crc32";
+
+bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
 
 // 17 significant digits: the double reads back bit for bit.
 std::string exact_double(double v) {
@@ -23,16 +28,129 @@ std::string exact_double(double v) {
   return text;
 }
 
-int64_t metadata_int(const TensorFile& file, const std::string& key) {
+std::string hex32(uint32_t v) {
+  char text[16];
+  std::snprintf(text, sizeof text, "%08x", v);
+  return text;
+}
+
+// The whole value must be the number ("12abc" is not 12), in the range of Int (a uint64 seed
+// above 2^63 included).
+template <class Int>
+Int metadata_number(const TensorFile& file, const std::string& key, int base = 10) {
   auto it = file.metadata.find(key);
   if (it == file.metadata.end())
     RG_THROW(IoError, "checkpoint ", file.path, " has no '", key,
              "' in its metadata: it was not written by ringgrad-train");
+  const std::string& text = it->second;
+  Int value{};
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value, base);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size())
+    RG_THROW(IoError, "checkpoint ", file.path, ": metadata '", key, "' = '", text,
+             "' is not a valid number");
+  return value;
+}
+
+// A setting the file records that this run does not share: an error naming both values.
+// Keys a file does not have (written before they existed) are not checked.
+void check_same(const TensorFile& file, const char* key, const std::string& here,
+                const std::string& what, int base = 10) {
+  if (!file.metadata.count(key)) return;
+  const auto there = metadata_number<uint64_t>(file, key, base);
+  const std::string there_text = base == 16 ? hex32(static_cast<uint32_t>(there))
+                                            : std::to_string(there);
+  if (there_text != here)
+    RG_THROW(InvalidArgument, "checkpoint ", file.path, " was written with ", what, " ",
+             there_text, ", this run has ", here, ": it would continue at another place in "
+             "another data order. Use the same setting, or start a new run from its weights "
+             "with --init-from");
+}
+
+void check_same_run(const TensorFile& file, const CheckpointInfo& expected) {
+  if (!file.metadata.count("format"))
+    RG_THROW(InvalidArgument, file.path, " is not a ringgrad-train checkpoint (it has weights "
+             "but no training state: saved from PyTorch?); to start a new run from its weights "
+             "use --init-from ", file.path);
+  auto model_it = file.metadata.find("model");
+  if (model_it == file.metadata.end() || model_it->second != expected.model)
+    RG_THROW(InvalidArgument, "checkpoint ", file.path, " holds model '",
+             model_it == file.metadata.end() ? "?" : model_it->second, "', not '",
+             expected.model, "': pass the same --model as the run that wrote it");
+  check_same(file, "seed", std::to_string(expected.seed), "--seed");
+  check_same(file, "global_batch", std::to_string(expected.global_batch),
+             "a global batch (--batch-size x processes) of");
+  check_same(file, "dataset_size", std::to_string(expected.dataset_size),
+             "a training set of size");
+  check_same(file, kDataCrcKey, hex32(expected.data_crc32),
+             "a training set (images and labels) of CRC32", 16);
+}
+
+// The position must be one this run passes through: step = epoch x steps per epoch + batch.
+TrainingPosition read_position(const TensorFile& file, const CheckpointInfo& run) {
+  TrainingPosition pos;
+  pos.epoch = metadata_number<int64_t>(file, "epoch");
+  pos.batch_in_epoch = metadata_number<int64_t>(file, "batch_in_epoch");
+  pos.global_step = metadata_number<int64_t>(file, "step");
+  const int64_t per_epoch = run.steps_per_epoch;
+  const bool in_range = pos.epoch >= 0 && pos.global_step >= 0 && pos.batch_in_epoch >= 0 &&
+                        pos.batch_in_epoch <= per_epoch;
+  const int64_t before_epoch = in_range ? pos.global_step - pos.batch_in_epoch : -1;
+  if (!in_range || before_epoch % per_epoch != 0 || before_epoch / per_epoch != pos.epoch)
+    RG_THROW(IoError, "checkpoint ", file.path, ": position epoch ", pos.epoch, ", batch ",
+             pos.batch_in_epoch, ", step ", pos.global_step, " is impossible for a run of ",
+             per_epoch, " steps per epoch (a damaged file?)");
+  if (pos.global_step > run.total_steps)
+    RG_THROW(InvalidArgument, "checkpoint ", file.path, " is at step ", pos.global_step,
+             ", past the ", run.total_steps, " steps of this run: raise --epochs to continue it");
+  return pos;
+}
+
+void load_model_entries(const TensorFile& file, Module& model) {
+  NamedTensors weights;
+  for (auto& [name, t] : file.tensors)
+    if (!starts_with(name, kOptimizerPrefix)) weights.emplace_back(name, t);
   try {
-    return std::stoll(it->second);
-  } catch (const std::exception&) {
-    RG_THROW(IoError, "checkpoint ", file.path, ": metadata '", key, "' = '", it->second,
-             "' is not an integer");
+    model.load_state_dict(weights);
+  } catch (const Error& e) {
+    RG_THROW(InvalidArgument, file.path, ": ", e.message());
+  }
+}
+
+// Exactly the momentum buffers the file says it holds (older files: all of them, unless this
+// run uses no momentum), each of its parameter's shape; a missing one would silently restart
+// the momentum from zero.
+void load_momentum(const TensorFile& file, Module& model, Sgd& optimizer) {
+  auto params = model.named_parameters();
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < params.size(); ++i) index[kMomentumPrefix + params[i].first] = i;
+  const int64_t all = static_cast<int64_t>(params.size());
+  int64_t found = 0;
+  for (auto& [name, t] : file.tensors) {
+    if (!starts_with(name, kOptimizerPrefix)) continue;
+    auto it = index.find(name);
+    if (it == index.end())
+      RG_THROW(InvalidArgument, "checkpoint ", file.path, ": unexpected optimizer entry '", name,
+               "' (the model has no such parameter)");
+    const Tensor& param = params[it->second].second.value();
+    if (t.shape() != param.shape())
+      RG_THROW(InvalidArgument, "checkpoint ", file.path, ": momentum buffer '", name,
+               "' has shape ", t.shape().str(), ", its parameter ", param.shape().str());
+    ++found;
+  }
+  const bool counted = file.metadata.count("momentum_buffers") != 0;
+  const int64_t wanted = counted ? metadata_number<int64_t>(file, "momentum_buffers")
+                                 : (optimizer.options().momentum == 0 ? found : all);
+  if (found != wanted || (wanted != 0 && wanted != all))
+    RG_THROW(InvalidArgument, "checkpoint ", file.path, " holds ", found, " momentum buffers, ",
+             counted ? "its metadata says " : "this run needs ", wanted, " (", all,
+             " parameters): resuming would restart the momentum from zero; use --init-from to "
+             "start a new run from its weights");
+  auto& buffers = optimizer.momentum_buffers();
+  for (auto& [key, i] : index) {
+    if (!file.contains(key)) continue;
+    // Own copy on the parameter's device (a host entry may be a view into the file's bytes).
+    const Device device = params[i].second.value().device();
+    buffers[i] = device.is_cpu() ? file.at(key).clone() : file.at(key).to(device);
   }
 }
 
@@ -44,8 +162,12 @@ void save_checkpoint(const std::string& path, Module& model, Sgd& optimizer,
   NamedTensors entries = model.state_dict();
   auto params = model.named_parameters();
   auto& buffers = optimizer.momentum_buffers();
+  int64_t momentum_buffers = 0;
   for (size_t i = 0; i < params.size() && i < buffers.size(); ++i)
-    if (buffers[i].defined()) entries.emplace_back(kMomentumPrefix + params[i].first, buffers[i]);
+    if (buffers[i].defined()) {
+      entries.emplace_back(kMomentumPrefix + params[i].first, buffers[i]);
+      ++momentum_buffers;
+    }
   std::map<std::string, std::string> meta = {
       {"format", "ringgrad-checkpoint-1"},
       {"model", info.model},
@@ -53,7 +175,9 @@ void save_checkpoint(const std::string& path, Module& model, Sgd& optimizer,
       {"total_steps", std::to_string(info.total_steps)},
       {"global_batch", std::to_string(info.global_batch)},
       {"dataset_size", std::to_string(info.dataset_size)},
-      {"dataset_crc32", std::to_string(info.dataset_crc32)},
+      {kDataCrcKey, hex32(info.data_crc32)},
+      // Counted, because none is right too: no momentum, or fp16 skipped every step so far.
+      {"momentum_buffers", std::to_string(momentum_buffers)},
       {"epoch", std::to_string(position.epoch)},
       {"batch_in_epoch", std::to_string(position.batch_in_epoch)},
       {"step", std::to_string(position.global_step)},
@@ -70,36 +194,6 @@ void save_checkpoint(const std::string& path, Module& model, Sgd& optimizer,
   save_safetensors(path, entries, meta);
 }
 
-namespace {
-
-void load_model_entries(const TensorFile& file, Module& model) {
-  NamedTensors weights;
-  for (auto& [name, t] : file.tensors)
-    if (name.rfind(kMomentumPrefix, 0) != 0) weights.emplace_back(name, t);
-  try {
-    model.load_state_dict(weights);
-  } catch (const Error& e) {
-    RG_THROW(InvalidArgument, file.path, ": ", e.message());
-  }
-}
-
-// A setting the file records that this run does not share: an error naming both values.
-void check_same(const TensorFile& file, const char* key, int64_t here, const char* flag) {
-  if (!file.metadata.count(key)) return;  // written before the key existed
-  const int64_t there = metadata_int(file, key);
-  if (there != here)
-    RG_THROW(InvalidArgument, "checkpoint ", file.path, " was written with ", flag, " ", there,
-             ", this run has ", here, ": it would continue at another place in another data "
-             "order. Use the same setting, or start a new run from its weights with --init-from");
-}
-
-}  // namespace
-
-uint32_t labels_fingerprint(const Tensor& labels) {
-  return static_cast<uint32_t>(
-      ::crc32(0L, static_cast<const Bytef*>(labels.raw_data()), static_cast<uInt>(labels.nbytes())));
-}
-
 void load_weights(const std::string& path, Module& model) {
   load_model_entries(load_safetensors(path), model);
 }
@@ -107,43 +201,10 @@ void load_weights(const std::string& path, Module& model) {
 TrainingPosition load_checkpoint(const std::string& path, Module& model, Sgd& optimizer,
                                  const CheckpointInfo& expected, amp::GradScaler* scaler) {
   TensorFile file = load_safetensors(path);
-  if (!file.metadata.count("format"))
-    RG_THROW(InvalidArgument, path, " is not a ringgrad-train checkpoint (it has weights but no "
-             "training state: saved from PyTorch?); to start a new run from its weights use "
-             "--init-from ", path);
-  auto model_it = file.metadata.find("model");
-  if (model_it == file.metadata.end() || model_it->second != expected.model)
-    RG_THROW(InvalidArgument, "checkpoint ", path, " holds model '",
-             model_it == file.metadata.end() ? "?" : model_it->second, "', not '",
-             expected.model, "': pass the same --model as the run that wrote it");
-  check_same(file, "seed", static_cast<int64_t>(expected.seed), "--seed");
-  check_same(file, "global_batch", expected.global_batch, "a global batch (--batch-size x processes) of");
-  check_same(file, "dataset_size", expected.dataset_size, "a training set of size");
-  check_same(file, "dataset_crc32", expected.dataset_crc32, "a training set (labels CRC32)");
+  check_same_run(file, expected);
+  const TrainingPosition pos = read_position(file, expected);
   load_model_entries(file, model);
-  auto params = model.named_parameters();
-  auto& buffers = optimizer.momentum_buffers();
-  for (size_t i = 0; i < params.size(); ++i) {
-    const std::string key = kMomentumPrefix + params[i].first;
-    if (!file.contains(key)) {
-      if (optimizer.options().momentum == 0) continue;  // plain SGD keeps no buffers
-      RG_THROW(InvalidArgument, "checkpoint ", path, " has no momentum buffer for '",
-               params[i].first, "' (saved without momentum?): resuming would restart the "
-               "momentum from zero; use --init-from to start a new run from its weights");
-    }
-    // Own copy on the parameter's device (a host entry may be a view into the file's bytes).
-    const Device device = params[i].second.value().device();
-    buffers[i] = device.is_cpu() ? file.at(key).clone() : file.at(key).to(device);
-  }
-  TrainingPosition pos;
-  pos.epoch = metadata_int(file, "epoch");
-  pos.batch_in_epoch = metadata_int(file, "batch_in_epoch");
-  pos.global_step = metadata_int(file, "step");
-  if (pos.epoch < 0 || pos.batch_in_epoch < 0 || pos.global_step < 0 ||
-      pos.global_step > expected.total_steps)
-    RG_THROW(IoError, "checkpoint ", path, ": position epoch ", pos.epoch, ", batch ",
-             pos.batch_in_epoch, ", step ", pos.global_step, " is impossible for a run of ",
-             expected.total_steps, " steps (a damaged file?)");
+  load_momentum(file, model, optimizer);
   auto scale_it = file.metadata.find(kScaleKey);
   if (scaler && scaler->enabled() && scale_it != file.metadata.end()) {
     amp::GradScalerState state;
@@ -153,7 +214,7 @@ TrainingPosition load_checkpoint(const std::string& path, Module& model, Sgd& op
       RG_THROW(IoError, "checkpoint ", path, ": metadata '", kScaleKey, "' = '", scale_it->second,
                "' is not a number");
     }
-    state.growth_tracker = metadata_int(file, kGrowthTrackerKey);
+    state.growth_tracker = metadata_number<int64_t>(file, kGrowthTrackerKey);
     scaler->load_state(state);
   }
   return pos;

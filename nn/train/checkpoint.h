@@ -1,8 +1,9 @@
 // Training checkpoints as safetensors: the model's state dict under its PyTorch names (so
 // PyTorch can load the weights after dropping the "optimizer." entries), the SGD momentum
 // buffers as "optimizer.momentum_buffer.<param>", and the position to resume from in
-// __metadata__ (model, epoch, batch within the epoch, global step, seed, total steps; with
-// fp16 loss scaling also the GradScaler's scale and growth tracker).
+// __metadata__ (model, epoch, batch within the epoch, global step, seed, total steps, global
+// batch, the training set's size and CRC32, how many momentum buffers it holds; with fp16 loss
+// scaling also the GradScaler's scale and growth tracker).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -24,14 +25,12 @@ struct TrainingPosition {
 struct CheckpointInfo {
   std::string model;  // model name, checked on resume
   uint64_t seed = 0;
-  int64_t total_steps = 0;   // the LR schedule's length
-  int64_t global_batch = 0;  // images per step over all ranks
-  int64_t dataset_size = 0;  // training images
-  uint32_t dataset_crc32 = 0;  // of the training labels: tells two data sets apart
+  int64_t total_steps = 0;      // the LR schedule's length (may grow: more --epochs)
+  int64_t global_batch = 0;     // images per step over all ranks
+  int64_t dataset_size = 0;     // training images
+  uint32_t data_crc32 = 0;      // fingerprint() of the training set: tells two data sets apart
+  int64_t steps_per_epoch = 1;  // bounds the saved position (not saved: follows from the rest)
 };
-
-// CRC32 of the labels' bytes, for CheckpointInfo::dataset_crc32.
-uint32_t labels_fingerprint(const Tensor& labels);
 
 // Atomic write (see save_safetensors). Blocking. An enabled scaler's state is saved too.
 void save_checkpoint(const std::string& path, Module& model, Sgd& optimizer,
@@ -39,10 +38,13 @@ void save_checkpoint(const std::string& path, Module& model, Sgd& optimizer,
                      const amp::GradScaler* scaler = nullptr);
 
 // Loads weights, buffers and momentum buffers into the live model and optimiser and returns
-// where to continue. Throws naming the file when it is corrupt, is not a ringgrad checkpoint
-// (a weights-only file: use load_weights), holds another model, disagrees with `expected`
-// (naming both values), lacks a momentum buffer the optimiser needs, or lacks an entry. An enabled scaler takes the saved scaler state when the file has one (a
-// checkpoint of a run without fp16 has none: the scaler then starts afresh).
+// where to continue. Throws InvalidArgument naming the file when it is not a ringgrad
+// checkpoint (a weights-only file: use load_weights), holds another model, disagrees with
+// `expected` (naming both values), lacks momentum buffers or holds stray or misshapen ones,
+// is at a step past expected.total_steps, or does not fit the model; IoError when it is corrupt
+// or its position (epoch, batch, step) is not one of this run. An enabled scaler takes the saved
+// scaler state when the file has one (a checkpoint of a run without fp16 has none: the scaler
+// then starts afresh).
 TrainingPosition load_checkpoint(const std::string& path, Module& model, Sgd& optimizer,
                                  const CheckpointInfo& expected,
                                  amp::GradScaler* scaler = nullptr);

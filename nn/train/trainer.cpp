@@ -28,6 +28,7 @@
 #include "nn/amp/grad_scaler.h"
 #include "nn/autograd/ops.h"
 #include "nn/data/dataloader.h"
+#include "nn/data/mnist.h"
 #include "nn/models/resnet.h"
 #include "nn/optim/lr_schedule.h"
 #include "nn/parallel/distributed_data_parallel.h"
@@ -118,7 +119,9 @@ TrainResult train(const TrainConfig& c) {
   CheckpointInfo info{c.model, c.seed, total_steps};
   info.global_batch = static_cast<int64_t>(c.batch_size) * world;
   info.dataset_size = data.train.size();
-  info.dataset_crc32 = labels_fingerprint(data.train.labels);
+  info.steps_per_epoch = steps_per_epoch;
+  // Only a run that saves or resumes needs the fingerprint (a pass over the training set).
+  if (!c.save_path.empty() || !c.resume_path.empty()) info.data_crc32 = fingerprint(data.train);
   TrainingPosition pos;
   // Under ringgrad-run --max-restarts every restart runs the same command, so the checkpoint the
   // failed attempt left in --save is where it continues (torchrun's snapshot pattern).
@@ -126,18 +129,16 @@ TrainResult train(const TrainConfig& c) {
       c.resume_path.empty() && c.auto_resume && std::filesystem::exists(c.save_path)
           ? c.save_path
           : c.resume_path;
-  if (!c.init_from.empty() && !resume_path.empty())
-    RG_THROW(InvalidArgument, "--init-from starts a new run from weights, but there is a run to "
-             "continue (", resume_path, "): give --init-from or --resume/--auto-resume, not both");
-  if (!c.init_from.empty()) {
-    load_weights(c.init_from, *model);
-    if (job.leader()) log_info("initialised the weights from ", c.init_from);
-  }
+  // --init-from with --auto-resume: the first attempt starts from the weights, a restart
+  // continues from the checkpoint that attempt left (--resume itself excludes --init-from).
   if (!resume_path.empty()) {
     pos = load_checkpoint(resume_path, *model, optimizer, info, &scaler);
     if (job.leader())
       log_info("resumed from ", resume_path, " at epoch ", pos.epoch + 1, ", step ", pos.global_step,
                resume_path == c.resume_path ? "" : " (--auto-resume)");
+  } else if (!c.init_from.empty()) {
+    load_weights(c.init_from, *model);
+    if (job.leader()) log_info("initialised the weights from ", c.init_from);
   }
 
   std::unique_ptr<DistributedDataParallel> ddp;

@@ -7,16 +7,7 @@ set -uo pipefail
 bin=$1
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
-
-expect() {  # expect CODE PATTERN ARGS...: exit code and a stderr line matching PATTERN
-  local code=$1 pattern=$2; shift 2
-  local err rc
-  err=$("$bin" "$@" 2>&1 >/dev/null); rc=$?
-  [[ $rc -eq $code ]] || fail "'$*' exited $rc, expected $code: $err"
-  grep -qE -- "$pattern" <<<"$err" || fail "'$*' said '$err', expected /$pattern/"
-  echo "ok: $* -> $rc: $err"
-}
+source "$(dirname "$0")/expect.sh"
 
 expect 2 "batch-size" --batch-size 0
 expect 2 "model" --model resnet50
@@ -76,51 +67,6 @@ expect 1 "step 2 \(epoch 1\): the training loss is not finite \(nan" --synthetic
   --batch-size 8 --max-steps 3 --no-eval --resume "$dir/ck.safetensors" --save "$dir/ck.safetensors"
 cmp -s "$dir/ck.safetensors" "$dir/before.safetensors" || fail "the checkpoint was overwritten"
 echo "ok: a NaN checkpoint stops at its first step and is left as it was"
-# Resume refuses a run that does not match, naming both values; --init-from starts afresh.
-edit() {  # edit SRC DST PYTHON: rewrite a safetensors file's header (h) with a Python statement
-  python3 - "$1" "$2" "$3" <<'PY'
-import json, struct, sys
-src, dst, code = sys.argv[1:]
-data = open(src, "rb").read()
-n = struct.unpack("<Q", data[:8])[0]
-h = json.loads(data[8:8 + n])
-body = data[8 + n:]
-exec(code)
-out = b""  # the remaining tensors' bytes, packed again in order
-for k, v in sorted(((k, v) for k, v in h.items() if k != "__metadata__"),
-                   key=lambda kv: kv[1]["data_offsets"][0]):
-    a, b = v["data_offsets"]
-    v["data_offsets"] = [len(out), len(out) + b - a]
-    out += body[a:b]
-header = json.dumps(h).encode()
-header += b" " * (-len(header) % 8)
-open(dst, "wb").write(struct.pack("<Q", len(header)) + header + out)
-PY
-}
-"$bin" --synthetic --model resnet8 --batch-size 8 --max-steps 1 --no-eval --seed 1 \
-  --save "$dir/s1.safetensors" >/dev/null 2>&1 || fail "could not write a checkpoint"
-common=(--synthetic --model resnet8 --max-steps 2 --no-eval)
-expect 2 "written with --seed 1, this run has 2" "${common[@]}" --batch-size 8 --seed 2 \
-  --resume "$dir/s1.safetensors"
-expect 2 "global batch .* of 8, this run has 16" "${common[@]}" --batch-size 16 --seed 1 \
-  --resume "$dir/s1.safetensors"
-edit "$dir/s1.safetensors" "$dir/weights.safetensors" \
-  "h.pop('__metadata__'); [h.pop(k) for k in list(h) if k.startswith('optimizer.')]"
-expect 2 "not a ringgrad-train checkpoint .* --init-from" "${common[@]}" --batch-size 8 \
-  --resume "$dir/weights.safetensors"
-edit "$dir/s1.safetensors" "$dir/nomomentum.safetensors" \
-  "[h.pop(k) for k in list(h) if k.startswith('optimizer.')]"
-expect 2 "no momentum buffer for" "${common[@]}" --batch-size 8 --seed 1 \
-  --resume "$dir/nomomentum.safetensors"
-edit "$dir/s1.safetensors" "$dir/negative.safetensors" "h['__metadata__']['step'] = '-5'"
-expect 1 "step -5 is impossible" "${common[@]}" --batch-size 8 --seed 1 \
-  --resume "$dir/negative.safetensors"
-edit "$dir/weights.safetensors" "$dir/partial.safetensors" "h.pop('fc.bias'); h['extra'] = dict(h['fc.weight'])"
-expect 2 "missing 'fc.bias'; unexpected 'extra'" "${common[@]}" --init-from "$dir/partial.safetensors"
-"$bin" "${common[@]}" --batch-size 8 --init-from "$dir/weights.safetensors" >"$dir/init.log" 2>&1 ||
-  fail "--init-from a weights-only file: $(cat "$dir/init.log")"
-grep -q "initialised the weights from" "$dir/init.log" || fail "--init-from said nothing"
-echo "ok: resume mismatches are refused, --init-from starts from weights"
 help=$("$bin" --help) || fail "--help exited non-zero"
 for flag in --data --model --epochs --batch-size --lr --momentum --weight-decay --nesterov \
             --lr-schedule --seed --threads --max-steps --synthetic --save --resume --log-json --device \

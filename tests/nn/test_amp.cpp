@@ -309,7 +309,8 @@ TEST_CASE("grad scaler: its state goes through a checkpoint bit for bit") {
   Generator g(4);
   Linear model(4, 3, g);
   Sgd sgd(model.parameters(), kernels::SgdParams());
-  const CheckpointInfo info{"linear", 0, 10};
+  CheckpointInfo info{"linear", 0, 10};
+  info.steps_per_epoch = 10;
   GradScaler saved;
   amp::GradScalerState state;
   state.scale = 65536.0 * std::ldexp(1.0, -37) * 3;  // not a short decimal
