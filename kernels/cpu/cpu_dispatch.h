@@ -21,6 +21,15 @@ inline void check_shape(const Tensor& t, const Shape& expected, const char* op, 
            expected.str());
 }
 
+// t is defined, on the CPU, with the expected shape and dtype; messages name op and operand.
+inline void check_operand(const Tensor& t, const Shape& expected, DType dtype, const char* op,
+                          const char* name) {
+  check_cpu(t, op);
+  check_shape(t, expected, op, name);
+  RG_CHECK(t.dtype() == dtype, op, ": ", name, " is ", dtype_name(t.dtype()), " but the input is ",
+           dtype_name(dtype), "; every operand must have the same dtype");
+}
+
 // Calls f(T{}) with T = float or double according to t.
 template <class F>
 void dispatch_float(DType t, const char* op, F&& f) {

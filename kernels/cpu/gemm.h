@@ -1,8 +1,8 @@
 // Shared by the GEMM-backed CPU kernels (conv2d, linear): row-major C = alpha op(A) op(B) +
 // beta C through OpenBLAS for float/double (or, for float, our AVX-512 kernel where the CPU
-// has it: Note [AVX-512 sgemm]); parallel_gemm, which splits C into one block per
-// OpenMP thread, each a single-threaded BLAS call (see Note [BLAS threads]); and the operand
-// check both ops use. Private to kernels/cpu.
+// has it: Note [AVX-512 sgemm]); and parallel_gemm, which splits C into one block per
+// OpenMP thread, each a single-threaded BLAS call (see Note [BLAS threads]). Private to
+// kernels/cpu.
 #pragma once
 #include <cblas.h>
 #include <omp.h>
@@ -60,15 +60,6 @@ void parallel_gemm(Op op_a, Op op_b, int64_t m, int64_t n, int64_t k, T alpha, c
       gemm(op_a, op_b, m, end - begin, k, alpha, a, lda, b_block, ldb, beta, c + begin, ldc);
     }
   }
-}
-
-// t is defined, on the CPU, with the expected shape and dtype; messages name op and operand.
-inline void check_operand(const Tensor& t, const Shape& expected, DType dtype, const char* op,
-                          const char* name) {
-  check_cpu(t, op);
-  check_shape(t, expected, op, name);
-  RG_CHECK(t.dtype() == dtype, op, ": ", name, " is ", dtype_name(t.dtype()), " but the input is ",
-           dtype_name(dtype), "; every operand must have the same dtype");
 }
 
 }  // namespace ringgrad::kernels::cpu

@@ -113,6 +113,20 @@ __global__ void write_bias_grad_kernel(T* dbias, const double* sums, int64_t K) 
     dbias[k] = convert_element<T>(static_cast<float>(sums[k]));
 }
 
+// Device buffers for one chunk of `images` images: col, the column matrix (CRS, images*PQ),
+// undefined when x is its own column matrix; and batched, a (K, images*PQ) matrix (the GEMM
+// result forward, dy moved into GEMM layout backward), undefined for one image, whose (K, PQ)
+// is already y's and dy's layout.
+struct ChunkScratch {
+  ChunkScratch(const Tensor& x, int64_t images, bool x_is_col, const ConvGeometry& g)
+      : col(x_is_col ? Tensor() : on_device(x, g.patch_size() * images * g.output_plane())),
+        batched(images == 1 ? Tensor() : on_device(x, g.K * images * g.output_plane())) {}
+  static Tensor on_device(const Tensor& x, int64_t numel) {
+    return Tensor::empty({numel}, x.dtype(), x.device());
+  }
+  Tensor col, batched;
+};
+
 // The GEMM's column operand for images starting at xc: col(x) written into `col`, or x itself
 // where a 1x1 stride-1 conv needs no im2col (`col` is then undefined).
 template <class T>
@@ -134,12 +148,9 @@ void forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias,
   const int device = x.device().index;
   const int64_t images = chunk_images(N, g);
   const bool x_is_col = g.is_pointwise() && images == 1;
-  Tensor col =
-      x_is_col ? Tensor()
-               : Tensor::empty({g.patch_size() * images * g.output_plane()}, x.dtype(), x.device());
-  Tensor result = images == 1
-                      ? Tensor()
-                      : Tensor::empty({g.K * images * g.output_plane()}, x.dtype(), x.device());
+  ChunkScratch scratch(x, images, x_is_col, g);
+  Tensor& col = scratch.col;
+  Tensor& result = scratch.batched;
   const T* bias_p = bias.defined() ? bias.data<T>() : nullptr;
   for (int64_t first = 0; first < N; first += images) {
     const int64_t n = first + images <= N ? images : N - first;
@@ -178,12 +189,9 @@ void backward(Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& dy, const Ten
   if (!dx.defined() && !dw.defined()) return;
   const int64_t images = chunk_images(N, g);
   const bool x_is_col = g.is_pointwise() && images == 1;  // and dx is dcol
-  Tensor col =
-      x_is_col ? Tensor()
-               : Tensor::empty({g.patch_size() * images * g.output_plane()}, x.dtype(), x.device());
-  Tensor dy_batched = images == 1
-                          ? Tensor()
-                          : Tensor::empty({g.K * images * g.output_plane()}, x.dtype(), x.device());
+  ChunkScratch scratch(x, images, x_is_col, g);
+  Tensor& col = scratch.col;
+  Tensor& dy_batched = scratch.batched;
   for (int64_t first = 0; first < N; first += images) {
     const int64_t n = first + images <= N ? images : N - first;
     const int64_t cols = n * g.output_plane();

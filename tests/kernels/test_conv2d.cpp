@@ -1,11 +1,13 @@
-// Tests for the CPU convolution (kernels/cpu/conv2d.cpp, im2col.cpp): output shapes, forward
-// and backward worked by hand, a sweep of configurations against a direct-loop f64 reference
-// (strides, padding, 1x1/3x2/7x7 kernels, batched small images, 1-3 threads), finite-difference
-// gradients (also where kernel taps see only padding and are cropped away), f32 vs f64
-// agreement, empty batches and argument errors.
+// Tests for the CPU convolution (kernels/cpu/conv2d*.cpp, im2col.cpp): output shapes, forward
+// and backward worked by hand (the direct-loop reference, conv2d_reference.cpp, too), a sweep
+// of configurations against that reference in f64 (strides, padding, 1x1/3x2/7x7 kernels,
+// batched small images, 1-3 threads: every path), finite-difference gradients (also where
+// kernel taps see only padding and are cropped away), f32 vs f64 agreement, empty batches and
+// argument errors.
 #include <vector>
 
 #include "core/rng.h"
+#include "kernels/cpu/cpu_ops.h"
 #include "kernels/ops.h"
 #include "ringgrad/config.h"
 #include "tests/kernels/gradcheck.h"
@@ -42,63 +44,19 @@ ConvGrads conv_grads(const Tensor& dy, const Tensor& x, const Tensor& w,
   return g;
 }
 
-// Calls f(n, k, c, p, q, r, s, ih, iw) for every term of the direct sum
-//   y[n][k][p][q] = sum_{c, r, s} w[k][c][r][s] x[n][c][ih][iw],  ih = p*sh - ph + r, ...
-// whose input index lies inside the image.
-template <class F>
-void for_each_term(const Shape& x, const Shape& w, const kernels::Conv2dParams& prm, F&& f) {
-  const Shape y = kernels::conv2d_output_shape(x, w, prm);
-  for (int64_t n = 0; n < x[0]; ++n)
-    for (int64_t k = 0; k < w[0]; ++k)
-      for (int64_t p = 0; p < y[2]; ++p)
-        for (int64_t q = 0; q < y[3]; ++q)
-          for (int64_t c = 0; c < x[1]; ++c)
-            for (int64_t r = 0; r < w[2]; ++r)
-              for (int64_t s = 0; s < w[3]; ++s) {
-                const int64_t ih = p * prm.stride_h - prm.pad_h + r;
-                const int64_t iw = q * prm.stride_w - prm.pad_w + s;
-                if (ih >= 0 && ih < x[2] && iw >= 0 && iw < x[3]) f(n, k, c, p, q, r, s, ih, iw);
-              }
-}
-
-// Reference forward and backward in f64, straight from the definition.
+// The direct-loop reference (kernels/cpu/conv2d_reference.cpp), in f64.
 Tensor reference_conv(const Tensor& x, const Tensor& w, const Tensor& bias,
-                      const kernels::Conv2dParams& prm) {
-  const Shape ys = kernels::conv2d_output_shape(x.shape(), w.shape(), prm);
-  Tensor y = Tensor::zeros(ys, DType::f64);
-  const double* xp = x.data<double>();
-  const double* wp = w.data<double>();
-  double* yp = y.data<double>();
-  const Shape xs = x.shape(), ws = w.shape();
-  for_each_term(xs, ws, prm,
-                [&](auto n, auto k, auto c, auto p, auto q, auto r, auto s, auto ih, auto iw) {
-                  yp[((n * ys[1] + k) * ys[2] + p) * ys[3] + q] +=
-                      wp[((k * ws[1] + c) * ws[2] + r) * ws[3] + s] *
-                      xp[((n * xs[1] + c) * xs[2] + ih) * xs[3] + iw];
-                });
-  if (bias.defined())
-    for (int64_t i = 0; i < y.numel(); ++i)
-      yp[i] += bias.data<double>()[(i / (ys[2] * ys[3])) % ys[1]];
+                      const kernels::Conv2dParams& p) {
+  Tensor y = Tensor::empty(kernels::conv2d_output_shape(x.shape(), w.shape(), p), DType::f64);
+  kernels::cpu::conv2d_reference_forward(y, x, w, bias, p);
   return y;
 }
 
 ConvGrads reference_grads(const Tensor& dy, const Tensor& x, const Tensor& w,
-                          const kernels::Conv2dParams& prm) {
-  ConvGrads g{Tensor::zeros(x.shape(), DType::f64), Tensor::zeros(w.shape(), DType::f64),
-              Tensor::zeros({w.size(0)}, DType::f64)};
-  const Shape xs = x.shape(), ws = w.shape(), ys = dy.shape();
-  const double *xp = x.data<double>(), *wp = w.data<double>(), *dyp = dy.data<double>();
-  double *dxp = g.dx.data<double>(), *dwp = g.dw.data<double>();
-  for_each_term(xs, ws, prm,
-                [&](auto n, auto k, auto c, auto p, auto q, auto r, auto s, auto ih, auto iw) {
-                  const double d = dyp[((n * ys[1] + k) * ys[2] + p) * ys[3] + q];
-                  const int64_t xi = ((n * xs[1] + c) * xs[2] + ih) * xs[3] + iw;
-                  const int64_t wi = ((k * ws[1] + c) * ws[2] + r) * ws[3] + s;
-                  dxp[xi] += wp[wi] * d;
-                  dwp[wi] += xp[xi] * d;
-                });
-  for (int64_t i = 0; i < dy.numel(); ++i)
-    g.dbias.data<double>()[(i / (ys[2] * ys[3])) % ys[1]] += dyp[i];
+                          const kernels::Conv2dParams& p) {
+  ConvGrads g{Tensor::empty(x.shape(), DType::f64), Tensor::empty(w.shape(), DType::f64),
+              Tensor::empty({w.size(0)}, DType::f64)};
+  kernels::cpu::conv2d_reference_backward(g.dx, g.dw, g.dbias, dy, x, w, p);
   return g;
 }
 
@@ -179,6 +137,17 @@ TEST_CASE("conv2d worked by hand: 3x3 input, 2x2 kernel, bias, forward and backw
   CHECK(g.dw.to_vector<float>() == std::vector<float>{12, 16, 24, 28});
   CHECK(g.dx.to_vector<float>() == std::vector<float>{1, 3, 2, 4, 10, 6, 3, 7, 4});
   CHECK(g.dbias.to_vector<float>() == std::vector<float>{4});
+
+  // The direct-loop reference, which the other tests trust, gives the same numbers.
+  Tensor y = Tensor::empty({1, 1, 2, 2});
+  kernels::cpu::conv2d_reference_forward(y, x, w, b, p);
+  CHECK(y.to_vector<float>() == std::vector<float>{37.5f, 47.5f, 67.5f, 77.5f});
+  ConvGrads r{Tensor::empty(x.shape()), Tensor::empty(w.shape()), Tensor::empty({1})};
+  kernels::cpu::conv2d_reference_backward(r.dx, r.dw, r.dbias, Tensor::full({1, 1, 2, 2}, 1.0), x,
+                                          w, p);
+  CHECK(r.dw.to_vector<float>() == std::vector<float>{12, 16, 24, 28});
+  CHECK(r.dx.to_vector<float>() == std::vector<float>{1, 3, 2, 4, 10, 6, 3, 7, 4});
+  CHECK(r.dbias.to_vector<float>() == std::vector<float>{4});
 }
 
 TEST_CASE("conv2d worked by hand: stride 2 with padding, and a 1x1 conv mixing channels") {
@@ -187,6 +156,8 @@ TEST_CASE("conv2d worked by hand: stride 2 with padding, and a 1x1 conv mixing c
   Tensor x = Tensor::from_vector<double>({1, 2, 3, 4, 5, 6, 7, 8, 9}, {1, 1, 3, 3});
   Tensor ones = Tensor::full({1, 1, 2, 2}, 1.0, DType::f64);
   CHECK(conv(x, ones, Tensor(), conv_params(2, 2, 1, 1)).to_vector<double>() ==
+        std::vector<double>{1, 5, 11, 28});
+  CHECK(reference_conv(x, ones, Tensor(), conv_params(2, 2, 1, 1)).to_vector<double>() ==
         std::vector<double>{1, 5, 11, 28});
 
   // 1x1: y[k] = sum_c w[k][c] x[c] pixelwise; channels (1, 2) and (10, 20), w = [[1, -1], [2, 3]].

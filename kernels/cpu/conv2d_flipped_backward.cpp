@@ -1,0 +1,120 @@
+// The stride-1 backward of the CPU convolution (kernels/cpu/conv2d_paths.h): the input
+// gradient is itself a convolution, of dy with the flipped kernel, so it runs as im2col + GEMM
+// straight into dx, and the weight gradient reuses that conv's column matrix.
+#include <omp.h>
+
+#include <algorithm>
+
+#include "core/tensor.h"
+#include "kernels/cpu/conv2d_paths.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/im2col.h"
+
+namespace ringgrad::kernels::cpu {
+
+// With stride 1 the input gradient is itself a convolution. From
+//   dx[c][i][j] = sum_{k,r,s} w[k][c][r][s] dy[k][i + pad_h - r][j + pad_w - s]
+// and r' = R-1-r, s' = S-1-s: dx = conv(dy, w') with w'[c][k][r'][s'] = w[k][c][R-1-r'][S-1-s']
+// and padding R-1-pad_h, S-1-pad_w (a real padding while pad <= kernel - 1). That runs the
+// forward path (im2col + GEMM straight into dx) instead of GEMM into a column matrix nine
+// times the size of dx, from a product with inner dimension K only, and col2im. A 1x1 kernel
+// gains nothing (its column matrix is no larger than dx) and keeps the direct path.
+bool input_grad_is_conv(const ConvGeometry& g) {
+  return g.R * g.S > 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h <= g.R - 1 &&
+         g.pad_w <= g.S - 1;
+}
+
+namespace {
+
+ConvGeometry input_grad_geometry(const ConvGeometry& g) {
+  return {g.K, g.P, g.Q, g.C, g.R, g.S, g.H, g.W, 1, 1, g.R - 1 - g.pad_h, g.S - 1 - g.pad_w};
+}
+
+// w' (C, K, R, S) from w (K, C, R, S), as above; parallel, since ResNet-18's kernels reach 9 MB.
+template <class T>
+Tensor flipped_transposed_kernel(const T* w, const ConvGeometry& g) {
+  Tensor flipped = Tensor::empty({g.C, g.K, g.R, g.S}, DTypeOf<T>::value);
+  T* f = flipped.data<T>();
+  const int64_t RS = g.R * g.S;
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < g.C; ++c)
+    for (int64_t k = 0; k < g.K; ++k)
+      for (int64_t rs = 0; rs < RS; ++rs)
+        f[(c * g.K + k) * RS + RS - 1 - rs] = w[(k * g.C + c) * RS + rs];
+  return flipped;
+}
+
+}  // namespace
+
+// Stride-1 backward when dx is wanted: dx = conv(dy, w') as above, and dw from the same
+// column matrix of dy. With h = p + r - pad_h (and likewise w),
+//   dw[k][c][r][s] = sum_{n,p,q} dy[n][k][p][q] x[n][c][p + r - pad_h][q + s - pad_w]
+//                  = sum_{n,h,w} col(dy)[(k, R-1-r, S-1-s)][(n, h, w)] x[n][c][h][w]
+// (col(dy) is the flipped conv's column matrix, zero exactly where dy's index leaves the image),
+// so per chunk dw^T (C, KRS) += X col(dy)^T with X the chunk's x as (C, columns), and one im2col
+// serves both products instead of one of dy and another of x.
+template <class T>
+void flipped_conv_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, int64_t N,
+                           const ConvGeometry& g) {
+  const ConvGeometry f = input_grad_geometry(g);  // the conv over dy: f.K == g.C, f.C == g.K
+  const Tensor flipped = flipped_transposed_kernel(w, g);
+  const ChunkPlan plan = plan_chunks(N, f, sizeof(T));
+  const bool batched = plan.images > 1;  // dx and x then need moving to and from (C, columns)
+  const int64_t columns = plan.images * f.output_plane(), KRS = f.patch_size();
+  const int64_t col_size = KRS * columns;
+  const int64_t moved_size = batched ? 2 * g.C * columns : 0;  // dx's result, then x
+  const int64_t per_thread = col_size + moved_size;
+  const int64_t dw_size = dw ? g.C * KRS : 0;
+  Tensor workspace = Tensor::empty({plan.threads * (per_thread + dw_size)}, DTypeOf<T>::value);
+  T* partials = workspace.data<T>() + plan.threads * per_thread;  // dw^T of each thread
+#pragma omp parallel num_threads(plan.threads)
+  {
+    const int thread = omp_get_thread_num();
+    T* col = workspace.data<T>() + thread * per_thread;
+    T* result = col + col_size;
+    T* x_moved = result + g.C * columns;
+    T* dw_sum = partials + thread * dw_size;
+    T beta = 0;  // the first chunk of each thread overwrites its dw_sum
+#pragma omp for schedule(static)
+    for (int64_t chunk = 0; chunk < plan.chunks; ++chunk) {
+      const int64_t first = chunk * plan.images, images = std::min(plan.images, N - first);
+      const int64_t cols = images * f.output_plane();
+      im2col(col, dy + first * g.output_image_size(), images, f);
+      T* dxc = dx + first * g.image_size();
+      T* out = batched ? result : dxc;
+      gemm(Op::none, Op::none, g.C, cols, KRS, T(1), flipped.data<T>(), KRS, col, cols, T(0), out,
+           cols);
+      store_output(dxc, out, static_cast<const T*>(nullptr), images, f);
+      if (!dw) continue;
+      const T* xc = x + first * g.image_size();
+      if (batched) {  // x (images, C, H*W) is laid out as the flipped conv's output
+        batch_output_grad(x_moved, xc, images, f);
+        xc = x_moved;
+      }
+      gemm(Op::none, Op::transpose, g.C, KRS, cols, T(1), xc, cols, col, cols, beta, dw_sum, KRS);
+      beta = 1;
+    }
+    // dw[k][c][r][s] = sum over threads of dw^T[c][(k, R-1-r, S-1-s)].
+    if (dw) {
+      const int team = omp_get_num_threads();
+      const int64_t RS = g.R * g.S;
+#pragma omp for schedule(static)
+      for (int64_t kc = 0; kc < g.K * g.C; ++kc) {
+        const int64_t k = kc / g.C, c = kc % g.C;
+        for (int64_t rs = 0; rs < RS; ++rs) {
+          const int64_t from = c * KRS + k * RS + (RS - 1 - rs);
+          T sum = 0;
+          for (int t = 0; t < team; ++t) sum += partials[t * dw_size + from];
+          dw[kc * RS + rs] = sum;
+        }
+      }
+    }
+  }
+}
+
+template void flipped_conv_backward<float>(float*, float*, const float*, const float*, const float*,
+                                           int64_t, const ConvGeometry&);
+template void flipped_conv_backward<double>(double*, double*, const double*, const double*,
+                                            const double*, int64_t, const ConvGeometry&);
+
+}  // namespace ringgrad::kernels::cpu

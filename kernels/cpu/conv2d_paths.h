@@ -1,0 +1,110 @@
+// The paths of the CPU convolution, private to kernels/cpu/conv2d*.cpp: raw pointers, N images,
+// the sizes in a ConvGeometry, T float or double. conv2d.cpp's entry points pick one:
+//   conv2d.cpp                   im2col + GEMM forward and backward, the textbook path, and the
+//                                chunking and output moves the other paths reuse;
+//   conv2d_tap_crop.cpp          kernels whose border taps only ever meet padding: cropped away
+//                                first, the rest of the conv then runs uncropped;
+//   conv2d_flipped_backward.cpp  stride 1: dx as the forward conv of dy with the flipped kernel.
+// Read conv2d_reference.cpp (the definition, plain loops) before any of them.
+#pragma once
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include "core/tensor.h"
+#include "kernels/conv_geometry.h"
+
+namespace ringgrad::kernels::cpu {
+
+// ---- conv2d.cpp ----------------------------------------------------------------------------
+
+// The operand checks of conv2d_forward and conv2d_backward for f32 and f64 (the reference's
+// too): x and w defined, 4-D with matching channels, on the CPU, every operand of x's dtype and
+// of the shape x and w imply (an undefined optional one is skipped). Return the geometry.
+ConvGeometry checked_forward_geometry(const Tensor& y, const Tensor& x, const Tensor& w,
+                                      const Tensor& bias, const Conv2dParams& p, const char* op);
+ConvGeometry checked_backward_geometry(const Tensor& dx, const Tensor& dw, const Tensor& dbias,
+                                       const Tensor& dy, const Tensor& x, const Tensor& w,
+                                       const Conv2dParams& p, const char* op);
+
+// How the batch is cut: chunks of `images` images (the last may be smaller), spread over
+// `threads` threads in contiguous runs (OpenMP static schedule), every thread getting a chunk.
+struct ChunkPlan {
+  int64_t images;
+  int64_t chunks;
+  int threads;
+};
+
+ChunkPlan plan_chunks(int64_t N, const ConvGeometry& g, size_t element_size);
+
+// One chunk's GEMM result is (K, images*P*Q); y is (images, K, P*Q). With one image they are the
+// same memory and only the bias is added; otherwise each (image, channel) plane is moved.
+template <class T>
+void store_output(T* y, const T* result, const T* bias, int64_t images, const ConvGeometry& g) {
+  const int64_t plane = g.output_plane(), columns = images * plane;
+  for (int64_t b = 0; b < images; ++b) {
+    for (int64_t k = 0; k < g.K; ++k) {
+      T* out = y + (b * g.K + k) * plane;
+      const T* in = result + k * columns + b * plane;
+      const T add = bias ? bias[k] : T(0);
+      if (in == out && !bias) continue;
+      for (int64_t i = 0; i < plane; ++i) out[i] = in[i] + add;
+    }
+  }
+}
+
+// The inverse move for the output gradient: dy (images, K, P*Q) -> batched (K, images*P*Q).
+template <class T>
+void batch_output_grad(T* batched, const T* dy, int64_t images, const ConvGeometry& g) {
+  const int64_t plane = g.output_plane(), columns = images * plane;
+  for (int64_t b = 0; b < images; ++b)
+    for (int64_t k = 0; k < g.K; ++k)
+      std::copy_n(dy + (b * g.K + k) * plane, plane, batched + k * columns + b * plane);
+}
+
+// y (N, K, P, Q) = conv(x, w) + bias (bias may be null), by im2col + GEMM.
+template <class T>
+void im2col_conv_forward(T* y, const T* x, const T* w, const T* bias, int64_t N,
+                         const ConvGeometry& g);
+
+// dx and dw (either may be null) of a conv every tap of which meets the image: through the
+// flipped conv where input_grad_is_conv, else by im2col + GEMM + col2im.
+template <class T>
+void uncropped_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, int64_t N,
+                        const ConvGeometry& g);
+
+// ---- conv2d_tap_crop.cpp -------------------------------------------------------------------
+
+// Kernel taps that only ever meet padding multiply zeros. They form borders of the kernel
+// (rows r whose every output row reads outside the image, likewise columns s), so the conv
+// equals one with the kernel cropped to the active taps [r0, r1) x [s0, s1) and the padding
+// cut by r0, s0 (never below 0: tap r = pad_h reads row 0 at p = 0). ResNet-18's 3x3 pad-1
+// convs on 1x1 images become 1x1 convs this way, 9x less work.
+struct TapWindow {
+  int64_t r0, r1, s0, s1;
+  bool empty() const { return r0 >= r1 || s0 >= s1; }  // every output reads only padding
+};
+
+TapWindow active_taps(const ConvGeometry& g);
+bool covers_kernel(const TapWindow& t, const ConvGeometry& g);
+
+// The forward and backward of a conv with taps outside the window (!covers_kernel).
+template <class T>
+void tap_cropped_forward(T* y, const T* x, const T* w, const T* bias, int64_t N,
+                         const ConvGeometry& g, const TapWindow& taps);
+template <class T>
+void tap_cropped_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, int64_t N,
+                          const ConvGeometry& g, const TapWindow& taps);
+
+// ---- conv2d_flipped_backward.cpp -----------------------------------------------------------
+
+// Whether dx is the conv of dy with the flipped kernel and gains from it (stride 1, a kernel
+// larger than 1x1, padding at most kernel - 1).
+bool input_grad_is_conv(const ConvGeometry& g);
+
+// dx (not null) and dw (may be null) when input_grad_is_conv.
+template <class T>
+void flipped_conv_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, int64_t N,
+                           const ConvGeometry& g);
+
+}  // namespace ringgrad::kernels::cpu

@@ -1,0 +1,108 @@
+// The tap-crop path of the CPU convolution (kernels/cpu/conv2d_paths.h): kernel taps that only
+// ever meet padding multiply zeros, so a conv whose kernel has such border taps is run with the
+// kernel cropped to the taps that meet the image, and its weight gradient is zero outside them.
+#include "core/tensor.h"
+#include "kernels/cpu/conv2d_paths.h"
+#include "kernels/cpu/im2col.h"
+
+namespace ringgrad::kernels::cpu {
+
+TapWindow active_taps(const ConvGeometry& g) {
+  TapWindow t{g.R, 0, g.S, 0};
+  for (int64_t r = 0; r < g.R; ++r) {
+    if (valid_outputs(r, g.pad_h, g.stride_h, g.H, g.P).empty()) continue;
+    t.r0 = std::min(t.r0, r);
+    t.r1 = r + 1;
+  }
+  for (int64_t s = 0; s < g.S; ++s) {
+    if (valid_outputs(s, g.pad_w, g.stride_w, g.W, g.Q).empty()) continue;
+    t.s0 = std::min(t.s0, s);
+    t.s1 = s + 1;
+  }
+  return t;
+}
+
+bool covers_kernel(const TapWindow& t, const ConvGeometry& g) {
+  return t.r0 == 0 && t.r1 == g.R && t.s0 == 0 && t.s1 == g.S;
+}
+
+namespace {
+
+ConvGeometry cropped(ConvGeometry g, const TapWindow& t) {
+  g.R = t.r1 - t.r0;
+  g.S = t.s1 - t.s0;
+  g.pad_h -= t.r0;
+  g.pad_w -= t.s0;
+  return g;
+}
+
+// Calls f(full, cropped) for every tap of w (K, C, R, S): `full` its index in w, `cropped` its
+// index in the cropped kernel (K, C, r1 - r0, s1 - s0), or -1 outside the window. Parallel over
+// (k, c), since ResNet-18's largest kernels (9 MB) are exactly the ones that get cropped.
+template <class F>
+void for_each_kernel_tap(const ConvGeometry& g, const TapWindow& t, F&& f) {
+  const int64_t R = t.r1 - t.r0, S = t.s1 - t.s0;
+#pragma omp parallel for schedule(static)
+  for (int64_t kc = 0; kc < g.K * g.C; ++kc)
+    for (int64_t r = 0; r < g.R; ++r)
+      for (int64_t s = 0; s < g.S; ++s) {
+        const bool inside = r >= t.r0 && r < t.r1 && s >= t.s0 && s < t.s1;
+        f((kc * g.R + r) * g.S + s, inside ? (kc * R + r - t.r0) * S + s - t.s0 : -1);
+      }
+}
+
+// w (K, C, R, S) cropped to the window: (K, C, r1 - r0, s1 - s0).
+template <class T>
+Tensor crop_kernel(const T* w, const ConvGeometry& g, const TapWindow& t) {
+  Tensor crop = Tensor::empty({g.K, g.C, t.r1 - t.r0, t.s1 - t.s0}, DTypeOf<T>::value);
+  T* c = crop.data<T>();
+  for_each_kernel_tap(g, t, [&](int64_t full, int64_t at) {
+    if (at >= 0) c[at] = w[full];
+  });
+  return crop;
+}
+
+}  // namespace
+
+template <class T>
+void tap_cropped_forward(T* y, const T* x, const T* w, const T* bias, int64_t N,
+                         const ConvGeometry& g, const TapWindow& taps) {
+  if (taps.empty()) {
+    for (int64_t i = 0; i < N * g.output_image_size(); ++i)
+      y[i] = bias ? bias[i / g.output_plane() % g.K] : T(0);
+    return;
+  }
+  const Tensor crop = crop_kernel(w, g, taps);
+  im2col_conv_forward(y, x, crop.data<T>(), bias, N, cropped(g, taps));
+}
+
+template <class T>
+void tap_cropped_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, int64_t N,
+                          const ConvGeometry& g, const TapWindow& taps) {
+  if (taps.empty()) {
+    if (dx) std::fill_n(dx, N * g.image_size(), T(0));
+    if (dw) std::fill_n(dw, g.K * g.patch_size(), T(0));
+    return;
+  }
+  const Tensor crop = crop_kernel(w, g, taps);
+  Tensor dcrop = dw ? Tensor::empty(crop.shape(), crop.dtype()) : Tensor();
+  uncropped_backward(dx, dw ? dcrop.data<T>() : nullptr, dy, x, crop.data<T>(), N,
+                     cropped(g, taps));
+  if (dw) {  // taps outside the window have zero gradient
+    const T* dc = dcrop.data<T>();
+    for_each_kernel_tap(g, taps,
+                        [&](int64_t full, int64_t at) { dw[full] = at >= 0 ? dc[at] : T(0); });
+  }
+}
+
+template void tap_cropped_forward<float>(float*, const float*, const float*, const float*, int64_t,
+                                         const ConvGeometry&, const TapWindow&);
+template void tap_cropped_forward<double>(double*, const double*, const double*, const double*,
+                                          int64_t, const ConvGeometry&, const TapWindow&);
+template void tap_cropped_backward<float>(float*, float*, const float*, const float*, const float*,
+                                          int64_t, const ConvGeometry&, const TapWindow&);
+template void tap_cropped_backward<double>(double*, double*, const double*, const double*,
+                                           const double*, int64_t, const ConvGeometry&,
+                                           const TapWindow&);
+
+}  // namespace ringgrad::kernels::cpu
