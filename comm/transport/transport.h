@@ -1,6 +1,7 @@
 // comm::Transport: the byte-moving interface the algorithms in comm/collectives/ talk to. It knows
 // peers and ordered byte streams, nothing about reductions. Implementations:
-// socket/SocketTransport; collectives/SubsetTransport (some ranks of another as a group).
+// socket/SocketTransport (TCP, unix sockets, and shared memory through shm/ within a host);
+// collectives/SubsetTransport (some ranks of another as a group).
 // Contract: single-threaded (the process group's worker thread); every wait honours the
 // deadline set by begin() and throws IoError / TimeoutError naming the operation and the peer.
 #pragma once
