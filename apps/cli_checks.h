@@ -33,6 +33,21 @@ inline CLI::Validator number_in(double low, double high, bool low_open = false) 
       },
       range.str());
 }
+// A whole number from `low` to `high`, for integer flags, where CLI11's own conversion error
+// ("Could not convert: --node-rank = 2.5") names neither what is wanted nor the range.
+inline CLI::Validator whole_number_in(long long low, long long high) {
+  const std::string range = "from " + std::to_string(low) + " to " + std::to_string(high);
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        const size_t first_digit = !text.empty() && text[0] == '-' ? 1 : 0;
+        const bool whole = text.size() > first_digit && text.size() <= 18 &&
+                           text.find_first_not_of("0123456789", first_digit) == std::string::npos;
+        if (!whole || std::stoll(text) < low || std::stoll(text) > high)
+          return "must be a whole number " + range + ", got '" + text.substr(0, 24) + "'";
+        return "";
+      },
+      range);
+}
 inline CLI::Validator positive() {
   return number_in(0, std::numeric_limits<double>::infinity(), true);
 }

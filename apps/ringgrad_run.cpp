@@ -111,11 +111,11 @@ int main(int argc, char** argv) {
   app.add_option("--nnodes", nnodes, "N or MIN:MAX nodes");
   app.add_option("--nproc-per-node,--nproc_per_node", nproc, "workers per node: N, auto, cpu, gpu");
   app.add_option("--node-rank,--node_rank", c.node_rank, "this node's rank (default: assigned)")
-      ->check(cli::number_in(0, kMaxNodes - 1));
+      ->check(cli::whole_number_in(0, kMaxNodes - 1));
   app.add_option("--master-addr,--master_addr", c.master_addr, "static backend: node 0's address");
   app.add_option("--master-port,--master_port", c.master_port,
                  "static backend: store port (0: free)")
-      ->check(cli::number_in(0, 65535));
+      ->check(cli::whole_number_in(0, 65535));
   app.add_option("--rdzv-id,--rdzv_id", c.rdzv_id, "job id shared by all nodes");
   app.add_option("--rdzv-backend,--rdzv_backend", c.rdzv_backend, "c10d or static");
   app.add_option("--rdzv-endpoint,--rdzv_endpoint", endpoint, "c10d backend: host[:port]");
@@ -124,7 +124,7 @@ int main(int argc, char** argv) {
                  "token, bind_addr");
   app.add_flag("--standalone", c.standalone, "one node, store on a free loopback port");
   app.add_option("--max-restarts,--max_restarts", c.max_restarts, "restarts of the whole job")
-      ->check(cli::number_in(0, 10000));
+      ->check(cli::whole_number_in(0, 10000));
   app.add_option("--monitor-interval,--monitor_interval", monitor_interval,
                  "seconds between checks")
       ->check(cli::number_in(0.001, 3600));
@@ -147,7 +147,7 @@ int main(int argc, char** argv) {
   app.add_option("--hostfile", ssh.hostfile,
                  "'host slots=N' lines: start one ringgrad-run per host over SSH");
   app.add_option("--ssh-port", ssh.ssh_port, "--hostfile: the hosts' SSH port")
-      ->check(cli::number_in(1, 65535));
+      ->check(cli::whole_number_in(1, 65535));
   app.add_option("--ssh-opts", ssh.ssh_opts, "--hostfile: extra ssh arguments, space-separated");
   app.add_option("--export", ssh.exports, "--hostfile: VAR,... carried to every host");
   app.add_option("--remote-run", ssh.remote_run,
@@ -161,7 +161,7 @@ int main(int argc, char** argv) {
                "CPUs, CUDA, then a short all_reduce_perf; a PASS/FAIL table, exit 0 if all pass");
   app.add_option("--check-port", check.port,
                  "--check: node k probes worker port P+k instead of a free one")
-      ->check(cli::number_in(1, 65535));
+      ->check(cli::whole_number_in(1, 65535));
   app.add_option("--check-node", check.node_report, "(internal) one node's checker for --check")
       ->group("");
   app.footer("PROGRAM [ARGS...] follow the options: ringgrad-run [OPTIONS] PROGRAM [ARGS...]");

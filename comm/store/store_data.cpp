@@ -1,6 +1,7 @@
 // StoreData: byte and key accounting around a map.
 #include "comm/store/store_data.h"
 
+#include "comm/store/hash_store.h"
 #include "core/env.h"
 #include "core/error.h"
 
@@ -62,6 +63,34 @@ void StoreData::put(const std::string& key, std::string value) {
     values_.emplace(key, std::move(value));
   else
     it->second = std::move(value);
+}
+
+bool StoreData::has_all(const std::vector<std::string>& keys) const {
+  for (const auto& k : keys)
+    if (!contains(k)) return false;
+  return true;
+}
+
+int64_t StoreData::add(const std::string& key, int64_t delta) {
+  const std::string* old = find(key);
+  std::string stored = old ? *old : std::string();
+  const int64_t value = add_to_counter(stored, delta, key);
+  put(key, std::move(stored));
+  return value;
+}
+
+std::string StoreData::compare_set(const std::string& key, const std::string& expected,
+                                   const std::string& desired) {
+  const std::string* old = find(key);
+  if (!old ? !expected.empty() : *old != expected) return old ? *old : expected;
+  put(key, desired);
+  return desired;
+}
+
+void StoreData::check_key_count(size_t count) const {
+  if (count > max_keys_)
+    RG_THROW(InvalidArgument, "a request naming ", count, " keys, more than the store may hold (",
+             max_keys_, ", RINGGRAD_STORE_MAX_KEYS on the store's host)");
 }
 
 bool StoreData::erase(const std::string& key) {

@@ -4,8 +4,10 @@
 // the server returns to that client as an error; everyone else is served as before.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace ringgrad::comm {
 
@@ -25,9 +27,17 @@ class StoreData {
 
   const std::string* find(const std::string& key) const;
   bool contains(const std::string& key) const { return values_.count(key) != 0; }
+  bool has_all(const std::vector<std::string>& keys) const;
   void put(const std::string& key, std::string value);  // throws when a cap would be passed
+  // Store::add and Store::compare_set (store.h), under the same caps.
+  int64_t add(const std::string& key, int64_t delta);
+  std::string compare_set(const std::string& key, const std::string& expected,
+                          const std::string& desired);
   bool erase(const std::string& key);
   size_t size() const { return values_.size(); }
+  // Throws InvalidArgument for a get/wait/check naming more keys than the store may ever hold:
+  // such a wait could never be answered, and its watchers would be memory without a cap.
+  void check_key_count(size_t count) const;
 
  private:
   size_t max_bytes_, max_keys_;

@@ -11,7 +11,6 @@
 #include <thread>
 #include <unordered_map>
 
-#include "comm/store/hash_store.h"
 #include "comm/store/store.h"
 #include "core/logging.h"
 
@@ -39,7 +38,6 @@ class TcpStoreServer::Impl {
   void key_written(const std::string& key);
   // Forgets watcher entries of connections no longer waiting (timed out, closed).
   void prune_watchers(const std::vector<std::string>& keys);
-  bool has_all(const std::vector<std::string>& keys) const;
   void log_rejection(const std::string& peer, const std::string& reason);
 
   TcpStoreServerOptions options;
@@ -116,7 +114,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // Answers the parked request if all its keys now exist.
   void try_complete() {
-    if (!pending_ || closed_ || !server_.has_all(pending_->keys)) return;
+    if (!pending_ || closed_ || !server_.data.has_all(pending_->keys)) return;
     FrameWriter w;
     w.u8(static_cast<uint8_t>(StoreStatus::ok));
     if (pending_->is_get) w.str(*server_.data.find(pending_->keys[0]));
@@ -248,12 +246,6 @@ void TcpStoreServer::Impl::accept_next() {
   });
 }
 
-bool TcpStoreServer::Impl::has_all(const std::vector<std::string>& keys) const {
-  for (const auto& k : keys)
-    if (!data.contains(k)) return false;
-  return true;
-}
-
 void TcpStoreServer::Impl::log_rejection(const std::string& peer, const std::string& reason) {
   // A fuzzer or port scanner can cause thousands of these: log the first few, then sample.
   const int64_t n = ++rejected;
@@ -328,7 +320,8 @@ void TcpStoreServer::Impl::handle(const std::shared_ptr<Connection>& conn,
         wait.keys = in.strs();
       const int64_t timeout_ms = in.i64();
       in.expect_end();
-      if (has_all(wait.keys)) {
+      data.check_key_count(wait.keys.size());
+      if (data.has_all(wait.keys)) {
         if (wait.is_get) out.str(*data.find(wait.keys[0]));
         conn->reply(out.frame());
         return;
@@ -341,11 +334,7 @@ void TcpStoreServer::Impl::handle(const std::shared_ptr<Connection>& conn,
       std::string key = in.str();
       const int64_t delta = in.i64();
       in.expect_end();
-      const std::string* old = data.find(key);
-      std::string stored = old ? *old : std::string();
-      const int64_t value = add_to_counter(stored, delta, key);
-      data.put(key, stored);
-      conn->reply(out.i64(value).frame());
+      conn->reply(out.i64(data.add(key, delta)).frame());
       key_written(key);
       return;
     }
@@ -354,23 +343,15 @@ void TcpStoreServer::Impl::handle(const std::shared_ptr<Connection>& conn,
       std::string expected = in.str();
       std::string desired = in.str();
       in.expect_end();
-      const std::string* old = data.find(key);
-      std::string current;
-      if (!old) {
-        current = expected.empty() ? desired : expected;
-        if (expected.empty()) data.put(key, desired);
-      } else {
-        current = *old == expected ? desired : *old;
-        if (*old == expected) data.put(key, desired);
-      }
-      conn->reply(out.str(current).frame());
+      conn->reply(out.str(data.compare_set(key, expected, desired)).frame());
       key_written(key);
       return;
     }
     case StoreOp::check: {
       auto keys = in.strs();
       in.expect_end();
-      conn->reply(out.u8(has_all(keys) ? 1 : 0).frame());
+      data.check_key_count(keys.size());
+      conn->reply(out.u8(data.has_all(keys) ? 1 : 0).frame());
       return;
     }
     case StoreOp::delete_key: {

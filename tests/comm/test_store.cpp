@@ -204,6 +204,13 @@ TEST_CASE("tcp store: RINGGRAD_STORE_MAX_MB and _MAX_KEYS set the caps, bad valu
   client->set("a", "1");
   client->set("b", "1");
   CHECK_THROWS_AS(client->set("c", "1"), InvalidArgument);
+  CHECK_THROWS_AS(client->add("c", 1), InvalidArgument);
+  CHECK_THROWS_AS(client->compare_set("c", "", "1"), InvalidArgument);
+  // A wait for more keys than can ever exist is refused, not parked with a watcher per key.
+  said = message_of<InvalidArgument>([&] { client->wait({"a", "b", "c"}, Milliseconds(100)); });
+  CHECK(said.find("naming 3 keys, more than the store may hold (2") != std::string::npos);
+  CHECK_THROWS_AS(client->check({"a", "b", "c"}), InvalidArgument);
+  CHECK(client->check({"a", "b"}));
 
   for (const char* bad : {"0", "-1", "lots", "99999999999999999999", "1.5"}) {
     CAPTURE(bad);
