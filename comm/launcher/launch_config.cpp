@@ -6,6 +6,7 @@
 #include <sched.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -212,6 +213,17 @@ void validate(LaunchConfig& config) {
     RG_THROW(InvalidArgument, "unknown option '", config.command[0], "'");
   if (config.nproc_per_node < 1)
     RG_THROW(InvalidArgument, "--nproc-per-node ", config.nproc_per_node, ": need at least 1");
+  // The run id names the job's folder in --log-dir: '/', '..' or an empty id would put logs
+  // outside it, or into it bare.
+  const std::string& id = config.rdzv_id;
+  const bool control_char = std::any_of(id.begin(), id.end(), [](char ch) {
+    return static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f;
+  });
+  if (id.empty() || id == "." || id == ".." || id.size() > 255 ||
+      id.find('/') != std::string::npos || control_char)
+    RG_THROW(InvalidArgument, "--rdzv-id '", id.substr(0, 64),
+             "': give a name of 1 to 255 characters without '/' or control characters, other "
+             "than '.' and '..' (it names the run's folder in --log-dir)");
   if (config.rdzv_backend != "static" && config.rdzv_backend != "c10d")
     RG_THROW(InvalidArgument, "--rdzv-backend '", config.rdzv_backend,
              "' is not supported (use c10d or static)");
