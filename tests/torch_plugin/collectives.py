@@ -1,8 +1,10 @@
 # Every collective x dtype on the "ringgrad" default group against a Gloo group of the same
 # processes, on the same inputs: integers exactly, floats within reordering tolerance. Then the
-# errors: dtypes and ops ringgrad cannot reduce raise a RuntimeError naming the operation.
+# errors: dtypes and ops ringgrad cannot reduce raise a RuntimeError naming the operation, and
+# tearing the group down with a Python future callback pending does not deadlock.
 # Run by launch.py on 2 and 3 ranks.
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -166,7 +168,16 @@ GLOO = dist.new_group(backend="gloo")
 for n in [1, 7, 70_000]:  # the 70,000-element case takes ringgrad's ring path
     run_collectives(n)
 run_errors()
+# Teardown while a future's Python callback is pending: the callback needs the GIL on
+# ringgrad's future thread while this thread destroys the group, which must release it. The
+# last rank joins late, so the others' all_reduce is still running when they tear down.
+if RANK == WORLD - 1:
+    time.sleep(3)
+big = torch.ones(1 << 22)
+chained = dist.all_reduce(big, async_op=True).get_future().then(lambda f: f.value()[0][:4].sum())
 dist.destroy_process_group()
+if chained.wait().item() != 4 * WORLD:
+    failures.append(f"future chained before teardown gave {chained.wait()}")
 for f in failures:
     print(f"rank {RANK}: FAIL {f}")
 print(f"rank {RANK}: {'FAILED' if failures else 'ok'} ({len(failures)} failures)")

@@ -2,7 +2,10 @@
 # MASTER_ADDR, MASTER_PORT set here, as torchrun would), waits at most --timeout seconds, and
 # exits 0 only if every rank did. Skips (prints "SKIPPED: <why>", exits 77) when this Python
 # cannot import torch or the ringgrad_torch module (build it with RINGGRAD_PYTHON=<this python>).
-#   python launch.py --world 2 [--timeout S] [--expect-fail RANK ...] script.py [args...]
+# --killed R: rank R is expected to die by SIGKILL (a fault test), the others to exit 0.
+# --ringgrad-run PATH: start the ranks with `ringgrad-run --standalone` instead (the launcher
+# sets their environment), and expect it to exit 0.
+#   python launch.py --world 2 [--timeout S] [--killed R | --ringgrad-run PATH] script.py [args...]
 import argparse
 import os
 import socket
@@ -26,6 +29,8 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--world", type=int, required=True)
     p.add_argument("--timeout", type=float, default=240)
+    p.add_argument("--killed", type=int, default=-1)
+    p.add_argument("--ringgrad-run")
     p.add_argument("script")
     p.add_argument("args", nargs=argparse.REMAINDER)
     a = p.parse_args()
@@ -37,6 +42,17 @@ def main():
         import ringgrad_torch  # noqa: F401
     except ImportError as e:
         skip(f"the ringgrad_torch module is not built for {sys.executable} ({e})")
+
+    if a.ringgrad_run:
+        cmd = [a.ringgrad_run, "--standalone", "--nproc-per-node", str(a.world), sys.executable,
+               a.script] + a.args
+        try:
+            code = subprocess.run(cmd, timeout=a.timeout).returncode
+        except subprocess.TimeoutExpired:
+            print(f"launch: ringgrad-run still running after {a.timeout:.0f} s, killed")
+            sys.exit(1)
+        print(f"launch: ringgrad-run exit code {code}")
+        sys.exit(0 if code == 0 else 1)
 
     port = free_port()
     procs = []
@@ -56,7 +72,8 @@ def main():
             p.wait()
             print(f"launch: rank {rank} still running after {a.timeout:.0f} s, killed")
     print(f"launch: exit codes {codes}")
-    sys.exit(0 if all(c == 0 for c in codes) else 1)
+    want = [-9 if rank == a.killed else 0 for rank in range(a.world)]
+    sys.exit(0 if codes == want else 1)
 
 
 if __name__ == "__main__":
