@@ -8,7 +8,6 @@
 #include <limits>
 #include <sstream>
 #include <string>
-#include <thread>
 
 namespace ringgrad::cli {
 
@@ -55,13 +54,8 @@ inline CLI::Validator non_negative() {
   return number_in(0, std::numeric_limits<double>::infinity());
 }
 
-// Threads per process: more than 4 per core only makes every thread wait for a core (and
-// thousands exhaust the stack space of the OpenMP runtime).
-inline int max_threads() {
-  return 4 * static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
-inline CLI::Validator thread_count() {
-  const int cap = max_threads();
+// A thread count from 0 to `cap` (kernels::max_num_threads() for the CPU kernels).
+inline CLI::Validator thread_count(int cap) {
   const std::string wanted =
       "must be a whole number from 0 to " + std::to_string(cap) + " (4 per core of this machine)";
   return CLI::Validator(

@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
   app.add_option(
          "--threads", c.threads,
          "CPU threads per process (0: OMP_NUM_THREADS, else cores / processes on this node)")
-      ->check(ringgrad::cli::thread_count());
+      ->check(ringgrad::cli::thread_count(ringgrad::kernels::max_num_threads()));
   app.add_option("--max-steps", c.max_steps, "stop after this many steps (0: no limit)")
       ->check(ringgrad::cli::non_negative());
   app.add_option("--save", c.save_path, "write a checkpoint (safetensors) here at the end");

@@ -10,8 +10,12 @@
 
 namespace ringgrad::kernels {
 
-void set_num_threads(int n);  // OpenMP and OpenBLAS threads for every CPU kernel
+// OpenMP and OpenBLAS threads for every CPU kernel: 1 to max_num_threads(), else InvalidArgument.
+void set_num_threads(int n);
 int num_threads();
+// 4 per core: more only makes every thread wait for a core, and thousands overflow the stack
+// space of the OpenMP runtime (a segfault at the first parallel region).
+int max_num_threads();
 
 // ---- convolution -----------------------------------------------------------------------
 struct Conv2dParams {

@@ -1,7 +1,9 @@
 // Thread count shared by every CPU kernel, and the rule that OpenBLAS runs single-threaded.
 #include <omp.h>
 
+#include <algorithm>
 #include <mutex>
+#include <thread>
 
 #include "kernels/cpu/gemm.h"
 #include "kernels/ops.h"
@@ -17,12 +19,18 @@
 namespace ringgrad::kernels {
 
 void set_num_threads(int n) {
-  RG_CHECK_GE(n, 1, "thread count");
+  if (n < 1 || n > max_num_threads())
+    RG_THROW(InvalidArgument, "thread count ", n, " is outside 1 to ", max_num_threads(),
+             " (4 per core of this machine)");
   omp_set_num_threads(n);
   cpu::use_single_threaded_blas();
 }
 
 int num_threads() { return omp_get_max_threads(); }
+
+int max_num_threads() {
+  return 4 * static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
 
 namespace cpu {
 void use_single_threaded_blas() {

@@ -85,10 +85,14 @@ TrainResult train(const TrainConfig& c) {
   // Default: OMP_NUM_THREADS when set (ringgrad-run sets 1, as torchrun), else the cores
   // shared among the processes of this node.
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int threads = c.threads > 0 ? c.threads
-                      : static_cast<int>(env_int("OMP_NUM_THREADS",
-                                                 std::max(1, cores / job.env.local_world_size)));
-  kernels::set_num_threads(threads);
+  const long long threads =
+      c.threads > 0 ? c.threads
+                    : env_int("OMP_NUM_THREADS", std::max(1, cores / job.env.local_world_size));
+  if (threads < 1 || threads > kernels::max_num_threads())  // (--threads is checked when parsed)
+    RG_THROW(InvalidArgument, "OMP_NUM_THREADS=", threads, " is outside 1 to ",
+             kernels::max_num_threads(), " (4 per core of this machine): set it lower, or pass "
+             "--threads");
+  kernels::set_num_threads(static_cast<int>(threads));
   const int world = job.env.world_size, rank = job.env.rank;
   if (job.leader()) {  // the leader writes them; fail now rather than after the training
     check_output_path(c.save_path, "--save");

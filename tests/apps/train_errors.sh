@@ -39,6 +39,10 @@ expect 2 "--momentum: must be a finite number from 0 to 1, got '2'" --momentum 2
 expect 2 "--threads: must be a whole number from 0 to [0-9]+ \(4 per core" --threads 100000
 expect 2 "--threads: must be a whole number" --threads 2000
 expect 2 "--timeout: must be a finite number from 0 to 10000000, got 'nan'" --timeout nan
+# OMP_NUM_THREADS is capped as --threads is (100000 threads overflowed the OpenMP runtime).
+OMP_NUM_THREADS=100000 expect 2 "OMP_NUM_THREADS=100000 is outside 1 to [0-9]+ \(4 per core" \
+  --synthetic --model resnet8 --max-steps 1
+OMP_NUM_THREADS=0 expect 2 "OMP_NUM_THREADS=0 is outside 1 to" --synthetic --model resnet8 --max-steps 1
 # Output paths are checked before the first step (exit 2), not after the training.
 expect 2 "--save $dir/missing/ck.safetensors: the folder $dir/missing does not exist" \
   --synthetic --model resnet8 --save "$dir/missing/ck.safetensors"
