@@ -2,12 +2,12 @@
 #include "comm/launcher/hostfile.h"
 
 #include <cerrno>
-#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 
+#include "comm/launcher/launch_config.h"
 #include "core/error.h"
 
 namespace ringgrad::comm {
@@ -26,6 +26,8 @@ std::vector<HostfileEntry> parse_hostfile(const std::string& text, const std::st
     if (entry.host.find('=') != std::string::npos)
       RG_THROW(InvalidArgument, "hostfile ", where, ": '", entry.host,
                "' is not a host name (expected 'host slots=N')");
+    // The first host is every other node's --master-addr, so each must be usable as one.
+    check_host(entry.host, "hostfile " + where + ":", entry.host);
     for (std::string word; words >> word;) {
       const auto eq = word.find('=');
       if (eq == std::string::npos || eq == 0)
@@ -38,11 +40,10 @@ std::vector<HostfileEntry> parse_hostfile(const std::string& text, const std::st
       char* end = nullptr;
       errno = 0;
       const long slots = std::strtol(value.c_str(), &end, 10);
-      if (value.empty() || *end != '\0' || errno == ERANGE || slots > INT_MAX)
-        RG_THROW(InvalidArgument, "hostfile ", where, ": slots '", value, "' is not an integer");
-      if (slots <= 0)
-        RG_THROW(InvalidArgument, "hostfile ", where, ": slots=", slots,
-                 " must be at least 1");
+      if (value.empty() || *end != '\0' || errno == ERANGE || slots < 1 ||
+          slots > kMaxProcsPerNode)
+        RG_THROW(InvalidArgument, "hostfile ", where, ": slots '", value.substr(0, 24),
+                 "' must be a whole number from 1 to ", kMaxProcsPerNode);
       entry.slots = static_cast<int>(slots);
     }
     for (const auto& seen : hosts)

@@ -71,18 +71,16 @@ bool is_ipv4_address(const std::string& text) {
   return ::inet_pton(AF_INET, text.c_str(), &ignored) == 1;
 }
 
-// A host name or IPv4 address: anything else (a second ':', brackets, spaces) would only fail
-// later, and after a long wait, as a DNS error.
-void check_host(const std::string& host, const char* flag, const std::string& value) {
-  if (host.empty()) RG_THROW(InvalidArgument, flag, " '", value, "': empty host");
+}  // namespace
+
+void check_host(const std::string& host, const std::string& where, const std::string& value) {
+  if (host.empty()) RG_THROW(InvalidArgument, where, " '", value, "': empty host");
   if (host.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") !=
       std::string::npos)
-    RG_THROW(InvalidArgument, flag, " '", value.substr(0, 64), "': '", host.substr(0, 64),
+    RG_THROW(InvalidArgument, where, " '", value.substr(0, 64), "': '", host.substr(0, 64),
              "' is not a host name or IPv4 address",
              host.find(':') != std::string::npos ? " (IPv6 addresses are not supported yet)" : "");
 }
-
-}  // namespace
 
 int StreamSelection::for_rank(int local_rank) const {
   auto it = per_rank.find(local_rank);

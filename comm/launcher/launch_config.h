@@ -64,6 +64,10 @@ std::pair<std::string, int> parse_endpoint(const std::string& value, int default
 // LOG_DIR/RUN_ID, or RUN_ID.1, .2, ... when taken, so that a run never writes over another's
 // logs; created here (throws InvalidArgument when LOG_DIR cannot be created or written).
 std::string make_log_run_folder(const std::string& log_dir, const std::string& run_id);
+// A host name or IPv4 address, else InvalidArgument "WHERE 'VALUE': 'HOST' is not ...":
+// anything else (a second ':', brackets, '@', spaces) would only fail later, after a long
+// wait, as a DNS error on another node.
+void check_host(const std::string& host, const std::string& where, const std::string& value);
 // "k=v,k2=v2"
 std::map<std::string, std::string> parse_key_values(const std::string& value, const char* flag);
 // "3" or "0:1,1:2" (local rank : bits)

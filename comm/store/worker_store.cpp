@@ -1,6 +1,8 @@
 // Worker environment parsing and the worker store.
 #include "comm/store/worker_store.h"
 
+#include <cerrno>
+#include <climits>
 #include <cstdlib>
 
 #include "core/env.h"
@@ -13,9 +15,12 @@ std::optional<long long> parse_int(const EnvLookup& lookup, const char* name) {
   auto v = lookup(name);
   if (!v) return std::nullopt;
   char* end = nullptr;
-  long long x = std::strtoll(v->c_str(), &end, 10);
-  if (end == v->c_str() || *end != '\0')
-    RG_THROW(InvalidArgument, name, "='", *v, "' is not an integer");
+  errno = 0;
+  const long long x = std::strtoll(v->c_str(), &end, 10);
+  // Out of int's range it would wrap: RANK=4294967296 read as rank 0.
+  if (end == v->c_str() || *end != '\0' || errno == ERANGE || x < INT_MIN || x > INT_MAX)
+    RG_THROW(InvalidArgument, name, "='", v->substr(0, 24), "' is not an integer from ", INT_MIN,
+             " to ", INT_MAX);
   return x;
 }
 

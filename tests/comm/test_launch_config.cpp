@@ -144,10 +144,15 @@ TEST_CASE("hostfile: each error names the file, the line and the problem") {
   rejects("slots=2\n", "hostfile hf:1: 'slots=2' is not a host name");
   rejects("a =3\n", "hf:1: '=3' is not key=value");
   rejects("a cores=2\n", "hostfile hf:1: unknown key 'cores'");
-  rejects("a slots=0\n", "hf:1: slots=0 must be at least 1");
-  rejects("# x\na slots=-3\n", "hf:2: slots=-3 must be at least 1");
-  rejects("a slots=two\n", "hf:1: slots 'two' is not an integer");
-  rejects("a slots=99999999999\n", "slots '99999999999' is not an integer");
+  rejects("a slots=0\n", "hf:1: slots '0' must be a whole number from 1 to 1024");
+  rejects("# x\na slots=-3\n", "hf:2: slots '-3' must be a whole number from 1 to 1024");
+  rejects("a slots=two\n", "hf:1: slots 'two' must be a whole number");
+  rejects("a slots=99999999999\n", "slots '99999999999' must be a whole number");
+  rejects("a slots=2000\n", "slots '2000' must be a whole number from 1 to 1024");
+  // Each host may become the others' --master-addr: what could never be one is refused here.
+  rejects("::1 slots=2\n", "hostfile hf:1: '::1': '::1' is not a host name or IPv4 address "
+                           "(IPv6 addresses are not supported yet)");
+  rejects("a\nme@b\n", "hostfile hf:2: 'me@b': 'me@b' is not a host name");
   rejects("a\nb\na slots=2\n", "hf:3: host 'a' is listed twice");
   rejects("# only comments\n\n", "hostfile hf: no hosts in it");
   CHECK(message_of<IoError>([] { read_hostfile("/nonexistent/hosts"); })

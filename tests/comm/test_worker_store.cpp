@@ -95,6 +95,20 @@ TEST_CASE("worker env: clear errors for conflicting or missing variables") {
   CHECK(message_of<InvalidArgument>([&] {
           read_worker_env(env_of({{"RANK", "x"}, {"WORLD_SIZE", "2"}}));
         }).find("RANK='x'") != std::string::npos);
+  // Numbers past int's range are refused, not wrapped (4294967296 would become rank 0).
+  for (const char* huge : {"4294967296", "99999999999999999999"}) {
+    CAPTURE(huge);
+    CHECK(message_of<InvalidArgument>([&] {
+            read_worker_env(env_of(
+                {{"RANK", huge}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}}));
+          }).find("RANK='") != std::string::npos);
+  }
+  CHECK(message_of<InvalidArgument>([&] {
+          read_worker_env(env_of({{"RANK", "0"},
+                                  {"WORLD_SIZE", "2"},
+                                  {"MASTER_ADDR", "h"},
+                                  {"MASTER_PORT", "4294967297"}}));
+        }).find("MASTER_PORT='4294967297' is not an integer") != std::string::npos);
 }
 
 TEST_CASE("worker store: rank 0 hosts, everyone meets, a missing rank is named") {
