@@ -66,6 +66,23 @@ int64_t consume(ShmRing& ring, uint64_t total, size_t piece) {
   return first_wrong;
 }
 
+// Ranks 0 and 1 with their shared memory set up over a socket pair, with 4 KiB rings.
+struct MeshPair {
+  net::Socket ends[2];
+  std::unique_ptr<ShmMesh> mesh[2];
+  MeshPair() {
+    int fds[2];
+    REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0);
+    ends[0] = net::Socket(fds[0]), ends[1] = net::Socket(fds[1]);
+    const auto deadline = Clock::now() + std::chrono::seconds(10);
+    std::thread other([&] { mesh[1] = std::make_unique<ShmMesh>(1, std::vector<ShmPeerLink>{{0, &ends[1]}}, 4096, true, deadline); });
+    mesh[0] = std::make_unique<ShmMesh>(0, std::vector<ShmPeerLink>{{1, &ends[0]}}, 4096, true, deadline);
+    other.join();
+    REQUIRE(mesh[0]->channel(1) != nullptr);
+    REQUIRE(mesh[1]->channel(0) != nullptr);
+  }
+};
+
 }  // namespace
 
 TEST_CASE("shm ring: fills, refuses when full, empties, and wraps around in order") {
@@ -139,47 +156,65 @@ TEST_CASE("shm segment: a reservation that does not fit fails saying needed and 
 }
 
 TEST_CASE("shm doorbell: a sleeping rank is woken by its peer's bytes, a spinning one gets no write") {
-  int pair[2];
-  REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) == 0);
-  net::Socket ends[2] = {net::Socket(pair[0]), net::Socket(pair[1])};
-  const auto deadline = Clock::now() + std::chrono::seconds(10);
-  std::unique_ptr<ShmMesh> mesh[2];
-  std::thread other([&] { mesh[1] = std::make_unique<ShmMesh>(1, std::vector<ShmPeerLink>{{0, &ends[1]}}, 4096, true, deadline); });
-  mesh[0] = std::make_unique<ShmMesh>(0, std::vector<ShmPeerLink>{{1, &ends[0]}}, 4096, true, deadline);
-  other.join();
-  ShmChannel* to1 = mesh[0]->channel(1);
-  ShmChannel* to0 = mesh[1]->channel(0);
-  REQUIRE(to1 != nullptr);
-  REQUIRE(to0 != nullptr);
+  MeshPair pair;
+  ShmChannel* to1 = pair.mesh[0]->channel(1);
+  ShmChannel* to0 = pair.mesh[1]->channel(0);
+  auto& mesh = pair.mesh;
   auto doorbell_rang = [&](int timeout_ms) {
     pollfd p{mesh[1]->doorbell_fd(), POLLIN, 0};
     return ::poll(&p, 1, timeout_ms) == 1;
   };
   // Rank 1 is not sleeping: rank 0's bytes arrive without a write to its eventfd.
-  CHECK(to1->send("abc", 3) == 3);
-  to1->wake_peer();
+  to1->post_send("abc", 3);
+  CHECK(to1->progress());
   CHECK_FALSE(doorbell_rang(0));
-  char got[8] = {};
-  CHECK(to0->recv(got, sizeof got) == 3);
+  char got[3] = {};
+  to0->post_recv(got, 3);
+  CHECK(to0->progress());
+  CHECK(to0->recvs_done() == 1);
   // Rank 1 sleeps; rank 0 sends from another thread a little later and rings.
   mesh[1]->begin_sleep();
   std::thread sender([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    to1->send("xyz", 3);
-    to1->wake_peer();
+    to1->post_send("xyz", 3);
+    to1->progress();
   });
   CHECK(doorbell_rang(10000));
   sender.join();
   mesh[1]->end_sleep();
   CHECK_FALSE(doorbell_rang(0));  // end_sleep reset the eventfd
-  CHECK(to0->recv(got, sizeof got) == 3);
-  CHECK(std::string(got, 3) == "xyz");
   // The wake-up also goes the other way: consuming frees room a sleeping producer waits for.
   mesh[0]->begin_sleep();
-  to0->wake_peer();
+  to0->post_recv(got, 3);
+  CHECK(to0->progress());
+  CHECK(std::string(got, 3) == "xyz");
   pollfd p{mesh[0]->doorbell_fd(), POLLIN, 0};
   CHECK(::poll(&p, 1, 0) == 1);
   mesh[0]->end_sleep();
+}
+
+TEST_CASE("shm channel: large sends are copied straight from the sender (one copy), small ones through the ring") {
+  MeshPair pair;
+  ShmChannel* to1 = pair.mesh[0]->channel(1);
+  ShmChannel* to0 = pair.mesh[1]->channel(0);
+  // Sends of 3 bytes, 1 MiB (more than the 4 KiB ring: only a copy from the sender fits it in one
+  // pass) and 5 bytes, received as 2 bytes, then 1 MiB + 1 spanning two frames, then 5.
+  const size_t big = 1 << 20;
+  std::vector<unsigned char> out(3 + big + 5), in(out.size());
+  for (size_t i = 0; i < out.size(); ++i) out[i] = pattern(i);
+  to1->post_send(out.data(), 3);
+  to1->post_send(out.data() + 3, big);
+  to1->post_send(out.data() + 3 + big, 5);
+  to0->post_recv(in.data(), 2);
+  to0->post_recv(in.data() + 2, big + 1);
+  to0->post_recv(in.data() + 3 + big, 5);
+  CHECK(to1->progress());       // three frames: 3 bytes inline, 1 MiB by address, 5 inline
+  CHECK(to1->sending());        // the 1 MiB send waits until rank 1 has copied it
+  CHECK(to0->progress());       // one pass takes it all: no 4 KiB ring could carry 1 MiB
+  CHECK(to0->recvs_done() == 3);
+  CHECK(in == out);
+  CHECK(to1->progress());       // rank 1 counted the frame copied: the send completes
+  CHECK_FALSE(to1->sending());
 }
 
 TEST_CASE("transport: ranks on this host share memory unless RINGGRAD_TRANSPORT says otherwise") {

@@ -2,11 +2,13 @@
 #include "comm/transport/shm/shm_mesh.h"
 
 #include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <optional>
+#include <random>
 #include <string>
 
 #include "core/error.h"
@@ -42,7 +44,27 @@ struct Offer {
   uint64_t ring_bytes;
   uint32_t slot;   // the receiver's ring in the sender's inbox
   uint32_t unused;
+  uint64_t probe_address;  // where the sender keeps probe_token
+  uint64_t probe_token;
 };
+
+// The peer at the other end of a unix socket as this process sees it (0: in another pid
+// namespace, or unknown), so that process_vm_readv reaches the right process.
+pid_t peer_pid(const net::Socket& s) {
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  return ::getsockopt(s.fd(), SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 ? cred.pid : 0;
+}
+
+// Whether this process may read `pid`'s memory (ptrace rules, seccomp, pid namespaces): it reads
+// the token the peer put at `address`, so a wrong process cannot pass by chance.
+bool can_read_memory_of(pid_t pid, uint64_t address, uint64_t token) {
+  if (pid <= 0) return false;
+  uint64_t value = 0;
+  iovec local{&value, sizeof value};
+  iovec remote{reinterpret_cast<void*>(address), sizeof value};
+  return ::process_vm_readv(pid, &local, 1, &remote, 1, 0) == sizeof value && value == token;
+}
 
 std::string rank_list(const std::vector<ShmPeerLink>& links) {
   std::string out;
@@ -51,14 +73,6 @@ std::string rank_list(const std::vector<ShmPeerLink>& links) {
 }
 
 }  // namespace
-
-void ShmChannel::wake_peer() {
-  std::atomic_thread_fence(std::memory_order_seq_cst);  // Note [shm doorbell]
-  if (peer_sleeping_->load(std::memory_order_relaxed) == 0) return;
-  const uint64_t one = 1;
-  // A full counter (EAGAIN) still wakes the sleeper, so the result does not matter.
-  [[maybe_unused]] ssize_t rc = ::write(peer_doorbell_.get(), &one, sizeof one);
-}
 
 ShmMesh::ShmMesh(int rank, const std::vector<ShmPeerLink>& links, size_t ring_bytes, bool required,
                  Clock::time_point deadline) {
@@ -75,6 +89,8 @@ ShmMesh::ShmMesh(int rank, const std::vector<ShmPeerLink>& links, size_t ring_by
     inbox_ = ShmSegment();
   }
   const bool ok = inbox_.data() != nullptr;
+  probe_token_ = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}() ^
+                 static_cast<uint64_t>(Clock::now().time_since_epoch().count());
   if (ok) {
     auto* header = static_cast<InboxHeader*>(inbox_.data());
     *header = {kOfferMagic, static_cast<uint32_t>(links.size()), ring_bytes};
@@ -82,11 +98,16 @@ ShmMesh::ShmMesh(int rank, const std::vector<ShmPeerLink>& links, size_t ring_by
   }
   // Every offer goes out before any is read: each is a few bytes, so no send waits on a read.
   for (size_t slot = 0; slot < links.size(); ++slot) {
-    const Offer mine{kOfferMagic, ok ? 1u : 0u, bytes, ring_bytes, static_cast<uint32_t>(slot), 0};
+    const Offer mine{kOfferMagic, ok ? 1u : 0u, bytes, ring_bytes, static_cast<uint32_t>(slot), 0,
+                     reinterpret_cast<uint64_t>(&probe_token_), probe_token_};
     const std::string what = str_cat("rank ", rank, " offering shared memory to rank ", links[slot].peer);
     if (ok) net::write_with_fds(*links[slot].socket, &mine, sizeof mine, {inbox_.fd().get(), doorbell_.get()}, deadline, what);
     else net::write_fully(*links[slot].socket, &mine, sizeof mine, deadline, what);
   }
+  std::vector<ShmPeerLink> paired;  // the links that share memory
+  std::vector<Offer> offers;
+  std::vector<UniqueFd> doorbells;
+  std::vector<size_t> slots;
   for (size_t slot = 0; slot < links.size(); ++slot) {
     const int peer = links[slot].peer;
     Offer theirs{};
@@ -104,13 +125,31 @@ ShmMesh::ShmMesh(int rank, const std::vector<ShmPeerLink>& links, size_t ring_by
       continue;
     }
     peer_inboxes_.push_back(ShmSegment::map(fds[0], theirs.inbox_bytes));
-    const ShmSegment& theirs_inbox = peer_inboxes_.back();
+    paired.push_back(links[slot]);
+    offers.push_back(theirs);
+    doorbells.push_back(std::move(fds[1]));
+    slots.push_back(slot);
+  }
+  // Second round: each side tells the other whether it can read its memory.
+  std::vector<pid_t> pids;
+  for (size_t i = 0; i < paired.size(); ++i) {
+    pids.push_back(peer_pid(*paired[i].socket));
+    const char can_read = can_read_memory_of(pids[i], offers[i].probe_address, offers[i].probe_token) ? 1 : 0;
+    net::write_fully(*paired[i].socket, &can_read, 1, deadline,
+                     str_cat("rank ", rank, " answering the offer of rank ", paired[i].peer));
+  }
+  for (size_t i = 0; i < paired.size(); ++i) {
+    char reads_me = 0;
+    net::read_fully(*paired[i].socket, &reads_me, 1, deadline,
+                    str_cat("rank ", rank, " reading the answer of rank ", paired[i].peer));
+    const ShmSegment& theirs_inbox = peer_inboxes_[i];
     auto* peer_sleeping = reinterpret_cast<const std::atomic<uint32_t>*>(
         static_cast<const char*>(theirs_inbox.data()) + kSleepingOffset);
-    channels_.emplace_back(peer, std::make_unique<ShmChannel>(
-                                     ShmRing(slot_at(theirs_inbox, theirs.slot, ring_bytes), ring_bytes),
-                                     ShmRing(slot_at(inbox_, slot, ring_bytes), ring_bytes),
-                                     peer_sleeping, std::move(fds[1])));
+    channels_.emplace_back(paired[i].peer,
+                           std::make_unique<ShmChannel>(
+                               ShmRing(slot_at(theirs_inbox, offers[i].slot, ring_bytes), ring_bytes),
+                               ShmRing(slot_at(inbox_, slots[i], ring_bytes), ring_bytes), peer_sleeping,
+                               std::move(doorbells[i]), pids[i], reads_me == 1));
   }
   // The peers hold their own descriptors (or mappings) now; a mapping outlives its descriptor.
   inbox_.close_fd();

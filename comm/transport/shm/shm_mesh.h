@@ -3,8 +3,11 @@
 // notice a peer's death). Every rank owns an inbox segment: a header with its doorbell, then one
 // ShmRing per same-host peer carrying the bytes that peer sends it. At set-up each pair swaps,
 // over their unix socket, an offer: the inbox's memfd, the eventfd that wakes the rank, and the
-// inbox slot meant for the peer. A rank then pops from its own inbox and pushes into its peers'.
-// Nothing is named, so no IPC namespace or /dev/shm is involved (shm_segment.h).
+// inbox slot meant for the peer, and the address of a random token in its memory: a peer that
+// reads the token back with process_vm_readv may copy large messages straight out of this
+// rank's buffers (shm_channel.h), and says so in a second round. A rank then pops from its own
+// inbox and pushes into its peers'. Nothing is named, so no IPC namespace or /dev/shm is
+// involved (shm_segment.h).
 //
 // Note [shm doorbell]: a rank that found nothing to move calls begin_sleep() (sets `sleeping` in
 // its inbox header), makes one more pass over its rings, and only if that moves nothing either
@@ -19,30 +22,12 @@
 #include <memory>
 #include <vector>
 
+#include "comm/transport/shm/shm_channel.h"
 #include "comm/transport/shm/shm_ring.h"
 #include "comm/transport/shm/shm_segment.h"
 #include "comm/transport/socket/socket.h"
 
 namespace ringgrad::comm::shm {
-
-// One rank's two rings with a peer, and the peer's doorbell.
-class ShmChannel {
- public:
-  ShmChannel(ShmRing out, ShmRing in, const std::atomic<uint32_t>* peer_sleeping,
-             UniqueFd peer_doorbell)
-      : out_(out), in_(in), peer_sleeping_(peer_sleeping), peer_doorbell_(std::move(peer_doorbell)) {}
-
-  size_t send(const void* data, size_t bytes) { return out_.push(data, bytes); }
-  size_t recv(void* data, size_t bytes) { return in_.pop(data, bytes); }
-  // After a pass that moved bytes either way: rings the peer's doorbell if it sleeps.
-  void wake_peer();
-
- private:
-  ShmRing out_;  // in the peer's inbox; this rank produces
-  ShmRing in_;   // in this rank's inbox; this rank consumes
-  const std::atomic<uint32_t>* peer_sleeping_;
-  UniqueFd peer_doorbell_;
-};
 
 struct ShmPeerLink {
   int peer;
@@ -71,6 +56,7 @@ class ShmMesh {
   ShmSegment inbox_;
   std::atomic<uint32_t>* sleeping_ = nullptr;  // in inbox_'s header
   UniqueFd doorbell_;                           // an eventfd
+  uint64_t probe_token_ = 0;                    // what a peer must read from our memory
   std::vector<ShmSegment> peer_inboxes_;
   std::vector<std::pair<int, std::unique_ptr<ShmChannel>>> channels_;  // by peer rank
 };

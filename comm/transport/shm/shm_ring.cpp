@@ -69,4 +69,21 @@ size_t ShmRing::pop(void* data, size_t bytes) {
   return done;
 }
 
+size_t ShmRing::writable() {
+  theirs_ = control_->tail.load(std::memory_order_acquire);
+  return capacity_ - (mine_ - theirs_);
+}
+
+size_t ShmRing::readable() {
+  theirs_ = control_->head.load(std::memory_order_acquire);
+  return theirs_ - mine_;
+}
+
+void ShmRing::count_frame_copied() {
+  control_->frames_copied.store(control_->frames_copied.load(std::memory_order_relaxed) + 1,
+                                std::memory_order_release);
+}
+
+uint64_t ShmRing::frames_copied() const { return control_->frames_copied.load(std::memory_order_acquire); }
+
 }  // namespace ringgrad::comm::shm

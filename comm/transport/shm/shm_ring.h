@@ -16,8 +16,11 @@ constexpr size_t kCacheLine = 64;
 struct RingControl {
   alignas(kCacheLine) std::atomic<uint64_t> head;  // bytes pushed since the ring was made
   alignas(kCacheLine) std::atomic<uint64_t> tail;  // bytes popped since the ring was made
+  // For the channel above (shm_channel.h): frames the consumer copied straight from the
+  // producer's memory, which completes the producer's sends. Only the consumer writes it.
+  alignas(kCacheLine) std::atomic<uint64_t> frames_copied;
 };
-static_assert(sizeof(RingControl) == 2 * kCacheLine, "head and tail on separate cache lines");
+static_assert(sizeof(RingControl) == 3 * kCacheLine, "counters on separate cache lines");
 // Another process sees the same bytes: the atomics must not hide a lock inside this process.
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "lock-free 64-bit atomics");
 
@@ -33,6 +36,13 @@ class ShmRing {
   size_t push(const void* data, size_t bytes);
   // Consumer: copies up to `bytes` of what the producer pushed; returns how many.
   size_t pop(void* data, size_t bytes);
+
+  // Producer: room for this many bytes now. Consumer: this many bytes ready now.
+  size_t writable();
+  size_t readable();
+  // Consumer: counts one frame copied; producer: how many were (see RingControl).
+  void count_frame_copied();
+  uint64_t frames_copied() const;
 
   size_t capacity() const { return capacity_; }
 

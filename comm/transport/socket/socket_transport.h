@@ -81,8 +81,8 @@ class SocketTransport : public Transport {
     std::string host_identity;  // see host_identity(); "-" when unknown
     std::string unix_name;      // its unix listener; "-" when it has none
     bool over_unix = false;     // this connection is a unix socket
-    shm::ShmChannel* shm = nullptr;  // the payload goes through shared memory (owned by shm_)
-    std::vector<PendingIo> sends, recvs;  // FIFO; *_head is the oldest unfinished entry
+    shm::ShmChannel* shm = nullptr;  // owned by shm_; it queues this peer's sends and receives
+    std::vector<PendingIo> sends, recvs;  // FIFO (sockets); *_head is the oldest unfinished entry
     size_t send_head = 0, recv_head = 0;
     uint64_t recvs_posted = 0, recvs_waited = 0, recvs_done = 0;  // counts, for wait_recv
   };
@@ -92,10 +92,10 @@ class SocketTransport : public Transport {
   Socket connect_to(int peer, bool unix_allowed, Clock::time_point deadline, const std::string& what);
   void refuse_loopback_across_hosts() const;
   void connect_shared_memory(SameHostLink mode, Clock::time_point deadline);
-  bool pending(int peer) const { return !peers_[peer].sends.empty() || !peers_[peer].recvs.empty(); }
+  bool pending(int peer) const;    // sends or receives queued
+  bool receiving(int peer) const;  // receives queued
   bool progress_peer(int peer);           // one non-blocking pass; true if bytes moved
   bool progress_socket(Peer& p, int peer);
-  bool progress_shm(Peer& p);
   bool progress_all();
   void block_until_ready();               // poll() the peers with pending I/O (and the doorbell)
   template <class Done>

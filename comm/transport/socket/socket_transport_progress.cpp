@@ -38,38 +38,44 @@ void SocketTransport::begin(const std::string& operation, Clock::time_point dead
 
 void SocketTransport::post_send(int peer, const void* data, size_t bytes) {
   if (bytes == 0) return;
-  peers_[peer].sends.push_back({static_cast<char*>(const_cast<void*>(data)), bytes});
+  Peer& p = peers_[peer];
+  if (p.shm) return p.shm->post_send(data, bytes);
+  p.sends.push_back({static_cast<char*>(const_cast<void*>(data)), bytes});
 }
 
 void SocketTransport::post_recv(int peer, void* data, size_t bytes) {
-  peers_[peer].recvs.push_back({static_cast<char*>(data), bytes});
-  ++peers_[peer].recvs_posted;
+  Peer& p = peers_[peer];
+  ++p.recvs_posted;
+  if (p.shm) return p.shm->post_recv(data, bytes);
+  p.recvs.push_back({static_cast<char*>(data), bytes});
+}
+
+bool SocketTransport::pending(int peer) const {
+  const Peer& p = peers_[peer];
+  return p.shm ? p.shm->sending() || p.shm->receiving() : !p.sends.empty() || !p.recvs.empty();
+}
+
+bool SocketTransport::receiving(int peer) const {
+  const Peer& p = peers_[peer];
+  return p.shm ? p.shm->receiving() : !p.recvs.empty();
 }
 
 // Moves as many queued bytes as the link takes without blocking, in both directions.
 bool SocketTransport::progress_peer(int peer) {
   Peer& p = peers_[peer];
-  const bool moved = p.shm ? progress_shm(p) : progress_socket(p, peer);
+  if (p.shm) {
+    bool moved = false;
+    try {
+      moved = p.shm->progress();
+    } catch (const IoError& e) {  // its memory is gone: it exited
+      fail_peer(peer, user_message(e));
+    }
+    p.recvs_done = p.shm->recvs_done();
+    return moved;
+  }
+  const bool moved = progress_socket(p, peer);
   if (p.send_head == p.sends.size()) p.sends.clear(), p.send_head = 0;
   if (p.recv_head == p.recvs.size()) p.recvs.clear(), p.recv_head = 0;
-  return moved;
-}
-
-bool SocketTransport::progress_shm(Peer& p) {
-  bool moved = false;
-  for (; p.send_head < p.sends.size(); ++p.send_head) {
-    PendingIo& io = p.sends[p.send_head];
-    const size_t n = p.shm->send(io.data, io.left);
-    io.data += n, io.left -= n, moved |= n > 0;
-    if (io.left > 0) break;  // the ring is full
-  }
-  for (; p.recv_head < p.recvs.size(); ++p.recv_head, ++p.recvs_done) {
-    PendingIo& io = p.recvs[p.recv_head];
-    const size_t n = p.shm->recv(io.data, io.left);
-    io.data += n, io.left -= n, moved |= n > 0;
-    if (io.left > 0) break;  // the ring is empty
-  }
-  if (moved) p.shm->wake_peer();
   return moved;
 }
 
@@ -157,7 +163,7 @@ void SocketTransport::block_until_ready() {
   if (left.count() <= 0) {
     std::string waiting;
     for (int i = 0; i < n; ++i)
-      waiting += (i ? ", " : "") + std::string(peers_[watched[i]].recvs.empty() ? "sending to " : "receiving from ") +
+      waiting += (i ? ", " : "") + std::string(receiving(watched[i]) ? "receiving from " : "sending to ") +
                  describe_peer(watched[i]);
     RG_THROW(TimeoutError, operation_, " on rank ", rank(), " timed out after ",
              format_duration(std::chrono::duration_cast<Milliseconds>(Clock::now() - begun_)),
@@ -235,6 +241,7 @@ void SocketTransport::abort(const std::string& reason) {
   }
   for (auto& p : peers_) {
     p.socket.abort();
+    if (p.shm) p.shm->clear();
     p.sends.clear(), p.recvs.clear();
     p.send_head = p.recv_head = 0;
   }

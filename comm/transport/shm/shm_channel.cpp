@@ -1,0 +1,131 @@
+// ShmChannel: framing sends onto the ring, and reading frames back, in place or from the peer.
+#include "comm/transport/shm/shm_channel.h"
+
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace ringgrad::comm::shm {
+
+namespace {
+
+// Sends at least this large go as copy-from-me frames when the peer can read our memory: one
+// copy instead of two, and no need for both ranks to run at once (docs/measurements.md).
+// Below it the system call costs more than the copy it saves.
+constexpr size_t kCopyFromSenderBytes = 64 << 10;
+
+struct FrameHeader {
+  uint64_t bytes;
+  uint64_t address;  // 0: the bytes follow in the ring; else where they are in the sender
+};
+
+// Whether the kernel can read `data` on a peer's behalf: memory mapped from a device (CUDA's
+// pinned staging slots may be) refuses process_vm_readv, so such a send goes through the ring.
+// One byte of our own memory, about a microsecond: small next to the 64 KiB copy it decides.
+bool kernel_can_read(const char* data) {
+  char byte;
+  iovec local{&byte, 1};
+  iovec remote{const_cast<char*>(data), 1};
+  return ::process_vm_readv(::getpid(), &local, 1, &remote, 1, 0) == 1;
+}
+
+}  // namespace
+
+ShmChannel::ShmChannel(ShmRing out, ShmRing in, const std::atomic<uint32_t>* peer_sleeping,
+                       UniqueFd peer_doorbell, pid_t peer_pid, bool peer_reads_me)
+    : out_(out), in_(in), peer_sleeping_(peer_sleeping), peer_doorbell_(std::move(peer_doorbell)),
+      peer_pid_(peer_pid), peer_reads_me_(peer_reads_me) {}
+
+void ShmChannel::post_send(const void* data, size_t bytes) {
+  sends_.push_back({static_cast<const char*>(data), bytes});
+}
+
+void ShmChannel::post_recv(void* data, size_t bytes) { recvs_.push_back({static_cast<char*>(data), bytes}); }
+
+bool ShmChannel::progress() {
+  const bool moved = push_sends() | pull_recvs();
+  if (moved) wake_peer();
+  return moved;
+}
+
+// Frames every queued send that fits, then retires the oldest ones that are complete.
+bool ShmChannel::push_sends() {
+  bool moved = false;
+  for (; framed_ < sends_.size(); ++framed_) {
+    Send& s = sends_[framed_];
+    if (!s.framed) {
+      if (out_.writable() < sizeof(FrameHeader)) break;
+      const bool from_me = peer_reads_me_ && s.left >= kCopyFromSenderBytes && kernel_can_read(s.data);
+      const FrameHeader header{s.left, from_me ? reinterpret_cast<uint64_t>(s.data) : 0};
+      out_.push(&header, sizeof header);
+      s.framed = moved = true;
+      if (from_me) s.frame = ++frames_sent_, s.left = 0;
+    }
+    const size_t n = out_.push(s.data, s.left);
+    s.data += n, s.left -= n, moved |= n > 0;
+    if (s.left > 0) break;  // the ring is full
+  }
+  const uint64_t copied = frames_sent_ ? out_.frames_copied() : 0;
+  while (!sends_.empty() && framed_ > 0 && sends_.front().left == 0 && sends_.front().frame <= copied) {
+    sends_.pop_front(), --framed_;
+    moved = true;
+  }
+  return moved;
+}
+
+// Fills the posted receives from the frames in the ring, in order.
+bool ShmChannel::pull_recvs() {
+  bool moved = false;
+  while (!recvs_.empty()) {
+    Recv& r = recvs_.front();
+    if (r.left == 0) {
+      recvs_.pop_front(), ++recvs_done_;
+      continue;
+    }
+    if (frame_left_ == 0) {
+      if (in_.readable() < sizeof(FrameHeader)) break;
+      FrameHeader header{};
+      in_.pop(&header, sizeof header);
+      frame_left_ = header.bytes, frame_address_ = header.address, frame_in_place_ = header.address != 0;
+      continue;
+    }
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(r.left, frame_left_));
+    const size_t n = frame_in_place_ ? copy_from_peer(r.data, want) : in_.pop(r.data, want);
+    if (n == 0) break;  // the ring is empty
+    r.data += n, r.left -= n, frame_left_ -= n, frame_address_ += n;
+    moved = true;
+    if (frame_in_place_ && frame_left_ == 0) in_.count_frame_copied(), frame_in_place_ = false;
+  }
+  return moved;
+}
+
+size_t ShmChannel::copy_from_peer(char* to, size_t bytes) {
+  if (bytes == 0) return 0;
+  iovec local{to, bytes};
+  iovec remote{reinterpret_cast<void*>(frame_address_), bytes};
+  const ssize_t n = ::process_vm_readv(peer_pid_, &local, 1, &remote, 1, 0);
+  if (n <= 0)
+    RG_THROW(IoError, "reading ", bytes, " bytes from the peer's memory (process ", peer_pid_,
+             ") failed: ", n < 0 ? std::strerror(errno) : "nothing read");
+  return static_cast<size_t>(n);
+}
+
+void ShmChannel::clear() {
+  sends_.clear(), recvs_.clear();
+  framed_ = 0;
+}
+
+void ShmChannel::wake_peer() {
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // Note [shm doorbell]
+  if (peer_sleeping_->load(std::memory_order_relaxed) == 0) return;
+  const uint64_t one = 1;
+  // A full counter (EAGAIN) still wakes the sleeper, so the result does not matter.
+  [[maybe_unused]] ssize_t rc = ::write(peer_doorbell_.get(), &one, sizeof one);
+}
+
+}  // namespace ringgrad::comm::shm
