@@ -1,5 +1,6 @@
 // The sizes of a linear layer, x (N, IN) and w (OUT, IN), read from the tensors after the
-// checks both backends (cpu/linear.cpp, cuda/linear.cu) share. Not part of the kernels API.
+// checks both backends (cpu/linear.cpp, cuda/linear.cu) share, and the shapes of the backward's
+// operands. Not part of the kernels API.
 #pragma once
 #include "core/error.h"
 #include "core/tensor.h"
@@ -18,6 +19,19 @@ inline LinearSizes linear_sizes(const Tensor& x, const Tensor& w, const char* op
   RG_CHECK_EQ(x.size(1), w.size(1), op, ": x has ", x.size(1), " features but w expects ",
               w.size(1), " (x ", x.shape().str(), ", w ", w.shape().str(), ")");
   return {x.size(0), x.size(1), w.size(0)};
+}
+
+// Checks linear_backward's other operands, each with the backend's
+// check_operand(t, shape, dtype, op, name): dy (N, OUT), and where wanted (defined) dx like x,
+// dw like w, dbias (OUT), all of x's dtype.
+template <class CheckOperand>
+void check_backward_operands(const Tensor& dx, const Tensor& dw, const Tensor& dbias,
+                             const Tensor& dy, const Tensor& x, const Tensor& w, LinearSizes s,
+                             const char* op, CheckOperand check_operand) {
+  check_operand(dy, Shape{s.N, s.OUT}, x.dtype(), op, "dy");
+  if (dx.defined()) check_operand(dx, x.shape(), x.dtype(), op, "dx");
+  if (dw.defined()) check_operand(dw, w.shape(), x.dtype(), op, "dw");
+  if (dbias.defined()) check_operand(dbias, Shape{s.OUT}, x.dtype(), op, "dbias");
 }
 
 }  // namespace ringgrad::kernels

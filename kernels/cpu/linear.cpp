@@ -61,10 +61,7 @@ void linear_backward(Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& dy, co
     return round_into(dbias, db32);
   }
   const LinearSizes s = checked_sizes(x, w, op);
-  check_operand(dy, {s.N, s.OUT}, x.dtype(), op, "dy");
-  if (dx.defined()) check_operand(dx, x.shape(), x.dtype(), op, "dx");
-  if (dw.defined()) check_operand(dw, w.shape(), x.dtype(), op, "dw");
-  if (dbias.defined()) check_operand(dbias, {s.OUT}, x.dtype(), op, "dbias");
+  check_backward_operands(dx, dw, dbias, dy, x, w, s, op, check_operand);
   dispatch_float(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     const T* g = dy.data<T>();

@@ -59,10 +59,7 @@ void linear_backward(Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& dy, co
                      const Tensor& w) {
   constexpr const char* op = "linear_backward";
   const LinearSizes s = checked_sizes(x, w, op);
-  check_operand(dy, {s.N, s.OUT}, x.dtype(), op, "dy");
-  if (dx.defined()) check_operand(dx, x.shape(), x.dtype(), op, "dx");
-  if (dw.defined()) check_operand(dw, w.shape(), x.dtype(), op, "dw");
-  if (dbias.defined()) check_operand(dbias, {s.OUT}, x.dtype(), op, "dbias");
+  check_backward_operands(dx, dw, dbias, dy, x, w, s, op, check_operand);
   dispatch_cuda_float(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     Launch l(x);
