@@ -139,7 +139,7 @@ int run_env_check(const LaunchConfig& c, const EnvCheckOptions& o) {
   try {
     rows = parse_check_rows(report.read());
   } catch (const InvalidArgument& e) {
-    error += e.what();
+    error += user_message(e);
   }
   if (rows.empty())
     rows.push_back({node_label(c), "rendezvous", CheckStatus::fail,

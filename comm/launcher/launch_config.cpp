@@ -258,11 +258,22 @@ void validate(LaunchConfig& config) {
       RG_THROW(InvalidArgument, "--master-port ", config.master_port, " is not in 0..65535");
   } else if (config.rdzv_host.empty()) {
     RG_THROW(InvalidArgument, "--rdzv-backend c10d needs --rdzv-endpoint host[:port]");
+  } else if (config.rdzv_port == 0 && config.max_nodes > 1) {
+    RG_THROW(InvalidArgument, "--rdzv-endpoint ", config.rdzv_host,
+             ":0 picks a port on one host only; give a fixed port when --nnodes > 1");
   }
   if (config.max_restarts < 0)
     RG_THROW(InvalidArgument, "--max-restarts ", config.max_restarts, " is negative");
   if (config.monitor_interval.count() <= 0)
     RG_THROW(InvalidArgument, "--monitor-interval must be positive");
+  // A launcher beats once per --monitor-interval at best: an interval longer than a third of
+  // keep_alive_timeout would have the other nodes take a healthy node for lost.
+  if (config.max_nodes > 1 && config.monitor_interval * 3 > config.keep_alive_timeout)
+    RG_THROW(InvalidArgument, "--monitor-interval ", config.monitor_interval.count() / 1000.0,
+             " s: a node checks in once per interval, so with keep_alive_timeout ",
+             config.keep_alive_timeout.count() / 1000.0,
+             " s the others would take it for lost; use at most a third of it, or raise "
+             "--rdzv-conf keep_alive_timeout");
   const bool wants_files = config.redirects.all || config.tee.all ||
                            !config.redirects.per_rank.empty() || !config.tee.per_rank.empty();
   if (wants_files && config.log_dir.empty())

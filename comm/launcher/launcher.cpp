@@ -200,7 +200,7 @@ Outcome supervise(const LaunchConfig& c, const Placement& p, JobStatus& status,
     JobEvent lost;
     lost.kind = JobEvent::Kind::node_lost;
     lost.node_rank = -1;  // the store's host, whichever node that was
-    lost.detail = e.what();
+    lost.detail = user_message(e);
     return finish(lost, SIGTERM);
   }
 }

@@ -117,7 +117,7 @@ std::string probe(const std::string& host, int port, int32_t self, int expect,
     if (answer != expect)
       return str_cat(where, " answered as node ", answer, ", not node ", expect);
   } catch (const Error& e) {
-    return e.what();
+    return user_message(e);
   }
   return "";
 }

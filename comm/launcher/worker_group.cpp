@@ -27,7 +27,7 @@ WorkerGroup::WorkerGroup(const std::vector<std::string>& command, std::vector<Wo
       f.local_rank = spec.local_rank;
       f.status = ExitStatus{127, 0};
       f.time = now_as_text();
-      f.stderr_tail = {e.what()};
+      f.stderr_tail = {user_message(e)};
       if (!first_failure_) first_failure_ = f;
       w.reported = true;
     }

@@ -122,6 +122,28 @@ TEST_CASE("launch config: cross-flag rules") {
   range.max_nodes = 3;
   range.node_rank = 0;
   rejects(range, "needs --rdzv-backend c10d");
+
+  LaunchConfig zero = base();  // c10d on port 0 reaches no other host
+  zero.rdzv_backend = "c10d";
+  zero.rdzv_host = "h";
+  zero.rdzv_port = 0;
+  validate(zero);  // one node: its own launcher finds the port it bound
+  zero.max_nodes = 2;
+  rejects(zero, "--rdzv-endpoint h:0 picks a port on one host only");
+
+  // A node beats once per --monitor-interval: longer than keep_alive_timeout/3, the other
+  // nodes would take it for lost while it is fine.
+  LaunchConfig slow = base();
+  slow.rdzv_backend = "c10d";
+  slow.rdzv_host = "h";
+  slow.max_nodes = 2;
+  slow.monitor_interval = std::chrono::milliseconds(10'000);  // keep_alive_timeout: 30 s
+  validate(slow);
+  slow.monitor_interval = std::chrono::milliseconds(11'000);
+  rejects(slow, "--monitor-interval 11 s: a node checks in once per interval, so with "
+                "keep_alive_timeout 30 s the others would take it for lost");
+  slow.max_nodes = 1;  // no other node to miss its beats
+  validate(slow);
 }
 
 TEST_CASE("hostfile: format, comments, slots") {

@@ -429,6 +429,10 @@ TEST_CASE("ringgrad-run: values that would fail later or silently are refused up
       {{"--master-port", "1e3"}, "--master-port: must be a whole number from 0 to 65535", {}},
       {{"--nproc-per-node", "100000"}, "need a count from 1 to 1024", {}},
       {{"--max-restarts", "1e400"}, "--max-restarts: must be a whole number from 0 to 10000", {}},
+      {{"--nnodes", "2", "--node-rank", "0", "--monitor-interval", "60"},
+       "--monitor-interval 60 s: a node checks in once per interval", {}},
+      {{"--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:0"},
+       "picks a port on one host only", {}},
       {{"--rdzv-id", "../elsewhere", "--log-dir", "/tmp"}, "--rdzv-id '../elsewhere': give a name", {}},
       {{"--rdzv-id", ""}, "--rdzv-id '': give a name", {}},
       {{"--rdzv-id", ".."}, "other than '.' and '..'", {}},
@@ -450,4 +454,13 @@ TEST_CASE("ringgrad-run: values that would fail later or silently are refused up
     CHECK(errors[0].size() < 240);  // a sentence, not a 309-digit limit
     CHECK(errors[0].find(".cpp:") == std::string::npos);  // no source locations for users
   }
+}
+
+TEST_CASE("ringgrad-run: a program that cannot start is named in the summary, without source lines") {
+  auto r = run(launcher({"--standalone", "/nonexistent/prog"}), seconds(30));
+  REQUIRE_FALSE(r.timed_out);
+  CHECK(r.status.code == 1);
+  CHECK(r.err.find("| cannot run '/nonexistent/prog': No such file or directory") !=
+        std::string::npos);
+  CHECK(r.err.find(".cpp:") == std::string::npos);
 }

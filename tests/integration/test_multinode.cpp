@@ -158,7 +158,12 @@ TEST_CASE("two nodes: a launcher killed with -9 is noticed by the other node") {
     // Node 0 hosts the store: its loss shows up as the store's connection going away.
     CHECK(r.err.find(victim == 0 ? "lost the rendezvous store: " : "lost node 1") !=
           std::string::npos);
-    if (victim == 0) CHECK(r.err.find("store connection lost (127.0.0.1:") != std::string::npos);
+    if (victim == 0) {
+      CHECK(r.err.find("store connection lost (127.0.0.1:") != std::string::npos);
+      const auto lost = lines_with(r.err, "  lost the rendezvous store: ");
+      REQUIRE(lost.size() == 1);
+      CHECK(lost[0].find(".cpp:") == std::string::npos);  // the sentence, not our source lines
+    }
     CHECK(all_gone(read_pids(dir.path(), "pid."), seconds(10)));
   }
 }
