@@ -3,6 +3,7 @@
 // 'nan'"), where CLI11's own range checks accept NaN and print the limits of double.
 #pragma once
 #include <CLI/CLI.hpp>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -18,6 +19,8 @@ inline CLI::Validator number_in(double low, double high, bool low_open = false) 
   range.precision(10);  // 10000000, not 1e+07
   if (std::isinf(high))
     range << (low_open ? "> " : ">= ") << low;
+  else if (low_open)
+    range << "> " << low << " and <= " << high;
   else
     range << "from " << low << " to " << high;
   const std::string wanted = "must be a finite number " + range.str();
@@ -32,17 +35,22 @@ inline CLI::Validator number_in(double low, double high, bool low_open = false) 
       },
       range.str());
 }
-// A whole number from `low` to `high`, for integer flags, where CLI11's own conversion error
-// ("Could not convert: --node-rank = 2.5") names neither what is wanted nor the range.
-inline CLI::Validator whole_number_in(long long low, long long high) {
+// A whole number from `low` to `high` (`note` says why, when the limit is not obvious), for
+// integer flags: CLI11's own conversion errors name neither what is wanted nor the range
+// ("Could not convert: --node-rank = 2.5"; past 2^63 "At Most 1 required but received 2"), and
+// it takes -1 for an unsigned flag as 2^64 - 1.
+inline CLI::Validator whole_number_in(unsigned long long low, unsigned long long high,
+                                      const std::string& note = "") {
   const std::string range = "from " + std::to_string(low) + " to " + std::to_string(high);
+  const std::string wanted =
+      "must be a whole number " + range + (note.empty() ? "" : " (" + note + ")");
   return CLI::Validator(
       [=](std::string& text) -> std::string {
-        const size_t first_digit = !text.empty() && text[0] == '-' ? 1 : 0;
-        const bool whole = text.size() > first_digit && text.size() <= 18 &&
-                           text.find_first_not_of("0123456789", first_digit) == std::string::npos;
-        if (!whole || std::stoll(text) < low || std::stoll(text) > high)
-          return "must be a whole number " + range + ", got '" + text.substr(0, 24) + "'";
+        unsigned long long v = 0;
+        const char* end = text.data() + text.size();
+        const auto [stop, ec] = std::from_chars(text.data(), end, v);  // no sign, no spaces
+        if (text.empty() || ec != std::errc() || stop != end || v < low || v > high)
+          return wanted + ", got '" + text.substr(0, 24) + "'";
         return "";
       },
       range);
@@ -52,20 +60,6 @@ inline CLI::Validator positive() {
 }
 inline CLI::Validator non_negative() {
   return number_in(0, std::numeric_limits<double>::infinity());
-}
-
-// A thread count from 0 to `cap` (kernels::max_num_threads() for the CPU kernels).
-inline CLI::Validator thread_count(int cap) {
-  const std::string wanted =
-      "must be a whole number from 0 to " + std::to_string(cap) + " (4 per core of this machine)";
-  return CLI::Validator(
-      [=](std::string& text) -> std::string {
-        const bool digits = !text.empty() && text.size() < 10 &&
-                            text.find_first_not_of("0123456789") == std::string::npos;
-        if (!digits || std::stol(text) > cap) return wanted + ", got '" + text + "'";
-        return "";
-      },
-      "0 to " + std::to_string(cap));
 }
 
 }  // namespace ringgrad::cli

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 
 #include "apps/cli_checks.h"
 #include "core/error.h"
@@ -16,6 +17,9 @@ int main(int argc, char** argv) {
   TrainConfig c;
   CLI::App app{"ringgrad-train: train a ResNet on MNIST-format data"};
   app.option_defaults()->always_capture_default();
+  using ringgrad::cli::whole_number_in;
+  constexpr auto kMaxInt = std::numeric_limits<int>::max();
+  constexpr auto kMaxInt64 = std::numeric_limits<int64_t>::max();
   app.add_option("--data", c.data_dir,
                  "directory with the four MNIST-format IDX files (raw or .gz)");
   app.add_flag("--synthetic", c.synthetic,
@@ -23,11 +27,11 @@ int main(int argc, char** argv) {
   app.add_option("--model", c.model, "resnet8, resnet18 or resnet20")
       ->check(CLI::IsMember(ringgrad::nn::model_names()));
   app.add_option("--epochs", c.epochs, "passes over the training set")
-      ->check(ringgrad::cli::positive());
+      ->check(whole_number_in(1, kMaxInt));
   app.add_option("--batch-size", c.batch_size, "images per step, per process")
-      ->check(ringgrad::cli::positive());
+      ->check(whole_number_in(1, kMaxInt));
   app.add_option("--eval-batch-size", c.eval_batch_size, "images per evaluation batch")
-      ->check(ringgrad::cli::positive());
+      ->check(whole_number_in(1, kMaxInt));
   app.add_option("--lr", c.lr, "peak learning rate")->check(ringgrad::cli::non_negative());
   app.add_option("--momentum", c.momentum,
                  "SGD momentum (onecycle cycles it between 0.85 and 0.95, as PyTorch)")
@@ -40,14 +44,16 @@ int main(int argc, char** argv) {
   app.add_option(
          "--warmup-steps", c.warmup_steps,
          "linear warm-up steps (constant, cosine); onecycle: steps of its rising phase (0: 30%)")
-      ->check(ringgrad::cli::non_negative());
-  app.add_option("--seed", c.seed, "seed for initialisation and data order");
+      ->check(whole_number_in(0, kMaxInt64));
+  app.add_option("--seed", c.seed, "seed for initialisation and data order")
+      ->check(whole_number_in(0, std::numeric_limits<uint64_t>::max()));
   app.add_option(
          "--threads", c.threads,
          "CPU threads per process (0: OMP_NUM_THREADS, else cores / processes on this node)")
-      ->check(ringgrad::cli::thread_count(ringgrad::kernels::max_num_threads()));
+      ->check(whole_number_in(0, ringgrad::kernels::max_num_threads(),
+                              "4 per core of this machine"));
   app.add_option("--max-steps", c.max_steps, "stop after this many steps (0: no limit)")
-      ->check(ringgrad::cli::non_negative());
+      ->check(whole_number_in(0, kMaxInt64));
   app.add_option("--save", c.save_path, "write a checkpoint (safetensors) here at the end");
   auto* resume = app.add_option("--resume", c.resume_path, "continue from this checkpoint")
                      ->check(CLI::ExistingFile);
@@ -62,17 +68,17 @@ int main(int argc, char** argv) {
   app.add_option("--log-json", c.log_json_path,
                  "write one JSON object per logged step and per epoch");
   app.add_option("--log-every", c.log_every, "steps between progress lines and JSON step records")
-      ->check(ringgrad::cli::positive());
+      ->check(whole_number_in(1, kMaxInt));
   app.add_option("--checkpoint-every", c.checkpoint_every,
                  "steps between checkpoints written to --save (0: only at the end)")
-      ->check(ringgrad::cli::non_negative());
+      ->check(whole_number_in(0, kMaxInt64));
   app.add_option("--device", c.device,
                  "cpu or cuda (under ringgrad-run: GPU LOCAL_RANK): parameters, batches and loss")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--backend", c.backend, "collectives for multi-process runs: ring, nccl or auto")
       ->check(CLI::IsMember({"ring", "nccl", "auto"}));
   app.add_option("--bucket-cap-mb", c.bucket_cap_mb, "DDP gradient bucket size in MiB")
-      ->check(ringgrad::cli::positive());
+      ->check(ringgrad::cli::number_in(0, 1 << 20, /*low_open=*/true));
   app.add_flag("--sync-bn", c.sync_bn, "BatchNorm statistics over all ranks (SyncBatchNorm)");
   app.add_option("--grad-compression", c.grad_compression,
                  "all-reduce gradients as none, fp16 or bf16")

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -37,14 +38,19 @@ struct Settings {
   std::string backend = "ring", device = "cpu", json_path;
 };
 
-size_t parse_bytes(const std::string& text) {
+size_t parse_bytes(const std::string& text, const char* flag) {
   char* end = nullptr;
   const double v = std::strtod(text.c_str(), &end);
   const std::string unit(end);
   const double scale = unit.empty() ? 1 : unit == "K" || unit == "k" ? 1024.0
-                       : unit == "M" || unit == "m" ? 1024.0 * 1024 : unit == "G" || unit == "g" ? 1024.0 * 1024 * 1024 : -1;
-  if (end == text.c_str() || scale < 0 || v < 0)
-    RG_THROW(InvalidArgument, "'", text, "' is not a byte count (examples: 8, 64K, 128M, 1G)");
+                       : unit == "M" || unit == "m" ? 1024.0 * 1024
+                       : unit == "G" || unit == "g" ? 1024.0 * 1024 * 1024
+                       : unit == "T" || unit == "t" ? 1024.0 * 1024 * 1024 * 1024 : -1;
+  // 1 TiB: more than any host or GPU here holds, and far from where the size_t cast overflows.
+  constexpr double kMaxBytes = 1024.0 * 1024 * 1024 * 1024;
+  if (end == text.c_str() || scale < 0 || !(v >= 0) || v * scale > kMaxBytes)
+    RG_THROW(InvalidArgument, flag, ": '", text,
+             "' is not a byte count up to 1T (examples: 8, 64K, 128M, 1G)");
   return static_cast<size_t>(v * scale);
 }
 
@@ -334,34 +340,38 @@ int run_perf(int argc, char** argv, const PerfCollective& c) {
   app.add_option("-e,--maxbytes", maxb, "largest size");
   app.add_option("-i,--stepbytes", stepb, "additive step between sizes");
   app.add_option("-f,--stepfactor", s.step_factor, "multiplicative step (overrides -i when > 1)")
-      ->check(cli::non_negative());
-  app.add_option("-n,--iters", s.iters, "timed iterations per size")->check(cli::positive());
-  app.add_option("-w,--warmup_iters", s.warmup, "untimed iterations first")->check(cli::non_negative());
-  app.add_option("-c,--check", s.check, "check results this many times (0: off)")->check(cli::non_negative());
+      ->check(cli::number_in(0, 1024));
+  constexpr int kMaxInt = std::numeric_limits<int>::max();
+  app.add_option("-n,--iters", s.iters, "timed iterations per size")
+      ->check(cli::whole_number_in(1, kMaxInt));
+  app.add_option("-w,--warmup_iters", s.warmup, "untimed iterations first")
+      ->check(cli::whole_number_in(0, kMaxInt));
+  app.add_option("-c,--check", s.check, "check results this many times (0: off)")
+      ->check(cli::whole_number_in(0, kMaxInt));
   app.add_option("-d,--datatype", dtype, "float, double, half, bfloat16, int32, int64, uint8 or all");
   app.add_option("-o,--op", op, "sum, prod, max, min, avg or all");
-  app.add_option("-r,--root", s.root, "root rank (broadcast)");
+  app.add_option("-r,--root", s.root, "root rank (broadcast)")
+      ->check(cli::whole_number_in(0, kMaxInt));
   app.add_option("--backend", s.backend, "ring (ours; host or device buffers) or nccl (device buffers)");
   app.add_option("--device", s.device, "cpu or cuda: where the buffers live (cuda: the GPU LOCAL_RANK names)");
   app.add_option("--json", s.json_path, "also write the results as JSON to this file");
   try {
     app.parse(argc, argv);
-    s.min_bytes = parse_bytes(minb);
-    s.max_bytes = parse_bytes(maxb);
-    s.step_bytes = parse_bytes(stepb);
+    s.min_bytes = parse_bytes(minb, "-b/--minbytes");
+    s.max_bytes = parse_bytes(maxb, "-e/--maxbytes");
+    s.step_bytes = parse_bytes(stepb, "-i/--stepbytes");
     s.dtypes = parse_choice(dtype, kDTypeNames, "-d/--datatype");
     s.ops = parse_choice(op, kOpNames, "-o/--op");
     if (s.min_bytes > s.max_bytes) RG_THROW(InvalidArgument, "-b/--minbytes ", s.min_bytes, " is larger than -e/--maxbytes ", s.max_bytes);
     if (s.step_factor <= 1 && s.step_bytes == 0 && s.min_bytes < s.max_bytes)
       RG_THROW(InvalidArgument, "-f ", s.step_factor, " with -i 0 never reaches -e; use -f > 1 or -i > 0");
-    if (s.root < 0) RG_THROW(InvalidArgument, "-r/--root ", s.root, " is negative");
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {  // one line, as every other bad flag
     std::fprintf(stderr, "%s_perf: %s (see --help)\n", c.name, e.what());
     return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s_perf: %s\n", c.name, e.what());
+    std::fprintf(stderr, "%s_perf: %s\n", c.name, user_message(e).c_str());
     return 2;
   }
   try {

@@ -34,11 +34,18 @@ expect 2 "--lr: must be a finite number >= 0, got 'nan'" --lr nan
 expect 2 "--momentum: must be a finite number from 0 to 1, got 'nan'" --momentum nan
 expect 2 "--weight-decay: must be a finite number >= 0, got 'inf'" --weight-decay inf
 expect 2 "--amp-init-scale: must be a finite number > 0, got 'nan'" --amp-init-scale nan
-expect 2 "--bucket-cap-mb: must be a finite number > 0, got 'nan'" --bucket-cap-mb nan
+expect 2 "--bucket-cap-mb: must be a finite number > 0 and <= 1048576, got 'nan'" --bucket-cap-mb nan
 expect 2 "--momentum: must be a finite number from 0 to 1, got '2'" --momentum 2
 expect 2 "--threads: must be a whole number from 0 to [0-9]+ \(4 per core" --threads 100000
 expect 2 "--threads: must be a whole number" --threads 2000
 expect 2 "--timeout: must be a finite number from 0 to 10000000, got 'nan'" --timeout nan
+expect 2 "--bucket-cap-mb: must be a finite number > 0 and <= 1048576, got '1e300'" --bucket-cap-mb 1e300
+# Whole numbers: CLI11 alone said "At Most 1 required but received 2" past 2^63, "Could not
+# convert" for 1.5, and took --seed -1 as 2^64 - 1.
+expect 2 "--max-steps: must be a whole number from 0 to 9223372036854775807, got '99999999999999999999'" \
+  --max-steps 99999999999999999999
+expect 2 "--epochs: must be a whole number from 1 to 2147483647, got '1.5'" --epochs 1.5
+expect 2 "--seed: must be a whole number from 0 to 18446744073709551615, got '-1'" --seed -1
 # OMP_NUM_THREADS is capped as --threads is (100000 threads overflowed the OpenMP runtime).
 OMP_NUM_THREADS=100000 expect 2 "OMP_NUM_THREADS=100000 is outside 1 to [0-9]+ \(4 per core" \
   --synthetic --model resnet8 --max-steps 1

@@ -158,8 +158,14 @@ TEST_CASE("bad flags fail with one line, world size 1 warns") {
       {"--device tpu", "not one of: cpu, cuda"},
       {"--backend mpi", "not one of: ring, nccl"},
       {"--backend nccl", "add --device cuda"},
-      {"-n nan", "must be a finite number > 0, got 'nan'"},
-      {"-w -1", "must be a finite number >= 0, got '-1'"},
+      {"-n nan", "--iters: must be a whole number from 1 to 2147483647, got 'nan'"},
+      {"-n 99999999999999999999", "--iters: must be a whole number from 1 to 2147483647, got"},
+      {"-w -1", "must be a whole number from 0 to 2147483647, got '-1'"},
+      {"-r -1", "must be a whole number from 0 to 2147483647, got '-1'"},
+      {"-f inf", "must be a finite number from 0 to 1024, got 'inf'"},
+      // A byte count that is not a number or too large for any buffer (nan was cast to size_t).
+      {"-b nan", "all_reduce_perf: -b/--minbytes: 'nan' is not a byte count up to 1T"},
+      {"-e 1e30G", "-e/--maxbytes: '1e30G' is not a byte count up to 1T"},
       // Checked before the sweep, so a long run is not lost at the end.
       {"-b 8 -e 8 --json /nonexistent-folder/out.json", "the folder /nonexistent-folder does not exist"},
       {"-b 8 -e 8 --json /tmp", "--json /tmp is a folder"}};
