@@ -38,16 +38,18 @@ Fingerprint make_fingerprint(CollectiveKind kind, uint64_t seq, DType dtype, uin
   return f;
 }
 
+// Built for every collective (the Work's description), so with appends rather than str_cat,
+// whose ostringstream costs a good part of a small all-reduce.
 std::string describe(const Fingerprint& f) {
   if (f.magic != Fingerprint::kMagic) return "garbage (not a fingerprint: the streams are out of step)";
-  std::string s = str_cat(collective_kind_name(f.kind), " #", f.seq);
+  std::string s = std::string(collective_kind_name(f.kind)) + " #" + std::to_string(f.seq);
   if (f.kind == CollectiveKind::barrier) return s;
   s += " (";
-  if (reduces(f.kind)) s += str_cat(reduce_op_name(f.op), ", ");
-  s += str_cat(dtype_name(f.dtype), ", ", f.count, f.count == 1 ? " element" : " elements");
-  if (has_root(f.kind)) s += str_cat(", root ", f.root);
+  if (reduces(f.kind)) s += std::string(reduce_op_name(f.op)) + ", ";
+  s += std::string(dtype_name(f.dtype)) + ", " + std::to_string(f.count) + (f.count == 1 ? " element" : " elements");
+  if (has_root(f.kind)) s += ", root " + std::to_string(f.root);
   if (f.kind == CollectiveKind::send_recv)
-    s += str_cat(", tag ", f.root, ", sent by rank ", f.sender);
+    s += ", tag " + std::to_string(f.root) + ", sent by rank " + std::to_string(f.sender);
   if (f.staged) s += ", CUDA buffers";
   return s + ")";
 }

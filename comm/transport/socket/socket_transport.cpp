@@ -173,6 +173,8 @@ void SocketTransport::connect_shared_memory(SameHostLink mode, Clock::time_point
   if (links.empty()) return;
   shm_ = std::make_unique<shm::ShmMesh>(rank(), links, kShmRingBytes, mode == SameHostLink::shm, deadline);
   for (const auto& l : links) peers_[l.peer].shm = shm_->channel(l.peer);
+  all_shm_ = true;
+  for (int r = 0; r < size(); ++r) all_shm_ = all_shm_ && (r == rank() || peers_[r].shm);
 }
 
 const char* link_name(Link link) {

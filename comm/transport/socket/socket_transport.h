@@ -108,6 +108,7 @@ class SocketTransport : public Transport {
   LocalInterface interface_;
   std::vector<Peer> peers_;  // indexed by rank; peers_[rank()] unused
   std::unique_ptr<shm::ShmMesh> shm_;  // null: no shared memory with any peer
+  bool all_shm_ = false;                // every peer is on shared memory (no socket to poll)
   std::string operation_ = "setup";
   Clock::time_point deadline_;
   Clock::time_point begun_;

@@ -27,6 +27,19 @@ constexpr int kMaxIov = 64;
 // than that. With more ranks than cores the yield also hands our core to the peer we wait
 // for, which halves small-message latency there (docs/measurements.md).
 constexpr auto kSpin = std::chrono::microseconds(200);
+// Idle passes made before the first yield when every peer is on shared memory: a few
+// microseconds of pure spinning, in which bytes from a peer spinning on another core arrive
+// without a system call (docs/measurements.md). A pass over sockets is itself system calls,
+// so with socket peers the yield starts at once. The clock is read every kPassesPerClockRead
+// passes only.
+constexpr uint32_t kBusyPasses = 64;
+constexpr uint32_t kPassesPerClockRead = 16;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
 
 }  // namespace
 
@@ -188,12 +201,19 @@ void SocketTransport::block_until_ready() {
 
 template <class Done>
 void SocketTransport::progress_until(Done done) {
-  auto spin_until = Clock::now() + kSpin;
-  while (!done()) {
+  const uint32_t busy_passes = all_shm_ ? kBusyPasses : 1;
+  Clock::time_point spin_until;  // set when the busy passes are over
+  for (uint32_t idle = 0; !done();) {
     if (progress_all()) {
+      idle = 0;
+    } else if (++idle < busy_passes) {
+      cpu_relax();
+    } else if (idle == busy_passes) {
       spin_until = Clock::now() + kSpin;
-    } else if (Clock::now() > spin_until) {
+    } else if (idle % kPassesPerClockRead == 0 && Clock::now() > spin_until) {
       block_until_ready();
+      idle = busy_passes;  // after a wake-up, straight back to yielding, then to poll()
+      spin_until = Clock::now();
     } else {
       sched_yield();
     }
