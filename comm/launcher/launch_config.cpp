@@ -75,8 +75,10 @@ bool is_ipv4_address(const std::string& text) {
 
 void check_host(const std::string& host, const std::string& where, const std::string& value) {
   if (host.empty()) RG_THROW(InvalidArgument, where, " '", value, "': empty host");
-  if (host.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") !=
-      std::string::npos)
+  // A leading '-' would reach ssh (--hostfile) as an option rather than a host.
+  if (host[0] == '-' ||
+      host.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") !=
+          std::string::npos)
     RG_THROW(InvalidArgument, where, " '", value.substr(0, 64), "': '", host.substr(0, 64),
              "' is not a host name or IPv4 address",
              host.find(':') != std::string::npos ? " (IPv6 addresses are not supported yet)" : "");

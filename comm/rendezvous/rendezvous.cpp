@@ -9,6 +9,10 @@
 
 #include <unistd.h>
 
+#include <cerrno>
+#include <climits>
+#include <cstdint>
+#include <cstdlib>
 #include <random>
 
 #include "core/error.h"
@@ -17,6 +21,22 @@
 namespace ringgrad::comm {
 
 using Clock = std::chrono::steady_clock;
+
+namespace {
+// A number another launcher wrote to the store. Anything else means some other program wrote
+// there (possible on a store without a token): say so rather than fail with "stoi".
+int64_t stored_number(const std::string& text, const std::string& key, int64_t low, int64_t high) {
+  char* end = nullptr;
+  errno = 0;
+  const long long value = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno == ERANGE || value < low || value > high)
+    RG_THROW(Error, "rendezvous key '", key, "' holds '", text.substr(0, 32),
+             "', not a number from ", low, " to ", high,
+             ": is something other than ringgrad-run writing to this store? Give the job a token "
+             "(--rdzv-conf token=...)");
+  return value;
+}
+}  // namespace
 
 Rendezvous::Rendezvous(std::shared_ptr<Store> store, RendezvousConfig config)
     : store_(std::move(store)), config_(std::move(config)) {
@@ -90,7 +110,7 @@ RendezvousResult Rendezvous::join(int64_t generation) {
   // Move the job's generation forward to ours, or learn that we are behind it.
   const std::string gen_key = str_cat("rdzv/", config_.run_id, "/generation");
   for (std::string current = store_->compare_set(gen_key, "", std::to_string(generation));;) {
-    const int64_t job_generation = std::stoll(current);
+    const int64_t job_generation = stored_number(current, gen_key, 0, INT64_MAX);
     if (job_generation > generation)
       RG_THROW(Error, "stale rendezvous: this node (", config_.hostname, ") is at generation ",
                generation, " but run '", config_.run_id, "' is at generation ", job_generation,
@@ -135,16 +155,21 @@ RendezvousResult Rendezvous::join(int64_t generation) {
       throw_timeout(generation, config_.min_nodes, config_.timeout);
     }
   }
-  result.num_nodes = std::stoi(store_->get(key(generation, "closed"), remaining()));
+  result.num_nodes = static_cast<int>(stored_number(
+      store_->get(key(generation, "closed"), remaining()), key(generation, "closed"), 1,
+      config_.max_nodes));
   if (result.node_rank >= result.num_nodes)
     RG_THROW(Error, "rendezvous round ", generation, " of run '", config_.run_id, "' closed with ",
              result.num_nodes, " nodes before node rank ", result.node_rank, " (", config_.hostname,
              ") was counted; it joined too late");
   for (int r = 0; r < result.num_nodes; ++r) {
+    const std::string node_key = key(generation, str_cat("node/", r));
     // Written before the claim was counted, so present; the wait covers a slow writer.
-    const std::string info = store_->get(key(generation, str_cat("node/", r)), remaining());
+    const std::string info = store_->get(node_key, remaining());
     const auto nl = info.find('\n');
-    RendezvousNode node{info.substr(0, nl), std::stoi(info.substr(nl + 1))};
+    const std::string workers = nl == std::string::npos ? "" : info.substr(nl + 1);
+    RendezvousNode node{info.substr(0, nl),
+                        static_cast<int>(stored_number(workers, node_key, 1, 1 << 20))};
     if (r < result.node_rank) result.rank_offset += node.local_world_size;
     result.world_size += node.local_world_size;
     result.nodes.push_back(node);
@@ -159,7 +184,9 @@ void Rendezvous::publish_master(int64_t generation, const std::string& addr, int
 std::pair<std::string, int> Rendezvous::wait_master(int64_t generation) {
   const std::string value = store_->get(key(generation, "master"), config_.timeout);
   const auto colon = value.rfind(':');
-  return {value.substr(0, colon), std::stoi(value.substr(colon + 1))};
+  const std::string port = colon == std::string::npos ? "" : value.substr(colon + 1);
+  return {value.substr(0, colon),
+          static_cast<int>(stored_number(port, key(generation, "master"), 1, 65535))};
 }
 
 }  // namespace ringgrad::comm

@@ -175,6 +175,7 @@ TEST_CASE("hostfile: each error names the file, the line and the problem") {
   rejects("::1 slots=2\n", "hostfile hf:1: '::1': '::1' is not a host name or IPv4 address "
                            "(IPv6 addresses are not supported yet)");
   rejects("a\nme@b\n", "hostfile hf:2: 'me@b': 'me@b' is not a host name");
+  rejects("-v slots=1\n", "'-v' is not a host name");  // it would be an option to ssh
   rejects("a\nb\na slots=2\n", "hf:3: host 'a' is listed twice");
   rejects("# only comments\n\n", "hostfile hf: no hosts in it");
   CHECK(message_of<IoError>([] { read_hostfile("/nonexistent/hosts"); })

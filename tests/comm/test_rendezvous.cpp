@@ -111,6 +111,22 @@ TEST_CASE("rendezvous: a store serves one run id, another is refused at once nam
   join_all(store, {node_config(1, 1, 0, 1, "a")}, 1);  // the owner's next round still works
 }
 
+TEST_CASE("rendezvous: garbage in the store is named, not a bare 'stoi'") {
+  // What a program other than ringgrad-run may leave on a store that has no token.
+  auto store = std::make_shared<HashStore>();
+  store->set("rdzv/job/generation", "x");
+  auto msg = message_of<Error>([&] { Rendezvous(store, node_config(1, 1, 0, 1, "a")).join(0); });
+  CHECK(msg.find("rendezvous key 'rdzv/job/generation' holds 'x', not a number") !=
+        std::string::npos);
+  CHECK(msg.find("token") != std::string::npos);
+  store = std::make_shared<HashStore>();
+  join_all(store, {node_config(1, 1, 0, 1, "a")});
+  store->set("rdzv/job/g0/master", "10.0.0.1:http");
+  msg = message_of<Error>([&] { Rendezvous(store, node_config(1, 1, 0, 1, "a")).wait_master(0); });
+  CHECK(msg.find("'rdzv/job/g0/master' holds 'http', not a number from 1 to 65535") !=
+        std::string::npos);
+}
+
 TEST_CASE("rendezvous: short of nodes times out naming joined, missing and the endpoint") {
   auto store = std::make_shared<HashStore>();
   auto c = node_config(2, 2, -1, 1, "lonely");
