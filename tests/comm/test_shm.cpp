@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -215,6 +216,38 @@ TEST_CASE("shm channel: large sends are copied straight from the sender (one cop
   CHECK(in == out);
   CHECK(to1->progress());       // rank 1 counted the frame copied: the send completes
   CHECK_FALSE(to1->sending());
+}
+
+TEST_CASE("shm channel: random send and receive sizes, inline and copied frames, keep the byte stream") {
+  MeshPair pair;
+  ShmChannel* to1 = pair.mesh[0]->channel(1);
+  ShmChannel* to0 = pair.mesh[1]->channel(0);
+  std::mt19937 random(7);
+  const size_t total = 8 << 20;
+  std::vector<unsigned char> out(total), in(total);
+  for (size_t i = 0; i < total; ++i) out[i] = pattern(i);
+  // Sends from 1 byte to 300 KiB (so both kinds of frame, across a 4 KiB ring), and receives of
+  // other random sizes, so that receives start and end in the middle of frames of both kinds.
+  auto pieces = [&](size_t most) {
+    std::vector<size_t> sizes;
+    for (size_t done = 0; done < total;) {
+      size_t n = std::min<size_t>(total - done, 1 + random() % (random() % 4 == 0 ? most : 100));
+      sizes.push_back(n);
+      done += n;
+    }
+    return sizes;
+  };
+  size_t at = 0, receives = 0;
+  for (size_t n : pieces(300 << 10)) to1->post_send(out.data() + at, n), at += n;
+  at = 0;
+  for (size_t n : pieces(200 << 10)) to0->post_recv(in.data() + at, n), at += n, ++receives;
+  for (int pass = 0; pass < 1000000 && (to1->sending() || to0->receiving()); ++pass) {
+    to1->progress();
+    to0->progress();
+  }
+  CHECK_FALSE(to1->sending());
+  CHECK(to0->recvs_done() == receives);
+  CHECK(in == out);
 }
 
 TEST_CASE("transport: ranks on this host share memory unless RINGGRAD_TRANSPORT says otherwise") {
