@@ -1,36 +1,59 @@
 #!/usr/bin/env bash
-# DDP throughput, ours against PyTorch DDP over Gloo, in one run: 2 ranks x 1 thread, resnet20,
-# batch 64 per rank, each with gradient sync and with no_sync (no communication). The
-# overhead is 1 - sync/no_sync: the communication backward does not hide.
-#   bash bench/compare_ddp.sh [--steps N] [--model resnet20|resnet18]
+# DDP throughput in one run: ours (ringgrad-train's DDP), PyTorch DDP over Gloo and, when
+# PYTHON can import the ringgrad_torch module (build/lib), PyTorch DDP over ringgrad. 2 ranks
+# x 1 thread, batch 64 per rank, each with gradient sync and with no_sync (no communication);
+# the overhead is 1 - sync/no_sync: the communication backward does not hide. Then the case
+# where Gloo is weakest: 1,000 all-reduces of 8 bytes, Gloo against ringgrad, from PyTorch.
+#   PYTHON=/path/to/python bash bench/compare_ddp.sh [--steps N] [--model resnet20|resnet18]
+# PYTHON: the interpreter with torch (default /usr/bin/python3, Debian's 1.13, which has no
+# ringgrad column: the module needs torch 2.x).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${BIN:-build/bin}
+python=${PYTHON:-/usr/bin/python3}
 [[ -x $bin/ddp_throughput ]] || bash scripts/build.sh >/dev/null
 args=(--batch-size 64 --threads 1 --steps 20 "$@")
 world=2
+export PYTHONPATH="$PWD/${bin%/bin}/lib${PYTHONPATH:+:$PYTHONPATH}"
+with_plugin=0
+"$python" -c "import ringgrad_torch" 2>/dev/null && with_plugin=1
 field() { awk -v k="$2" '{for (i = 1; i < NF; ++i) if ($i == k) print $(i + 1)}' <<<"$1"; }
 ours() {
   OMP_NUM_THREADS=1 "$bin"/ringgrad-run --standalone --nproc-per-node $world \
     "$bin"/ddp_throughput "${args[@]}" "$@" 2>/dev/null | grep img/s
 }
-theirs() {
+# torch SCRIPT ARGS...: SCRIPT on `world` ranks of PYTHON; prints rank 0's output.
+torch_ranks() {
   local port=$((20000 + RANDOM % 20000)) pids=() out
   out=$(mktemp)
   for ((r = 0; r < world; r++)); do
     RANK=$r WORLD_SIZE=$world MASTER_ADDR=127.0.0.1 MASTER_PORT=$port OMP_NUM_THREADS=1 \
-      /usr/bin/python3 bench/torch_ddp_throughput.py "${args[@]}" "$@" >>"$out" 2>/dev/null &
+      "$python" "$@" >>"$out" 2>/dev/null &
     pids+=($!)
   done
   wait "${pids[@]}"
-  grep img/s "$out"
+  cat "$out"
   rm -f "$out"
 }
+theirs() { torch_ranks bench/torch_ddp_throughput.py "${args[@]}" "$@" | grep img/s; }
+echo "PyTorch $("$python" -c 'import torch; print(torch.__version__)') from $python"
 os=$(field "$(ours)" img/s); on=$(field "$(ours --no-sync)" img/s)
 ts=$(field "$(theirs)" img/s); tn=$(field "$(theirs --no-sync)" img/s)
-printf '%-8s %10s %10s %9s\n' "" sync no_sync overhead
-awk -v os="$os" -v on="$on" -v ts="$ts" -v tn="$tn" 'BEGIN {
-  printf "%-8s %10.1f %10.1f %8.1f%%\n", "ringgrad", os, on, 100 * (1 - os / on)
-  printf "%-8s %10.1f %10.1f %8.1f%%\n", "pytorch", ts, tn, 100 * (1 - ts / tn)
-  printf "global img/s with sync, ours/PyTorch: %.2f\n", os / ts
+rs=0 rn=0
+if ((with_plugin)); then
+  rs=$(field "$(theirs --backend ringgrad)" img/s); rn=$(field "$(theirs --backend ringgrad --no-sync)" img/s)
+fi
+printf '%-17s %10s %10s %9s\n' "" sync no_sync overhead
+awk -v os="$os" -v on="$on" -v ts="$ts" -v tn="$tn" -v rs="$rs" -v rn="$rn" 'BEGIN {
+  printf "%-17s %10.1f %10.1f %8.1f%%\n", "ringgrad", os, on, 100 * (1 - os / on)
+  printf "%-17s %10.1f %10.1f %8.1f%%\n", "pytorch+gloo", ts, tn, 100 * (1 - ts / tn)
+  if (rs > 0) printf "%-17s %10.1f %10.1f %8.1f%%\n", "pytorch+ringgrad", rs, rn, 100 * (1 - rs / rn)
+  printf "global img/s with sync, ours/PyTorch+Gloo: %.2f\n", os / ts
+  if (rs > 0) printf "global img/s with sync, PyTorch+ringgrad/PyTorch+Gloo: %.2f\n", rs / ts
 }'
+if ((with_plugin)); then
+  g=$(torch_ranks bench/gloo_allreduce.py 8 8 2 1000 20 gloo | awk '{print $2}')
+  r=$(torch_ranks bench/gloo_allreduce.py 8 8 2 1000 20 ringgrad | awk '{print $2}')
+  awk -v g="$g" -v r="$r" 'BEGIN {
+    printf "8-byte all_reduce x 1000 from PyTorch: gloo %.1f us, ringgrad %.1f us each: %.0fx\n", g, r, g / r }'
+fi

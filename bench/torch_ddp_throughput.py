@@ -1,7 +1,8 @@
-# The PyTorch side of compare_ddp.sh: DistributedDataParallel over Gloo, the same model, batch
-# per rank, threads and SGD settings as ddp_throughput, with sync or with every step under
-# no_sync(). Started once per rank with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set.
-# Rank 0 prints the same one-line format. Run with /usr/bin/python3 (Debian's python3-torch).
+# The PyTorch side of compare_ddp.sh: DistributedDataParallel over Gloo (or, with --backend
+# ringgrad, over the ringgrad_torch module), the same model, batch per rank, threads and SGD
+# settings as ddp_throughput, with sync or with every step under no_sync(). Started once per
+# rank with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set. Rank 0 prints the same one-line
+# format. Any Python with torch (and torchvision, for resnet18) runs it.
 import argparse
 import contextlib
 import time
@@ -21,9 +22,12 @@ def main():
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--no-sync", action="store_true")
+    p.add_argument("--backend", default="gloo", choices=["gloo", "ringgrad"])
     a = p.parse_args()
     torch.set_num_threads(a.threads)
-    dist.init_process_group("gloo")
+    if a.backend == "ringgrad":
+        import ringgrad_torch  # noqa: F401  (registers the backend)
+    dist.init_process_group(a.backend)
     torch.manual_seed(0)
     model = nn.parallel.DistributedDataParallel(make_model(a.model))
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
@@ -48,7 +52,7 @@ def main():
     world = dist.get_world_size()
     if dist.get_rank() == 0:
         mode = "no_sync" if a.no_sync else "sync"
-        print(f"{a.model} world {world} batch {a.batch_size} {mode} img/s "
+        print(f"{a.model} {a.backend} world {world} batch {a.batch_size} {mode} img/s "
               f"{a.batch_size * a.steps * world / seconds:.1f}")
     dist.destroy_process_group()
 

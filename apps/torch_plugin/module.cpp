@@ -1,4 +1,5 @@
-// The ringgrad_torch Python module: importing it registers the "ringgrad" backend with
+// ringgrad_torch._C, the extension of the ringgrad_torch package (__init__.py imports torch
+// first, then this): importing it registers the "ringgrad" backend with
 // torch.distributed for CPU tensors, so `dist.init_process_group("ringgrad")` runs a script's
 // collectives on ringgrad's ring. The only file that includes pybind11.
 #include <pybind11/chrono.h>
@@ -20,7 +21,7 @@ c10::intrusive_ptr<RinggradBackend> create_backend(const c10::intrusive_ptr<c10d
 
 }  // namespace
 
-PYBIND11_MODULE(ringgrad_torch, m) {
+PYBIND11_MODULE(_C, m) {
   m.doc() = "ringgrad's collectives as the torch.distributed backend \"ringgrad\" (CPU tensors)";
   // Registers torch's c10d types (Backend, Store) with pybind11 before ours derive from them.
   py::object dist = py::module_::import("torch.distributed");
