@@ -35,6 +35,27 @@ constexpr auto kSpin = std::chrono::microseconds(200);
 constexpr uint32_t kBusyPasses = 64;
 constexpr uint32_t kPassesPerClockRead = 16;
 
+// The oldest unfinished entries of a send or receive queue, from `head` on, as iovecs.
+template <class Io>
+int gather(const std::vector<Io>& queue, size_t head, iovec (&iov)[kMaxIov]) {
+  int n = 0;
+  for (size_t i = head; i < queue.size() && n < kMaxIov; ++i, ++n) iov[n] = {queue[i].data, queue[i].left};
+  return n;
+}
+
+// Marks `bytes` of the queue, from `head` on, as moved; returns how many entries that finished.
+template <class Io>
+size_t advance(std::vector<Io>& queue, size_t& head, size_t bytes) {
+  size_t finished = 0;
+  while (bytes > 0) {
+    Io& io = queue[head];
+    const size_t take = std::min(bytes, io.left);
+    io.data += take, io.left -= take, bytes -= take;
+    if (io.left == 0) ++head, ++finished;
+  }
+  return finished;
+}
+
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
@@ -96,26 +117,16 @@ bool SocketTransport::progress_socket(Peer& p, int peer) {
   bool moved = false;
   while (p.send_head < p.sends.size()) {
     iovec iov[kMaxIov];
-    int n = 0;
-    for (size_t i = p.send_head; i < p.sends.size() && n < kMaxIov; ++i, ++n)
-      iov[n] = {p.sends[i].data, p.sends[i].left};
     msghdr msg{};
     msg.msg_iov = iov;
-    msg.msg_iovlen = static_cast<size_t>(n);
+    msg.msg_iovlen = static_cast<size_t>(gather(p.sends, p.send_head, iov));
     ssize_t sent = ::sendmsg(p.socket.fd(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (sent < 0) {
       if (errno == EAGAIN || errno == EINTR) break;
       fail_peer(peer, std::strerror(errno));
     }
     moved = true;
-    for (auto left = static_cast<size_t>(sent); left > 0;) {
-      PendingIo& io = p.sends[p.send_head];
-      size_t take = std::min(left, io.left);
-      io.data += take;
-      io.left -= take;
-      left -= take;
-      if (io.left == 0) ++p.send_head;
-    }
+    advance(p.sends, p.send_head, static_cast<size_t>(sent));
   }
   auto retire_empty = [&] {
     while (p.recv_head < p.recvs.size() && p.recvs[p.recv_head].left == 0)
@@ -124,24 +135,14 @@ bool SocketTransport::progress_socket(Peer& p, int peer) {
   retire_empty();
   while (p.recv_head < p.recvs.size()) {
     iovec iov[kMaxIov];
-    int n = 0;
-    for (size_t i = p.recv_head; i < p.recvs.size() && n < kMaxIov; ++i, ++n)
-      iov[n] = {p.recvs[i].data, p.recvs[i].left};
-    ssize_t got = ::readv(p.socket.fd(), iov, n);
+    ssize_t got = ::readv(p.socket.fd(), iov, gather(p.recvs, p.recv_head, iov));
     if (got == 0) fail_peer(peer, "end of stream");
     if (got < 0) {
       if (errno == EAGAIN || errno == EINTR) break;
       fail_peer(peer, std::strerror(errno));
     }
     moved = true;
-    for (auto left = static_cast<size_t>(got); left > 0;) {
-      PendingIo& io = p.recvs[p.recv_head];
-      size_t take = std::min(left, io.left);
-      io.data += take;
-      io.left -= take;
-      left -= take;
-      if (io.left == 0) ++p.recv_head, ++p.recvs_done;
-    }
+    p.recvs_done += advance(p.recvs, p.recv_head, static_cast<size_t>(got));
     retire_empty();
   }
   return moved;
