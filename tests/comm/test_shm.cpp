@@ -298,3 +298,35 @@ TEST_CASE("transport: ranks on this host share memory unless RINGGRAD_TRANSPORT 
     CHECK(links[2] == std::string(net::link_name(c.want)) + " to 0,1");
   }
 }
+
+TEST_CASE("transport: ranks whose RINGGRAD_TRANSPORT differ agree on the link at once, or fail saying why") {
+  // Rank 1 does not offer shared memory; rank 0 must not wait for its offer (the setup timeout
+  // would show as a TimeoutError), and with shm required it names the reason.
+  for (const auto mode : {net::SameHostLink::automatic, net::SameHostLink::shm}) {
+    const bool required = mode == net::SameHostLink::shm;
+    CAPTURE(required);
+    auto store = std::make_shared<HashStore>();
+    std::string error[2];
+    net::Link links[2] = {net::Link::tcp, net::Link::tcp};
+    testing::spawn(2, [&](int rank) {
+      net::SocketTransportOptions o;
+      o.same_host = rank == 0 ? mode : net::SameHostLink::unix_socket;
+      o.setup_timeout = Milliseconds(5000);
+      try {
+        net::SocketTransport t(store, "mixed/", rank, 2, o);
+        links[rank] = t.link(1 - rank);
+      } catch (const Error& e) {
+        error[rank] = e.what();
+      }
+    });
+    CHECK(error[1] == "");
+    CHECK(links[1] == net::Link::unix_socket);
+    if (required) {
+      CHECK(error[0].find("RINGGRAD_TRANSPORT=shm: rank 0 cannot share memory with rank 1") != std::string::npos);
+      CHECK(error[0].find("does not offer it") != std::string::npos);
+    } else {
+      CHECK(error[0] == "");
+      CHECK(links[0] == net::Link::unix_socket);
+    }
+  }
+}

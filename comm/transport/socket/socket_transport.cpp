@@ -39,14 +39,19 @@ std::string local_hostname() {
   return name;
 }
 
-// "ip:port hostname host-identity unix-name", as each rank publishes itself.
+// "ip:port hostname host-identity unix-name shm|-", as each rank publishes itself ("shm": it
+// offers shared memory to the peers it reaches over unix sockets; an entry without that field
+// offers none).
 void parse_published(const std::string& text, Endpoint& endpoint, std::string& hostname,
-                     std::string& identity, std::string& unix_name) {
+                     std::string& identity, std::string& unix_name, bool& offers_shm) {
   std::istringstream fields(text);
-  std::string address;
+  std::string address, shm = "-";
   fields >> address >> hostname >> identity >> unix_name;
+  const bool complete = !fields.fail();
+  fields >> shm;
+  offers_shm = shm == "shm";
   const auto colon = address.rfind(':');
-  RG_CHECK(!fields.fail() && colon != std::string::npos, "malformed ring address '", text, "' in the store");
+  RG_CHECK(complete && colon != std::string::npos, "malformed ring address '", text, "' in the store");
   endpoint = {address.substr(0, colon), std::stoi(address.substr(colon + 1))};
 }
 
@@ -77,8 +82,10 @@ SocketTransport::SocketTransport(std::shared_ptr<Store> store, std::string key_p
   }
   log_info("ring transport '", prefix_, "': rank ", rank, "/", size, " on ", me.hostname, " uses interface ",
            interface_.name, " (", interface_.address, ":", port, "; ", interface_.reason, ")");
-  store_->set(prefix_ + "addr/" + std::to_string(rank), me.endpoint.str() + " " + me.hostname +
-                                                            " " + me.host_identity + " " + me.unix_name);
+  me.offers_shm = options.same_host == SameHostLink::automatic || options.same_host == SameHostLink::shm;
+  store_->set(prefix_ + "addr/" + std::to_string(rank), me.endpoint.str() + " " + me.hostname + " " +
+                                                            me.host_identity + " " + me.unix_name +
+                                                            (me.offers_shm ? " shm" : " -"));
   connect_mesh(options, listener, unix_listener);
 }
 
@@ -103,7 +110,7 @@ void SocketTransport::connect_mesh(const SocketTransportOptions& options, const 
   for (int r = 0; r < size(); ++r)
     if (r != rank())
       parse_published(store_->get(keys[r]), peers_[r].endpoint, peers_[r].hostname,
-                      peers_[r].host_identity, peers_[r].unix_name);
+                      peers_[r].host_identity, peers_[r].unix_name, peers_[r].offers_shm);
   refuse_loopback_across_hosts();
 
   const Hello mine{kHelloMagic, rank(), -1, size(), options.generation, fnv1a(options.run_id)};
@@ -158,17 +165,21 @@ void SocketTransport::connect_mesh(const SocketTransportOptions& options, const 
              " (RINGGRAD_TRANSPORT=shm|unix|tcp|auto)");
 }
 
-// Shared memory with every peer reached over a unix socket, so on this host. With `mode` shm,
-// a peer on this host reached any other way is an error, not a quiet fallback.
+// Shared memory with every peer reached over a unix socket (so on this host) that offers it too:
+// both ends know from the store whether a pair shares memory, so neither waits for an offer the
+// other never sends. With `mode` shm, a peer on this host without shared memory is an error,
+// not a quiet fallback.
 void SocketTransport::connect_shared_memory(SameHostLink mode, Clock::time_point deadline) {
-  if (mode != SameHostLink::automatic && mode != SameHostLink::shm) return;
+  if (!peers_[rank()].offers_shm) return;
   std::vector<shm::ShmPeerLink> links;
   for (int r = 0; r < size(); ++r) {
     if (r == rank()) continue;
-    if (peers_[r].over_unix) links.push_back({r, &peers_[r].socket});
-    else if (mode == SameHostLink::shm && peers_[r].host_identity == peers_[rank()].host_identity)
-      RG_THROW(IoError, "RINGGRAD_TRANSPORT=shm: rank ", rank(), " reaches ", describe_peer(r),
-               " on this host over TCP (no unix socket between them), so they cannot share memory");
+    const Peer& p = peers_[r];
+    if (p.over_unix && p.offers_shm) links.push_back({r, &p.socket});
+    else if (mode == SameHostLink::shm && p.host_identity == peers_[rank()].host_identity)
+      RG_THROW(IoError, "RINGGRAD_TRANSPORT=shm: rank ", rank(), " cannot share memory with ", describe_peer(r),
+               " on this host: ", p.over_unix ? "that rank does not offer it (its RINGGRAD_TRANSPORT is unix or tcp?)"
+                                              : "they are connected over TCP (no unix socket between them)");
   }
   if (links.empty()) return;
   shm_ = std::make_unique<shm::ShmMesh>(rank(), links, kShmRingBytes, mode == SameHostLink::shm, deadline);

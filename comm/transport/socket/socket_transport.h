@@ -1,6 +1,6 @@
 // SocketTransport: a full mesh of stream connections between the ranks of one process group, set
 // up through the Store (each rank publishes "<prefix>addr/<rank>" = "ip:port hostname
-// host-identity unix-name"; a higher rank connects to every lower one and a handshake checks
+// host-identity unix-name shm|-"; a higher rank connects to every lower one and a handshake checks
 // run id, generation and both ranks), then driven on the calling thread (the group's worker).
 // Peers on other hosts are reached over TCP; peers on this host (same kernel and network
 // namespace) over a unix socket, which moves the same byte stream without the TCP/IP
@@ -80,6 +80,7 @@ class SocketTransport : public Transport {
     std::string hostname;
     std::string host_identity;  // see host_identity(); "-" when unknown
     std::string unix_name;      // its unix listener; "-" when it has none
+    bool offers_shm = false;    // its RINGGRAD_TRANSPORT lets it share memory
     bool over_unix = false;     // this connection is a unix socket
     shm::ShmChannel* shm = nullptr;  // owned by shm_; it queues this peer's sends and receives
     std::vector<PendingIo> sends, recvs;  // FIFO (sockets); *_head is the oldest unfinished entry
