@@ -132,7 +132,12 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::milliseconds(num("--fail-after-ms", 0)));
     const int sig = num("--signal", 0);
     std::fprintf(stderr, "probe rank %d failing on purpose\n", env.rank);
-    if (sig) ::kill(::getpid(), sig);
+    if (sig) {
+      // The default action, so the probe dies by the signal also where a sanitizer installed a
+      // handler (ASan's turns SIGSEGV into a report and exit 1).
+      ::signal(sig, SIG_DFL);
+      ::kill(::getpid(), sig);
+    }
     return num("--exit-code", 3);
   }
   if (this_generation) std::this_thread::sleep_for(std::chrono::seconds(num("--sleep", 0)));
