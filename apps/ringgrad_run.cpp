@@ -13,10 +13,10 @@
 
 #include "apps/cli_checks.h"
 #include "comm/launcher/launch_config.h"
-#include "comm/launcher/env_check.h"
+#include "comm/launcher/check/env_check.h"
 #include "comm/launcher/launcher.h"
-#include "comm/launcher/node_check.h"
-#include "comm/launcher/ssh_launch.h"
+#include "comm/launcher/check/node_check.h"
+#include "comm/launcher/ssh/ssh_launch.h"
 #include "core/error.h"
 
 namespace {

@@ -20,6 +20,7 @@
 #include "core/cuda_memory.h"
 #include "core/env.h"
 #include "core/half.h"
+#include "core/hostname.h"
 #include "core/logging.h"
 #include "core/output_path.h"
 
@@ -159,9 +160,7 @@ void run_on(Device device, Tensor& host, const std::function<comm::WorkPtr(const
 // its peers last), gathered with our own allgather.
 std::vector<std::string> rank_lines(comm::ProcessGroup& pg, Device device) {
   constexpr int64_t kLine = 192;
-  char host[64] = {};
-  ::gethostname(host, sizeof host - 1);
-  std::string mine = str_cat("#  Rank ", pg.rank(), " Pid ", ::getpid(), " on ", host, " device ", device.str(),
+  std::string mine = str_cat("#  Rank ", pg.rank(), " Pid ", ::getpid(), " on ", hostname(), " device ", device.str(),
                              " backend ", pg.backend_name(), ": ", pg.describe_links());
   mine.resize(kLine - 1, '\0');  // a long list of links is cut, the line stays terminated
   mine.push_back('\0');

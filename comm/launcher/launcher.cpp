@@ -18,6 +18,7 @@
 #include "comm/store/tcp_store.h"
 #include "comm/store/tcp_store_server.h"
 #include "core/env.h"
+#include "core/hostname.h"
 #include "core/logging.h"
 
 extern char** environ;
@@ -67,12 +68,6 @@ LauncherStore open_launcher_store(const LaunchConfig& c, const std::string& toke
   s.client = std::make_shared<TcpStore>(co);
   if (s.server) log_info("rendezvous store listening on ", s.server->address());
   return s;
-}
-
-std::string local_hostname() {
-  char name[256] = {};
-  ::gethostname(name, sizeof name - 1);
-  return name;
 }
 
 std::map<std::string, std::string> current_environment() {
@@ -226,7 +221,7 @@ int run_launcher(const LaunchConfig& c) {
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);  // orphaned grandchildren come to us to be reaped
   if (c.stop_on_stdin_eof) raise_sighup_at_stdin_eof();
   const std::string token = c.token.empty() ? env_str("RINGGRAD_STORE_TOKEN", "") : c.token;
-  const std::string hostname = local_hostname();
+  const std::string this_host = hostname();
   LauncherStore store = open_launcher_store(c, token);
 
   RendezvousConfig rc;
@@ -235,7 +230,7 @@ int run_launcher(const LaunchConfig& c) {
   rc.max_nodes = c.max_nodes;
   rc.node_rank = c.node_rank;
   rc.local_world_size = c.nproc_per_node;
-  rc.hostname = hostname;
+  rc.hostname = this_host;
   rc.timeout = c.rdzv_timeout;
   rc.last_call_timeout = c.last_call_timeout;
   rc.endpoint = store.endpoint;
@@ -266,7 +261,7 @@ int run_launcher(const LaunchConfig& c) {
     // Watched only while workers run: before that a SIGINT/SIGTERM simply ends the launcher,
     // even inside a rendezvous wait, as there is nothing to forward it to.
     SignalWatcher signals;
-    Outcome outcome = supervise(c, p, status, signals, hostname, base_env);
+    Outcome outcome = supervise(c, p, status, signals, this_host, base_env);
     // After a lost node nobody would answer: the store's host need not wait for the others.
     const bool hosts_store = store.server != nullptr &&
                              (outcome.succeeded || outcome.event.kind != JobEvent::Kind::node_lost);

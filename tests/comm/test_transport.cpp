@@ -14,6 +14,7 @@
 #include "comm/transport/socket/socket.h"
 #include "comm/transport/socket/socket_transport.h"
 #include "core/error.h"
+#include "core/hostname.h"
 #include "tests/comm/ring_fixtures.h"
 #include "tests/comm/store_fixtures.h"
 
@@ -91,8 +92,6 @@ TEST_CASE("transport: a peer on this host is reached over a unix socket, others 
       {"another kernel or network namespace", false, true, true, false},
       {"same host, the unix connect fails: TCP instead", true, false, true, false},
   };
-  char hostname[256] = {};
-  ::gethostname(hostname, sizeof hostname - 1);
   for (const Case& c : cases) {
     CAPTURE(c.what);
     auto store = std::make_shared<HashStore>();
@@ -101,7 +100,7 @@ TEST_CASE("transport: a peer on this host is reached over a unix socket, others 
     net::Socket tcp_listener = net::listen_on("127.0.0.1", port);
     net::Socket unix_listener = net::listen_unix(unix_name);
     const std::string identity = c.same_identity ? net::host_identity() : "another-boot/net:[1]";
-    store->set("t/addr/0", "127.0.0.1:" + std::to_string(port) + " " + hostname + " " + identity +
+    store->set("t/addr/0", "127.0.0.1:" + std::to_string(port) + " " + hostname() + " " + identity +
                                " " + (c.real_unix_name ? unix_name : "no-such-name"));
     bool fake_saw_unix = false;
     std::string fake_error;

@@ -111,30 +111,16 @@ sockaddr_in to_sockaddr(const std::string& host, int port) {
 
 }  // namespace
 
-Socket& Socket::operator=(Socket&& other) noexcept {
-  if (this != &other) {
-    close();
-    fd_ = other.fd_;
-    other.fd_ = -1;
-  }
-  return *this;
-}
-
-void Socket::close() {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
-}
-
 bool Socket::is_unix() const {
   int domain = 0;
   socklen_t len = sizeof domain;
-  return ::getsockopt(fd_, SOL_SOCKET, SO_DOMAIN, &domain, &len) == 0 && domain == AF_UNIX;
+  return ::getsockopt(fd(), SOL_SOCKET, SO_DOMAIN, &domain, &len) == 0 && domain == AF_UNIX;
 }
 
 void Socket::abort() {
-  if (fd_ < 0) return;
+  if (!valid()) return;
   linger l{1, 0};
-  ::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+  ::setsockopt(fd(), SOL_SOCKET, SO_LINGER, &l, sizeof l);
   close();
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "comm/transport/transport.h"
+#include "comm/transport/unique_fd.h"
 
 namespace ringgrad::comm::net {
 
@@ -15,21 +16,16 @@ class Socket {
  public:
   Socket() = default;
   explicit Socket(int fd) : fd_(fd) {}
-  Socket(Socket&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
-  Socket& operator=(Socket&& other) noexcept;
-  Socket(const Socket&) = delete;
-  Socket& operator=(const Socket&) = delete;
-  ~Socket() { close(); }
 
-  int fd() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
+  int fd() const { return fd_.get(); }
+  bool valid() const { return fd_.valid(); }
   bool is_unix() const;  // an AF_UNIX socket (else TCP)
-  void close();
+  void close() { fd_.reset(); }
   // Closes with a reset (SO_LINGER 0), so the peer sees ECONNRESET at once.
   void abort();
 
  private:
-  int fd_ = -1;
+  UniqueFd fd_;
 };
 
 struct Endpoint {

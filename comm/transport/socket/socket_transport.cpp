@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/hostname.h"
 #include "core/logging.h"
 
 namespace ringgrad::comm::net {
@@ -31,12 +32,6 @@ uint64_t fnv1a(const std::string& s) {
   uint64_t h = 1469598103934665603ull;
   for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
   return h;
-}
-
-std::string local_hostname() {
-  char name[256] = {};
-  ::gethostname(name, sizeof name - 1);
-  return name;
 }
 
 // "ip:port hostname host-identity unix-name shm|-", as each rank publishes itself ("shm": it
@@ -67,7 +62,7 @@ SocketTransport::SocketTransport(std::shared_ptr<Store> store, std::string key_p
   Socket listener = listen_on(interface_.address, port);
   Peer& me = peers_[rank];
   me.endpoint = {interface_.address, port};
-  me.hostname = local_hostname();
+  me.hostname = hostname();
   me.host_identity = host_identity();
   if (me.host_identity.empty()) me.host_identity = "-";
   Socket unix_listener;

@@ -1,5 +1,5 @@
 // `ringgrad-run --check` (see env_check.h): the two jobs and the table.
-#include "comm/launcher/env_check.h"
+#include "comm/launcher/check/env_check.h"
 
 #include <unistd.h>
 
@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "comm/launcher/check_table.h"
+#include "comm/launcher/check/check_table.h"
 #include "comm/launcher/launcher.h"
 #include "core/cuda_memory.h"
 #include "core/error.h"

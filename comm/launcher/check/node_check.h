@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "comm/launcher/check_table.h"
-#include "comm/launcher/node_facts.h"
+#include "comm/launcher/check/check_table.h"
+#include "comm/launcher/check/node_facts.h"
 
 namespace ringgrad::comm {
 

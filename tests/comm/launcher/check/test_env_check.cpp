@@ -4,9 +4,9 @@
 // tests/integration/test_check.cpp.
 #include <doctest/doctest.h>
 
-#include "comm/launcher/check_table.h"
-#include "comm/launcher/node_check.h"
-#include "comm/launcher/node_facts.h"
+#include "comm/launcher/check/check_table.h"
+#include "comm/launcher/check/node_check.h"
+#include "comm/launcher/check/node_facts.h"
 #include "core/error.h"
 
 using namespace ringgrad;

@@ -1,6 +1,6 @@
 // SshLaunch implementation: build each host's ssh command, then one poll loop that pumps every
 // session's output and decides when the job is over.
-#include "comm/launcher/ssh_launch.h"
+#include "comm/launcher/ssh/ssh_launch.h"
 
 #include <poll.h>
 #include <unistd.h>
@@ -14,6 +14,7 @@
 #include "comm/launcher/signal_watcher.h"
 #include "comm/launcher/worker_process.h"
 #include "core/error.h"
+#include "core/hostname.h"
 #include "core/logging.h"
 
 extern char** environ;
@@ -137,9 +138,7 @@ std::string master_address(const std::vector<HostfileEntry>& hosts) {
     return true;
   }();
   if (!is_loopback_host(hosts[0].host) || all_loopback) return hosts[0].host;
-  char name[256] = {};
-  ::gethostname(name, sizeof name - 1);
-  return name;
+  return hostname();
 }
 
 std::vector<std::string> ssh_command(const SshLaunchConfig& c, size_t node,

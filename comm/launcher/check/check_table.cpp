@@ -1,5 +1,5 @@
 // The --check report table and its file form.
-#include "comm/launcher/check_table.h"
+#include "comm/launcher/check/check_table.h"
 
 #include <algorithm>
 #include <cstdlib>

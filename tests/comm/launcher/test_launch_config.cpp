@@ -3,9 +3,9 @@
 // functions (comm/launcher/hostfile, the ssh command of comm/launcher/ssh_launch).
 #include <doctest/doctest.h>
 
-#include "comm/launcher/hostfile.h"
+#include "comm/launcher/ssh/hostfile.h"
 #include "comm/launcher/launch_config.h"
-#include "comm/launcher/ssh_launch.h"
+#include "comm/launcher/ssh/ssh_launch.h"
 #include "tests/comm/store_fixtures.h"
 
 using namespace ringgrad;

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/launcher/hostfile.h"
+#include "comm/launcher/ssh/hostfile.h"
 
 namespace ringgrad::comm {
 

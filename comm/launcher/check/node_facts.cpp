@@ -1,7 +1,7 @@
 // This machine's facts for --check. CUDA versions come from the runtime the binary links;
 // NCCL's from whichever libnccl.so.2 the loader finds, so the check reports the library the
 // workers would load even though this build does not link it.
-#include "comm/launcher/node_facts.h"
+#include "comm/launcher/check/node_facts.h"
 
 #include <dlfcn.h>
 #include <sched.h>
@@ -12,6 +12,7 @@
 
 #include "core/cuda_memory.h"
 #include "core/error.h"
+#include "core/hostname.h"
 #include "ringgrad/config.h"
 #if HAVE_CUDA
 #include <cuda_runtime.h>
@@ -73,9 +74,7 @@ std::string build_description() {
 
 NodeFacts local_node_facts() {
   NodeFacts f;
-  char name[256] = {};
-  ::gethostname(name, sizeof name - 1);
-  f.hostname = name;
+  f.hostname = hostname();
   f.build = build_description();
   cpu_set_t set;
   f.cpus = ::sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;

@@ -2,7 +2,7 @@
 // sees the same picture: publish facts and the listening address; probe every node's worker
 // port (a TCP connect plus a 4-byte exchange each way, bounded by connect_timeout); publish
 // each probe's outcome; then every node turns all records into the same rows.
-#include "comm/launcher/node_check.h"
+#include "comm/launcher/check/node_check.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 // Hostfile parsing (see hostfile.h for the format).
-#include "comm/launcher/hostfile.h"
+#include "comm/launcher/ssh/hostfile.h"
 
 #include <cerrno>
 #include <cstdlib>
