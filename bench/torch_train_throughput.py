@@ -1,5 +1,5 @@
 # The PyTorch side of compare_torch.sh: the same models (torchvision ResNet-18 with a 1-channel
-# stem; CIFAR-style ResNet-20 written out below), batch, threads and SGD settings as
+# stem; CIFAR-style ResNet-20, both from torch_models.py), batch, threads and SGD settings as
 # train_throughput, on random MNIST-shaped data. Prints the same one-line format.
 # On the CPU run it with the system interpreter: /usr/bin/python3 (Debian's python3-torch).
 # --device cuda --amp bf16 is the GPU baseline of tests/gpu/run.sh: NCHW tensors (as ours),
@@ -10,54 +10,8 @@ import time
 
 import torch
 import torch.nn as nn
-import torchvision
 
-
-class BasicBlock(nn.Module):
-    def __init__(self, cin, cout, stride):
-        super().__init__()
-        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(cout)
-        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
-        self.bn2 = nn.BatchNorm2d(cout)
-        self.downsample = None
-        if stride != 1 or cin != cout:
-            self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
-                                            nn.BatchNorm2d(cout))
-
-    def forward(self, x):
-        out = torch.relu(self.bn1(self.conv1(x)))
-        out = self.bn2(self.conv2(out))
-        return torch.relu(out + (self.downsample(x) if self.downsample is not None else x))
-
-
-class CifarResNet(nn.Module):
-    def __init__(self, blocks):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 16, 3, 1, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(16)
-        layers, cin = [], 16
-        for i, width in enumerate([16, 32, 64]):
-            stage = []
-            for b in range(blocks):
-                stage.append(BasicBlock(cin, width, 2 if (i > 0 and b == 0) else 1))
-                cin = width
-            layers.append(nn.Sequential(*stage))
-        self.layer1, self.layer2, self.layer3 = layers
-        self.fc = nn.Linear(64, 10)
-
-    def forward(self, x):
-        x = torch.relu(self.bn1(self.conv1(x)))
-        x = self.layer3(self.layer2(self.layer1(x)))
-        return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
-
-
-def make_model(name):
-    if name == "resnet18":
-        m = torchvision.models.resnet18(num_classes=10)
-        m.conv1 = nn.Conv2d(1, 64, 7, 2, 3, bias=False)
-        return m
-    return CifarResNet({"resnet20": 3, "resnet8": 1}[name])
+from torch_models import make_model
 
 
 def main():

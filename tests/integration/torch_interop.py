@@ -1,9 +1,9 @@
 """The PyTorch side of the weights-interchange tests (test_torch_interop.cpp).
 
 ringgrad's checkpoints are safetensors files whose tensors carry PyTorch's state_dict names, so
-a PyTorch user can load them into the same architecture and back. This script holds that
-architecture in PyTorch (the CIFAR-style resnet8/resnet20 and torchvision's resnet18 with a
-1-channel stem), reads and writes safetensors itself (Debian ships no safetensors package),
+a PyTorch user can load them into the same architecture and back. This script takes that
+architecture in PyTorch from bench/torch_models.py (the CIFAR-style resnet8/resnet20 and
+torchvision's resnet18 with a 1-channel stem), reads and writes safetensors itself (Debian ships no safetensors package),
 and does the PyTorch half of each test:
 
   subset SRC DST TRAIN TEST       the first TRAIN/TEST images of MNIST-format SRC into DST
@@ -22,7 +22,9 @@ import sys
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+from torch_models import make_model  # noqa: E402  (ringgrad's models, one copy for all scripts)
 
 # safetensors dtype names <-> torch dtypes (the ones ringgrad's checkpoints use).
 DTYPES = {"F32": torch.float32, "F64": torch.float64, "I64": torch.int64, "F16": torch.float16,
@@ -60,59 +62,6 @@ def write_safetensors(path, tensors):
     text += b" " * (-len(text) % 8)  # the data starts 8-byte aligned
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(text)) + text + b"".join(chunks))
-
-
-class BasicBlock(nn.Module):
-    def __init__(self, cin, cout, stride):
-        super().__init__()
-        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(cout)
-        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
-        self.bn2 = nn.BatchNorm2d(cout)
-        self.downsample = None
-        if stride != 1 or cin != cout:
-            self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, 0, bias=False),
-                                            nn.BatchNorm2d(cout))
-
-    def forward(self, x):
-        out = F.relu(self.bn1(self.conv1(x)))
-        out = self.bn2(self.conv2(out))
-        return F.relu(out + (self.downsample(x) if self.downsample is not None else x))
-
-
-class CifarResNet(nn.Module):
-    """resnet8 (blocks=1) and resnet20 (blocks=3): widths 16, 32, 64, a 3x3 stem."""
-
-    def __init__(self, blocks):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 16, 3, 1, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(16)
-        cin = 16
-        for s, width in enumerate([16, 32, 64]):
-            stage = []
-            for b in range(blocks):
-                stage.append(BasicBlock(cin, width, 2 if s > 0 and b == 0 else 1))
-                cin = width
-            setattr(self, f"layer{s + 1}", nn.Sequential(*stage))
-        self.fc = nn.Linear(64, 10)
-
-    def forward(self, x):
-        h = F.relu(self.bn1(self.conv1(x)))
-        h = self.layer3(self.layer2(self.layer1(h)))
-        return self.fc(torch.flatten(F.adaptive_avg_pool2d(h, 1), 1))
-
-
-def make_model(name):
-    if name == "resnet8":
-        return CifarResNet(1)
-    if name == "resnet20":
-        return CifarResNet(3)
-    if name == "resnet18":
-        import torchvision
-        model = torchvision.models.resnet18(num_classes=10)
-        model.conv1 = nn.Conv2d(1, 64, 7, 2, 3, bias=False)
-        return model
-    raise SystemExit(f"unknown model {name}")
 
 
 def read_idx(path):

@@ -4,6 +4,7 @@
 # relative every step. With --fp16-hook both use PyTorch's fp16 compression comm hook (a
 # Future chained with .then). Also a Python all_reduce of the loss and a clean teardown.
 import argparse
+import os
 import sys
 
 import torch
@@ -14,23 +15,8 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 import ringgrad_torch  # noqa: F401  (registers the "ringgrad" backend)
 
-
-class Block(nn.Module):
-    def __init__(self, cin, cout, stride):
-        super().__init__()
-        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(cout)
-        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
-        self.bn2 = nn.BatchNorm2d(cout)
-        self.downsample = None
-        if stride != 1 or cin != cout:
-            self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
-                                            nn.BatchNorm2d(cout))
-
-    def forward(self, x):
-        y = torch.relu(self.bn1(self.conv1(x)))
-        y = self.bn2(self.conv2(y))
-        return torch.relu(y + (x if self.downsample is None else self.downsample(x)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+from torch_models import BasicBlock  # noqa: E402  (ringgrad's models, one copy for all scripts)
 
 
 def local_resnet18(classes=10):
@@ -39,7 +25,7 @@ def local_resnet18(classes=10):
               nn.MaxPool2d(3, 2, 1)]
     cin = 64
     for cout, stride in [(64, 1), (128, 2), (256, 2), (512, 2)]:
-        layers += [Block(cin, cout, stride), Block(cout, cout, 1)]
+        layers += [BasicBlock(cin, cout, stride), BasicBlock(cout, cout, 1)]
         cin = cout
     layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, classes)]
     return nn.Sequential(*layers)
