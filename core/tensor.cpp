@@ -70,6 +70,26 @@ double Tensor::item() const {
   return out;
 }
 
+double Tensor::element(int64_t i) const {
+  RG_CHECK(!is_cuda() && i >= 0 && i < numel(), "element(", i, ") of a ", device().str(),
+           " tensor of ", numel(), " elements");
+  double out = 0;
+  dispatch_dtype(dtype_, [&](auto tag) {
+    using T = decltype(tag);
+    out = to_double(static_cast<const T*>(raw_data())[i]);
+  });
+  return out;
+}
+
+void Tensor::set_element(int64_t i, double value) {
+  RG_CHECK(!is_cuda() && i >= 0 && i < numel(), "set_element(", i, ") of a ", device().str(),
+           " tensor of ", numel(), " elements");
+  dispatch_dtype(dtype_, [&](auto tag) {
+    using T = decltype(tag);
+    static_cast<T*>(raw_data())[i] = from_double<T>(value);
+  });
+}
+
 Tensor Tensor::view(const Shape& shape) const {
   RG_CHECK_EQ(shape.numel(), numel(), "view ", shape_.str(), " as ", shape.str());
   Tensor t = *this;

@@ -60,6 +60,10 @@ class Tensor {
     return std::vector<T>(p, p + numel());
   }
   double item() const;  // value of a one-element tensor, as double
+  // Element i (flat index) of a CPU tensor read as double, and written from one with the
+  // dtype's rounding: for checks that treat every dtype alike, not for kernels.
+  double element(int64_t i) const;
+  void set_element(int64_t i, double value);
 
   Tensor view(const Shape& shape) const;  // same numel, shares storage
   Tensor narrow(int64_t start, int64_t length) const;  // rows [start, start+length) of dim 0

@@ -80,34 +80,6 @@ const char* dtype_label(DType d) {
   return "?";
 }
 
-double load(const Tensor& t, size_t i) {
-  const void* p = t.raw_data();
-  switch (t.dtype()) {
-    case DType::f32: return static_cast<const float*>(p)[i];
-    case DType::f64: return static_cast<const double*>(p)[i];
-    case DType::f16: return half_to_float(static_cast<const Half*>(p)[i]);
-    case DType::bf16: return bf16_to_float(static_cast<const BFloat16*>(p)[i]);
-    case DType::i32: return static_cast<const int32_t*>(p)[i];
-    case DType::i64: return static_cast<double>(static_cast<const int64_t*>(p)[i]);
-    case DType::u8: return static_cast<const uint8_t*>(p)[i];
-  }
-  return 0;
-}
-
-// Stores v as the dtype would, so expected values round exactly like results.
-void store(const Tensor& t, size_t i, double v) {
-  void* p = t.raw_data();
-  switch (t.dtype()) {
-    case DType::f32: static_cast<float*>(p)[i] = static_cast<float>(v); break;
-    case DType::f64: static_cast<double*>(p)[i] = v; break;
-    case DType::f16: static_cast<Half*>(p)[i] = float_to_half(static_cast<float>(v)); break;
-    case DType::bf16: static_cast<BFloat16*>(p)[i] = float_to_bf16(static_cast<float>(v)); break;
-    case DType::i32: static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v); break;
-    case DType::i64: static_cast<int64_t*>(p)[i] = static_cast<int64_t>(v); break;
-    case DType::u8: static_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(v); break;
-  }
-}
-
 struct Job {
   std::optional<comm::WorkerStore> worker_store;
   std::unique_ptr<comm::ProcessGroup> pg;
@@ -198,7 +170,7 @@ Measure measure(comm::ProcessGroup& pg, const PerfCollective& c, const Settings&
   const size_t send_at = in_place ? c.in_place_send_offset(count, rank, world) : 0;
   const size_t recv_at = in_place ? c.in_place_recv_offset(count, rank, world) : 0;
   auto init = [&] {
-    for (size_t i = 0; i < send_n; ++i) store(send_host, send_at + i, input_value(op, dtype, rank, i));
+    for (size_t i = 0; i < send_n; ++i) send_host.set_element(send_at + i, input_value(op, dtype, rank, i));
     if (device.is_cuda()) send.copy_from(send_host);
   };
   init();
@@ -225,8 +197,8 @@ Measure measure(comm::ProcessGroup& pg, const PerfCollective& c, const Settings&
       for (size_t i = 0; i < recv_n; ++i) {
         const double e = c.expected(op, dtype, rank, world, s.root, count, i);
         if (std::isnan(e)) continue;
-        store(want, i, e);
-        m.wrong += load(recv_host, recv_at + i) != load(want, i) ? 1 : 0;
+        want.set_element(i, e);  // rounded as the dtype would, like the result
+        m.wrong += recv_host.element(recv_at + i) != want.element(i) ? 1 : 0;
       }
     }
     Tensor w = Tensor::from_vector(std::vector<int64_t>{m.wrong}, {1});

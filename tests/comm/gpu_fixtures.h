@@ -18,15 +18,15 @@ inline bool skip_without_cuda() {
 
 inline Tensor host_values(int64_t count, DType dtype, const std::function<double(int64_t)>& v) {
   Tensor t = Tensor::empty({count}, dtype);
-  for (int64_t i = 0; i < count; ++i) set_value(t, i, v(i));
+  for (int64_t i = 0; i < count; ++i) t.set_element(i, v(i));
   return t;
 }
 
 inline std::string first_mismatch(const Tensor& device, const Tensor& want) {
   Tensor got = device.to(Device::cpu());
   for (int64_t i = 0; i < want.numel(); ++i)
-    if (get_value(got, i) != get_value(want, i))
-      return str_cat("element ", i, " is ", get_value(got, i), ", expected ", get_value(want, i));
+    if (got.element(i) != want.element(i))
+      return str_cat("element ", i, " is ", got.element(i), ", expected ", want.element(i));
   return "";
 }
 

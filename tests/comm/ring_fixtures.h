@@ -47,33 +47,6 @@ inline std::unique_ptr<ProcessGroup> make_ring_group(std::shared_ptr<Store> stor
   return create_process_group("ring", std::move(store), rank, world, o);
 }
 
-// Element i of a tensor of any dtype, read or written as double.
-inline double get_value(const Tensor& t, int64_t i) {
-  const void* p = t.raw_data();
-  switch (t.dtype()) {
-    case DType::f32: return static_cast<const float*>(p)[i];
-    case DType::f64: return static_cast<const double*>(p)[i];
-    case DType::f16: return half_to_float(static_cast<const Half*>(p)[i]);
-    case DType::bf16: return bf16_to_float(static_cast<const BFloat16*>(p)[i]);
-    case DType::i32: return static_cast<const int32_t*>(p)[i];
-    case DType::i64: return static_cast<double>(static_cast<const int64_t*>(p)[i]);
-    case DType::u8: return static_cast<const uint8_t*>(p)[i];
-  }
-  return 0;
-}
-inline void set_value(Tensor& t, int64_t i, double v) {
-  void* p = t.raw_data();
-  switch (t.dtype()) {
-    case DType::f32: static_cast<float*>(p)[i] = static_cast<float>(v); break;
-    case DType::f64: static_cast<double*>(p)[i] = v; break;
-    case DType::f16: static_cast<Half*>(p)[i] = float_to_half(static_cast<float>(v)); break;
-    case DType::bf16: static_cast<BFloat16*>(p)[i] = float_to_bf16(static_cast<float>(v)); break;
-    case DType::i32: static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v); break;
-    case DType::i64: static_cast<int64_t*>(p)[i] = static_cast<int64_t>(v); break;
-    case DType::u8: static_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(v); break;
-  }
-}
-
 // Input value of `rank` at index i: depends on both, and every sum, product, min or max over
 // up to 8 ranks is exact in every dtype (u8 included), so any order of reduction agrees.
 inline double input_value(ReduceOp op, DType dtype, int rank, int64_t i) {

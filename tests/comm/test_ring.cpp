@@ -26,7 +26,7 @@ std::vector<int64_t> counts_for(int world, DType dtype) {
 
 Tensor filled(int64_t count, DType dtype, const std::function<double(int64_t)>& value) {
   Tensor t = Tensor::empty({count}, dtype);
-  for (int64_t i = 0; i < count; ++i) set_value(t, i, value(i));
+  for (int64_t i = 0; i < count; ++i) t.set_element(i, value(i));
   return t;
 }
 
@@ -38,8 +38,8 @@ void compare(const Tensor& got, const Tensor& want, const std::string& what,
   const auto* w = static_cast<const unsigned char*>(want.raw_data());
   for (int64_t i = 0; i < want.numel(); ++i)
     if (std::memcmp(g + i * elem, w + i * elem, elem) != 0) {
-      errors.push_back(str_cat(what, ": element ", i, " is ", get_value(got, i), ", expected ",
-                               get_value(want, i)));
+      errors.push_back(str_cat(what, ": element ", i, " is ", got.element(i), ", expected ",
+                               want.element(i)));
       return;
     }
 }

@@ -157,7 +157,7 @@ std::unique_ptr<net::SocketTransport> make_transport(std::shared_ptr<Store> stor
 // Buffer bytes of `count` values v(i) in `dtype`.
 std::vector<unsigned char> values(DType dtype, int64_t count, const std::function<double(int64_t)>& v) {
   Tensor t = Tensor::empty({count}, dtype);
-  for (int64_t i = 0; i < count; ++i) set_value(t, i, v(i));
+  for (int64_t i = 0; i < count; ++i) t.set_element(i, v(i));
   const auto* p = static_cast<const unsigned char*>(t.raw_data());
   return std::vector<unsigned char>(p, p + t.nbytes());
 }

@@ -47,6 +47,25 @@ TEST_CASE("tensor: casts round-trip through every dtype") {
   CHECK(Tensor::full({1}, 2.5, DType::f64).item() == 2.5);
 }
 
+TEST_CASE("tensor: element i is read and written as double, rounded as the dtype stores it") {
+  Tensor h = Tensor::zeros({3}, DType::f16);
+  h.set_element(1, 1.0 + 1.0 / 4096);  // below half's resolution at 1: rounds to 1
+  h.set_element(2, -3.5);
+  CHECK(h.element(0) == 0);
+  CHECK(h.element(1) == 1.0);
+  CHECK(h.element(2) == -3.5);
+  CHECK(h.to(DType::f32).to_vector<float>() == std::vector<float>{0, 1, -3.5f});
+  Tensor b = Tensor::zeros({2}, DType::u8);
+  b.set_element(0, 200);
+  CHECK(b.element(0) == 200);
+  CHECK(b.data<uint8_t>()[0] == 200);
+  Tensor i = Tensor::zeros({1}, DType::i64);
+  i.set_element(0, 4e15);
+  CHECK(i.data<int64_t>()[0] == 4000000000000000);
+  CHECK_THROWS_AS(h.element(3), Error);
+  CHECK_THROWS_AS(h.set_element(-1, 0), Error);
+}
+
 TEST_CASE("storage: a borrowed block is viewed in place, never freed, and keeps its owner alive") {
   std::vector<float> outside{1, 2, 3, 4, 5, 6};
   auto owner = std::make_shared<int>(7);
