@@ -7,6 +7,7 @@
 #include <nccl.h>
 
 #include "comm/nccl/nccl_work.h"
+#include "comm/process_group/argument_checks.h"
 #include "core/cuda_check.h"
 #include "core/cuda_memory.h"
 #include "core/env.h"
@@ -69,11 +70,6 @@ ncclUniqueId exchange_unique_id(Store& store, const ProcessGroupOptions& options
              " bytes, not an ncclUniqueId (", sizeof id.internal, " bytes)");
   std::memcpy(id.internal, bytes.data(), sizeof id.internal);
   return id;
-}
-
-void check_rank(int r, int size, const char* operation, const char* role) {
-  if (r < 0 || r >= size)
-    RG_THROW(InvalidArgument, operation, ": ", role, " ", r, " is outside the group of size ", size);
 }
 
 }  // namespace
@@ -214,8 +210,7 @@ WorkPtr NcclProcessGroup::barrier(const BarrierOptions& opts) {
 
 WorkPtr NcclProcessGroup::send(const Tensor& tensor, int dst, const SendRecvOptions& opts) {
   check_tensor(tensor, "send", "input");
-  check_rank(dst, size(), "send", "destination");
-  RG_CHECK(dst != rank(), "send: rank ", rank(), " cannot send to itself");
+  check_peer(dst, rank(), size(), true);
   const auto count = static_cast<size_t>(tensor.numel());
   return issue(CollectiveKind::send_recv, tensor.dtype(), count, ReduceOp::sum, opts.tag,
                opts.timeout, {tensor}, [&](ncclComm_t comm, cudaStream_t stream) {
@@ -226,8 +221,7 @@ WorkPtr NcclProcessGroup::send(const Tensor& tensor, int dst, const SendRecvOpti
 
 WorkPtr NcclProcessGroup::recv(const Tensor& tensor, int src, const SendRecvOptions& opts) {
   check_tensor(tensor, "recv", "output");
-  check_rank(src, size(), "recv", "source");
-  RG_CHECK(src != rank(), "recv: rank ", rank(), " cannot receive from itself");
+  check_peer(src, rank(), size(), false);
   const auto count = static_cast<size_t>(tensor.numel());
   return issue(CollectiveKind::send_recv, tensor.dtype(), count, ReduceOp::sum, opts.tag,
                opts.timeout, {tensor}, [&](ncclComm_t comm, cudaStream_t stream) {

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "comm/collectives/cuda_staging_copier.h"
+#include "comm/process_group/argument_checks.h"
 #include "core/env.h"
 #include "core/error.h"
 #include "core/logging.h"
@@ -33,11 +34,6 @@ void check_pair(const Tensor& in, const Tensor& out, const char* operation, int6
   if (out.numel() * out_per_in_den != in.numel() * out_per_in_num)
     RG_THROW(InvalidArgument, operation, ": output has ", out.numel(), " elements, expected ",
              in.numel() * out_per_in_num / out_per_in_den, " (input has ", in.numel(), ")");
-}
-
-void check_rank(int r, int size, const char* operation, const char* role) {
-  if (r < 0 || r >= size)
-    RG_THROW(InvalidArgument, operation, ": ", role, " ", r, " is outside the group of size ", size);
 }
 
 // RINGGRAD_TRANSPORT: how ranks on this host are reached (net::SameHostLink): "auto" (the
@@ -327,40 +323,36 @@ WorkPtr RingProcessGroup::barrier(const BarrierOptions& opts) {
 }
 
 WorkPtr RingProcessGroup::send(const Tensor& tensor, int dst, const SendRecvOptions& opts) {
-  check_tensor(tensor, "send", "input");
-  check_rank(dst, size(), "send", "destination");
-  RG_CHECK(dst != rank(), "send: rank ", rank(), " cannot send to itself");
-  Request r = request(CollectiveKind::send_recv, tensor, tensor.numel(), opts.timeout);
-  r.root = opts.tag;
-  r.direction = Direction::send;
-  r.peer = dst;
-  return enqueue(
-      r, tensor.device(),
-      [tensor, dst](Transport& t, Scratch&) {
-        t.post_send(dst, tensor.raw_data(), tensor.nbytes());
-        t.wait_all();
-      },
-      [tensor, dst](Transport& t, Staging& st) {
-        collectives::staged_send(t, st, tensor.raw_data(), tensor.nbytes(), dst);
-      });
+  return point_to_point(Direction::send, tensor, dst, opts);
 }
 
 WorkPtr RingProcessGroup::recv(const Tensor& tensor, int src, const SendRecvOptions& opts) {
-  check_tensor(tensor, "recv", "output");
-  check_rank(src, size(), "recv", "source");
-  RG_CHECK(src != rank(), "recv: rank ", rank(), " cannot receive from itself");
+  return point_to_point(Direction::recv, tensor, src, opts);
+}
+
+WorkPtr RingProcessGroup::point_to_point(Direction direction, const Tensor& tensor, int peer,
+                                         const SendRecvOptions& opts) {
+  const bool sending = direction == Direction::send;
+  check_tensor(tensor, sending ? "send" : "recv", sending ? "input" : "output");
+  check_peer(peer, rank(), size(), sending);
   Request r = request(CollectiveKind::send_recv, tensor, tensor.numel(), opts.timeout);
   r.root = opts.tag;
-  r.direction = Direction::recv;
-  r.peer = src;
+  r.direction = direction;
+  r.peer = peer;
   return enqueue(
       r, tensor.device(),
-      [tensor, src](Transport& t, Scratch&) {
-        t.post_recv(src, tensor.raw_data(), tensor.nbytes());
-        t.wait_recv(src);
+      [tensor, peer, sending](Transport& t, Scratch&) {
+        if (sending) {
+          t.post_send(peer, tensor.raw_data(), tensor.nbytes());
+          t.wait_all();
+        } else {
+          t.post_recv(peer, tensor.raw_data(), tensor.nbytes());
+          t.wait_recv(peer);
+        }
       },
-      [tensor, src](Transport& t, Staging& st) {
-        collectives::staged_recv(t, st, tensor.raw_data(), tensor.nbytes(), src);
+      [tensor, peer, sending](Transport& t, Staging& st) {
+        if (sending) collectives::staged_send(t, st, tensor.raw_data(), tensor.nbytes(), peer);
+        else collectives::staged_recv(t, st, tensor.raw_data(), tensor.nbytes(), peer);
       });
 }
 

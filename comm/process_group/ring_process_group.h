@@ -60,6 +60,9 @@ class RingProcessGroup : public ProcessGroup {
     bool staged = false;  // CUDA tensors, moved through pinned host slots
   };
   Request request(CollectiveKind kind, const Tensor& tensor, uint64_t count, Milliseconds timeout);
+  // send and recv: `tensor` to or from `peer`, matched with the other end by tag.
+  WorkPtr point_to_point(Direction direction, const Tensor& tensor, int peer,
+                         const SendRecvOptions& opts);
 
   // How a task runs on the host, and how its CUDA form runs through the staging slots.
   using Run = std::function<void(Transport&, collectives::Scratch&)>;

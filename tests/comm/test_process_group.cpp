@@ -163,6 +163,10 @@ TEST_CASE("settings: bad interface name, unknown backend, nccl, RINGGRAD_ALGO an
   BroadcastOptions bo;
   bo.root = 1;
   CHECK_THROWS_WITH_AS(pg->broadcast(Tensor::zeros({3}), bo), doctest::Contains("root 1 is outside the group of size 1"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(pg->send(Tensor::zeros({3}), 0), doctest::Contains("send: rank 0 cannot send to itself"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(pg->recv(Tensor::zeros({3}), 0), doctest::Contains("recv: rank 0 cannot receive from itself"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(pg->send(Tensor::zeros({3}), 2), doctest::Contains("send: destination 2 is outside the group of size 1"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(pg->recv(Tensor(), 0), doctest::Contains("recv: the output tensor is undefined"), InvalidArgument);
 }
 
 TEST_CASE("work: completed_at is stamped by the thread that completes it") {

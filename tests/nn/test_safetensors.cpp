@@ -14,10 +14,7 @@
 
 using namespace ringgrad;
 using namespace ringgrad::nn;
-using ringgrad::nn::testing::message_of;
-using ringgrad::nn::testing::read_bytes;
-using ringgrad::nn::testing::TempDir;
-using ringgrad::nn::testing::write_bytes;
+using namespace ringgrad::nn::testing;  // TempDir, read_bytes, write_bytes, message_of
 
 namespace {
 
