@@ -44,6 +44,7 @@ for _ in range(5):
 print("%.3f" % (a.nbytes / best / 1e9))')
 echo "memcpy: $MEMCPY GB/s (one core, 128 MiB)"
 
+CPU="$(nproc) cores of $(lscpu | sed -n 's/^Model name: *//p' | head -1)"
 HAVE_MPI=1
 if ! mpicc -O2 -o "$TMP/mpi_allreduce" bench/mpi_allreduce.c 2>"$TMP/mpicc.err"; then
   HAVE_MPI=0; echo "# Open MPI: mpicc failed ($(head -1 "$TMP/mpicc.err")); install libopenmpi-dev"
@@ -122,6 +123,7 @@ PY
   as_perf_json "$TMP/g" gloo $n >"$TMP/gloo.json" && [ -s "$TMP/g" ] && runs+=("$TMP/gloo.json=Gloo")
   [ -s "$TMP/m" ] && as_perf_json "$TMP/m" mpi $n >"$TMP/mpi.json" && runs+=("$TMP/mpi.json=Open MPI TCP")
   [ -s "$TMP/ms" ] && as_perf_json "$TMP/ms" mpi $n >"$TMP/mpi_sm.json" && runs+=("$TMP/mpi_sm.json=Open MPI shm")
-  bash scripts/plot.sh busbw "$PLOT_DIR/allreduce_world$n.png" "${runs[@]}" ||
+  PLOT_NOTE="$n ranks on one host, $(date +%F), $CPU" \
+    bash scripts/plot.sh busbw "$PLOT_DIR/allreduce_world$n.png" "${runs[@]}" ||
     echo "# no figure for world $n (plot.sh exited $?)"
 done

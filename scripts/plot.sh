@@ -5,7 +5,8 @@
 #       ringgrad-train --log-json LOG: training loss, test accuracy and img/s per epoch.
 #   scripts/plot.sh busbw OUT.png RUN.json[=LABEL]...
 #       all_reduce_perf --json RUN: bus bandwidth against message size (log scale), one line
-#       per run (out of place); LABEL defaults to "backend, N ranks" from the file.
+#       per run (out of place); LABEL defaults to "backend, N ranks" from the file; PLOT_NOTE
+#       (say the date and machine of the run) is added to the title.
 #   scripts/plot.sh timeline TIMELINE.txt OUT.png
 #       bench/ddp_throughput --timeline: each DDP bucket's all-reduce from launch to done,
 #       against the end of backward (when the last gradient arrived).
@@ -15,7 +16,7 @@
 # Exit codes: 0 drawn, 1 bad input, 2 usage, 3 gnuplot missing and not installable (says why).
 set -euo pipefail
 
-usage() { sed -n '3,14p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '3,15p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 need_gnuplot() {
   command -v gnuplot >/dev/null && return 0
@@ -103,7 +104,7 @@ plot_busbw() {
   gnuplot <<GP
 set terminal pngcairo size 900,600 noenhanced
 set output '$out'
-set title 'all-reduce bus bandwidth (out of place)'
+set title 'all-reduce bus bandwidth (out of place)${PLOT_NOTE:+: ${PLOT_NOTE//\'/}}'
 set grid
 set logscale x 2
 set format x '%.0b %BB'
