@@ -12,10 +12,10 @@
 #include <sstream>
 
 #include "apps/cli_checks.h"
-#include "comm/launcher/launch_config.h"
 #include "comm/launcher/check/env_check.h"
-#include "comm/launcher/launcher.h"
 #include "comm/launcher/check/node_check.h"
+#include "comm/launcher/launch_config.h"
+#include "comm/launcher/launcher.h"
 #include "comm/launcher/ssh/ssh_launch.h"
 #include "core/error.h"
 
@@ -73,9 +73,9 @@ ringgrad::comm::SshLaunchConfig ssh_launch_config(const CLI::App& app, const Ssh
   s.remote_binary = f.remote_run.empty() ? self_path() : f.remote_run;
   char cwd[PATH_MAX] = {};
   s.remote_workdir = ::getcwd(cwd, sizeof cwd) ? cwd : ".";
-  for (const char* shared : {"--rdzv-id", "--rdzv-conf", "--max-restarts", "--monitor-interval",
-                             "--stop-grace", "--log-dir", "--redirects", "--tee",
-                             "--local-ranks-filter", "--check-port", "--timeout"})
+  for (const char* shared :
+       {"--rdzv-id", "--rdzv-conf", "--max-restarts", "--monitor-interval", "--stop-grace",
+        "--log-dir", "--redirects", "--tee", "--local-ranks-filter", "--check-port", "--timeout"})
     for (const auto& value : app.get_option(shared)->results())
       s.launcher_flags.insert(s.launcher_flags.end(), {shared, value});
   if (app.get_option("--check")->count()) {  // every host runs the check; no program

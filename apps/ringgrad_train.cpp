@@ -50,8 +50,8 @@ int main(int argc, char** argv) {
   app.add_option(
          "--threads", c.threads,
          "CPU threads per process (0: OMP_NUM_THREADS, else cores / processes on this node)")
-      ->check(whole_number_in(0, ringgrad::kernels::max_num_threads(),
-                              "4 per core of this machine"));
+      ->check(
+          whole_number_in(0, ringgrad::kernels::max_num_threads(), "4 per core of this machine"));
   app.add_option("--max-steps", c.max_steps, "stop after this many steps (0: no limit)")
       ->check(whole_number_in(0, kMaxInt64));
   app.add_option("--save", c.save_path, "write a checkpoint (safetensors) here at the end");

@@ -34,8 +34,8 @@ void write_timeline(const std::string& path, DistributedDataParallel& ddp, const
     size_t bytes = 0;
     for (size_t i : buckets[b]) bytes += params[i].value().nbytes();
     const auto& t = timeline.buckets[b];
-    out << b << " " << buckets[b].size() << " " << bytes << " " << t.ready_s << " "
-        << t.launched_s << " " << t.done_s << "\n";
+    out << b << " " << buckets[b].size() << " " << bytes << " " << t.ready_s << " " << t.launched_s
+        << " " << t.done_s << "\n";
   }
   RG_CHECK(bool(out), "cannot write --timeline ", path);
 }
@@ -94,7 +94,8 @@ int main(int argc, char** argv) {
     auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < steps; ++i) step();
     job.group->barrier()->wait();
-    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (job.leader() && !timeline_path.empty() && !no_sync)
       write_timeline(timeline_path, ddp, *model);
     if (job.leader())

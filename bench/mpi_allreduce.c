@@ -17,10 +17,12 @@ int main(int argc, char** argv) {
   for (long i = 0; i < max_bytes / 4; ++i) send[i] = (float)(rank * 1000 + i % 1000);
   for (long bytes = min_bytes; bytes <= max_bytes; bytes *= factor) {
     const int count = (int)(bytes / 4);
-    for (int i = 0; i < warmup; ++i) MPI_Allreduce(send, recv, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    for (int i = 0; i < warmup; ++i)
+      MPI_Allreduce(send, recv, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();
-    for (int i = 0; i < iters; ++i) MPI_Allreduce(send, recv, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    for (int i = 0; i < iters; ++i)
+      MPI_Allreduce(send, recv, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     double local = (MPI_Wtime() - t0) / iters * 1e6, worst;
     MPI_Reduce(&local, &worst, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
     if (rank == 0)

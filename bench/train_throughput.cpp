@@ -32,7 +32,8 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads)->check(CLI::PositiveNumber);
   app.add_option("--warmup", warmup)->check(CLI::NonNegativeNumber);
   app.add_option("--steps", steps)->check(CLI::PositiveNumber);
-  app.add_option("--device", device_name, "cpu or cuda (device 0)")->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--device", device_name, "cpu or cuda (device 0)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   // fp16 is left out: without a GradScaler its gradients underflow, so it would time a recipe
   // nobody trains with.
   app.add_option("--amp", amp, "none or bf16")->check(CLI::IsMember({"none", "bf16"}));
@@ -70,7 +71,8 @@ int main(int argc, char** argv) {
     Variable last;
     for (int i = 0; i < steps; ++i) last = step();
     last.value().item();  // waits for every queued step
-    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
     std::printf("%s batch %d threads %d img/s %.1f peak_rss_mb %.1f\n", model_name.c_str(), batch,

@@ -9,13 +9,13 @@ namespace ringgrad {
 
 constexpr size_t kCpuAlignment = 64;
 
-void* cpu_allocate(size_t bytes);            // never null; throws Error on exhaustion
-void cpu_release(void* ptr, size_t bytes);   // bytes must be what was asked for
+void* cpu_allocate(size_t bytes);           // never null; throws Error on exhaustion
+void cpu_release(void* ptr, size_t bytes);  // bytes must be what was asked for
 
 struct CpuCacheStats {
   size_t system_allocations = 0;  // calls that reached the system allocator
   size_t cache_hits = 0;
-  size_t bytes_cached = 0;        // held in free lists right now
+  size_t bytes_cached = 0;  // held in free lists right now
   size_t bytes_in_use = 0;
 };
 CpuCacheStats cpu_cache_stats();

@@ -18,36 +18,37 @@
 
 // After a kernel launch: launch-configuration errors are reported here, execution errors at
 // the next synchronising call (which CUDA_CHECK reports).
-#define CUDA_CHECK_LAUNCH(kernel_name)                                                    \
-  do {                                                                                    \
-    const cudaError_t rg_cuda_err_ = cudaGetLastError();                                  \
-    if (rg_cuda_err_ != cudaSuccess)                                                      \
-      RG_THROW(::ringgrad::Error, "launch of ", kernel_name, " failed: ",                 \
-               cudaGetErrorName(rg_cuda_err_), " (", cudaGetErrorString(rg_cuda_err_), ")"); \
+#define CUDA_CHECK_LAUNCH(kernel_name)                            \
+  do {                                                            \
+    const cudaError_t rg_cuda_err_ = cudaGetLastError();          \
+    if (rg_cuda_err_ != cudaSuccess)                              \
+      RG_THROW(::ringgrad::Error, "launch of ", kernel_name,      \
+               " failed: ", cudaGetErrorName(rg_cuda_err_), " (", \
+               cudaGetErrorString(rg_cuda_err_), ")");            \
   } while (0)
 
-#define CUBLAS_CHECK(expr)                                                                \
-  do {                                                                                    \
-    const cublasStatus_t rg_cublas_st_ = (expr);                                          \
-    if (rg_cublas_st_ != CUBLAS_STATUS_SUCCESS)                                           \
-      RG_THROW(::ringgrad::Error, #expr, " failed: ", cublasGetStatusName(rg_cublas_st_), \
-               " (", cublasGetStatusString(rg_cublas_st_), ")");                          \
+#define CUBLAS_CHECK(expr)                                                                      \
+  do {                                                                                          \
+    const cublasStatus_t rg_cublas_st_ = (expr);                                                \
+    if (rg_cublas_st_ != CUBLAS_STATUS_SUCCESS)                                                 \
+      RG_THROW(::ringgrad::Error, #expr, " failed: ", cublasGetStatusName(rg_cublas_st_), " (", \
+               cublasGetStatusString(rg_cublas_st_), ")");                                      \
   } while (0)
 
-#define CUDNN_CHECK(expr)                                                                  \
-  do {                                                                                     \
-    const cudnnStatus_t rg_cudnn_st_ = (expr);                                             \
-    if (rg_cudnn_st_ != CUDNN_STATUS_SUCCESS)                                              \
+#define CUDNN_CHECK(expr)                                                                 \
+  do {                                                                                    \
+    const cudnnStatus_t rg_cudnn_st_ = (expr);                                            \
+    if (rg_cudnn_st_ != CUDNN_STATUS_SUCCESS)                                             \
       RG_THROW(::ringgrad::Error, #expr, " failed: ", cudnnGetErrorString(rg_cudnn_st_)); \
   } while (0)
 
 // ncclGetLastError adds the detail NCCL keeps for the most recent failure (which peer, which
 // socket); it takes the communicator, nullptr is allowed. ncclInProgress is how a non-blocking
 // communicator says "not done yet", not a failure.
-#define NCCL_CHECK(expr)                                                                 \
-  do {                                                                                   \
-    const ncclResult_t rg_nccl_res_ = (expr);                                            \
-    if (rg_nccl_res_ != ncclSuccess && rg_nccl_res_ != ncclInProgress)                   \
-      RG_THROW(::ringgrad::Error, #expr, " failed: ", ncclGetErrorString(rg_nccl_res_), \
-               " (", ncclGetLastError(nullptr), ")");                                    \
+#define NCCL_CHECK(expr)                                                                      \
+  do {                                                                                        \
+    const ncclResult_t rg_nccl_res_ = (expr);                                                 \
+    if (rg_nccl_res_ != ncclSuccess && rg_nccl_res_ != ncclInProgress)                        \
+      RG_THROW(::ringgrad::Error, #expr, " failed: ", ncclGetErrorString(rg_nccl_res_), " (", \
+               ncclGetLastError(nullptr), ")");                                               \
   } while (0)

@@ -171,8 +171,8 @@ void CudaEvent::record(void* stream) {
 }
 
 void CudaEvent::wait_on(void* stream) const {
-  CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream),
-                                 static_cast<cudaEvent_t>(event_), 0));
+  CUDA_CHECK(
+      cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event_), 0));
 }
 
 PinnedBuffer::~PinnedBuffer() {

@@ -14,7 +14,9 @@ struct Device {
   static Device cuda(int index = 0) { return {DeviceType::cuda, index}; }
   bool is_cpu() const { return type == DeviceType::cpu; }
   bool is_cuda() const { return type == DeviceType::cuda; }
-  bool operator==(const Device& o) const { return type == o.type && (is_cpu() || index == o.index); }
+  bool operator==(const Device& o) const {
+    return type == o.type && (is_cpu() || index == o.index);
+  }
   bool operator!=(const Device& o) const { return !(*this == o); }
   std::string str() const { return is_cpu() ? "cpu" : "cuda:" + std::to_string(index); }
 };

@@ -14,9 +14,9 @@ struct DTypeInfo {
   bool floating;
 };
 constexpr DTypeInfo kInfo[] = {
-    {DType::f32, 4, "float32", "F32", true},  {DType::f64, 8, "float64", "F64", true},
-    {DType::f16, 2, "float16", "F16", true},  {DType::bf16, 2, "bfloat16", "BF16", true},
-    {DType::i32, 4, "int32", "I32", false},   {DType::i64, 8, "int64", "I64", false},
+    {DType::f32, 4, "float32", "F32", true}, {DType::f64, 8, "float64", "F64", true},
+    {DType::f16, 2, "float16", "F16", true}, {DType::bf16, 2, "bfloat16", "BF16", true},
+    {DType::i32, 4, "int32", "I32", false},  {DType::i64, 8, "int64", "I64", false},
     {DType::u8, 1, "uint8", "U8", false},
 };
 const DTypeInfo& info(DType t) { return kInfo[static_cast<int>(t)]; }

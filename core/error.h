@@ -15,7 +15,8 @@ class Error : public std::runtime_error {
  public:
   explicit Error(const std::string& message) : std::runtime_error(message), message_(message) {}
   Error(std::string where, const std::string& message)
-      : std::runtime_error("[" + where + "] " + message), where_(std::move(where)),
+      : std::runtime_error("[" + where + "] " + message),
+        where_(std::move(where)),
         message_(message) {}
   const std::string& where() const { return where_; }  // "file.cpp:42", or "" when not known
   const std::string& message() const { return message_; }
@@ -81,19 +82,19 @@ inline std::string user_message(const std::exception& e) {
 
 #define RG_THROW(ExcType, ...) ::ringgrad::throw_at<ExcType>(__FILE__, __LINE__, __VA_ARGS__)
 
-#define RG_CHECK(cond, ...)                                                        \
-  do {                                                                          \
-    if (!(cond)) ::ringgrad::throw_at<::ringgrad::Error>(__FILE__, __LINE__,    \
-                                                         #cond, ": ", ##__VA_ARGS__); \
+#define RG_CHECK(cond, ...)                                                                    \
+  do {                                                                                         \
+    if (!(cond))                                                                               \
+      ::ringgrad::throw_at<::ringgrad::Error>(__FILE__, __LINE__, #cond, ": ", ##__VA_ARGS__); \
   } while (0)
 
-#define RG_CHECK_OP(a, b, op, ...)                                                      \
-  do {                                                                                  \
-    const auto& rg_a_ = (a);                                                            \
-    const auto& rg_b_ = (b);                                                            \
-    if (!(rg_a_ op rg_b_))                                                              \
-      ::ringgrad::throw_at<::ringgrad::Error>(__FILE__, __LINE__, #a " " #op " " #b " (", \
-                                              rg_a_, " vs ", rg_b_, "): ", ##__VA_ARGS__); \
+#define RG_CHECK_OP(a, b, op, ...)                                                               \
+  do {                                                                                           \
+    const auto& rg_a_ = (a);                                                                     \
+    const auto& rg_b_ = (b);                                                                     \
+    if (!(rg_a_ op rg_b_))                                                                       \
+      ::ringgrad::throw_at<::ringgrad::Error>(__FILE__, __LINE__, #a " " #op " " #b " (", rg_a_, \
+                                              " vs ", rg_b_, "): ", ##__VA_ARGS__);              \
   } while (0)
 
 #define RG_CHECK_EQ(a, b, ...) RG_CHECK_OP(a, b, ==, __VA_ARGS__)

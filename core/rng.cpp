@@ -37,12 +37,11 @@ void Generator::set_state(const GeneratorState& s) {
 
 void Generator::refill() {
   // Counter words: block index (64 bits) and stream (64 bits); key: the seed.
-  std::array<uint32_t, 4> ctr = {static_cast<uint32_t>(state_.counter),
-                                 static_cast<uint32_t>(state_.counter >> 32),
-                                 static_cast<uint32_t>(state_.stream),
-                                 static_cast<uint32_t>(state_.stream >> 32)};
-  block_ = philox4x32(ctr, {static_cast<uint32_t>(state_.seed),
-                            static_cast<uint32_t>(state_.seed >> 32)});
+  std::array<uint32_t, 4> ctr = {
+      static_cast<uint32_t>(state_.counter), static_cast<uint32_t>(state_.counter >> 32),
+      static_cast<uint32_t>(state_.stream), static_cast<uint32_t>(state_.stream >> 32)};
+  block_ = philox4x32(
+      ctr, {static_cast<uint32_t>(state_.seed), static_cast<uint32_t>(state_.seed >> 32)});
   state_.counter++;
   state_.buffered = 0;
 }

@@ -11,8 +11,8 @@ namespace ringgrad {
 struct GeneratorState {
   uint64_t seed = 0;
   uint64_t stream = 0;
-  uint64_t counter = 0;  // 128-bit blocks consumed
-  uint32_t buffered = 0; // words already used of block (counter - 1), 0..4
+  uint64_t counter = 0;   // 128-bit blocks consumed
+  uint32_t buffered = 0;  // words already used of block (counter - 1), 0..4
 };
 
 class Generator {

@@ -10,22 +10,47 @@ namespace {
 template <class F>
 void dispatch_dtype(DType t, F&& f) {
   switch (t) {
-    case DType::f32: return f(float{});
-    case DType::f64: return f(double{});
-    case DType::f16: return f(Half{});
-    case DType::bf16: return f(BFloat16{});
-    case DType::i32: return f(int32_t{});
-    case DType::i64: return f(int64_t{});
-    case DType::u8: return f(uint8_t{});
+    case DType::f32:
+      return f(float{});
+    case DType::f64:
+      return f(double{});
+    case DType::f16:
+      return f(Half{});
+    case DType::bf16:
+      return f(BFloat16{});
+    case DType::i32:
+      return f(int32_t{});
+    case DType::i64:
+      return f(int64_t{});
+    case DType::u8:
+      return f(uint8_t{});
   }
 }
 
-template <class T> double to_double(T v) { return static_cast<double>(v); }
-template <> double to_double(Half v) { return half_to_float(v); }
-template <> double to_double(BFloat16 v) { return bf16_to_float(v); }
-template <class T> T from_double(double v) { return static_cast<T>(v); }
-template <> Half from_double(double v) { return float_to_half(static_cast<float>(v)); }
-template <> BFloat16 from_double(double v) { return float_to_bf16(static_cast<float>(v)); }
+template <class T>
+double to_double(T v) {
+  return static_cast<double>(v);
+}
+template <>
+double to_double(Half v) {
+  return half_to_float(v);
+}
+template <>
+double to_double(BFloat16 v) {
+  return bf16_to_float(v);
+}
+template <class T>
+T from_double(double v) {
+  return static_cast<T>(v);
+}
+template <>
+Half from_double(double v) {
+  return float_to_half(static_cast<float>(v));
+}
+template <>
+BFloat16 from_double(double v) {
+  return float_to_bf16(static_cast<float>(v));
+}
 
 }  // namespace
 
@@ -50,7 +75,7 @@ Tensor Tensor::wrap(std::shared_ptr<Storage> storage, size_t offset_bytes, const
                     DType dtype) {
   RG_CHECK(storage != nullptr, "Tensor::wrap needs storage");
   RG_CHECK_LE(offset_bytes + static_cast<size_t>(shape.numel()) * dtype_size(dtype),
-           storage->bytes(), "view ", shape.str(), " does not fit in its storage");
+              storage->bytes(), "view ", shape.str(), " does not fit in its storage");
   Tensor t;
   t.storage_ = std::move(storage);
   t.offset_ = offset_bytes;
@@ -100,7 +125,7 @@ Tensor Tensor::view(const Shape& shape) const {
 Tensor Tensor::narrow(int64_t start, int64_t length) const {
   RG_CHECK_GE(dim(), 1, "narrow needs at least one dimension");
   RG_CHECK(start >= 0 && length >= 0 && start + length <= shape_[0], "narrow [", start, ", ",
-        start + length, ") of dim 0 with extent ", shape_[0]);
+           start + length, ") of dim 0 with extent ", shape_[0]);
   Shape s = shape_;
   s[0] = length;
   const size_t row_bytes = nbytes() / (shape_[0] ? shape_[0] : 1);
@@ -139,19 +164,20 @@ Tensor Tensor::clone() const {
 
 void Tensor::copy_from(const Tensor& src) {
   RG_CHECK_EQ(numel(), src.numel(), "copy_from: element counts differ (", shape_.str(), " vs ",
-           src.shape().str(), ")");
+              src.shape().str(), ")");
   RG_CHECK(dtype_ == src.dtype_, "copy_from: dtypes differ (", dtype_name(dtype_), " vs ",
-        dtype_name(src.dtype_), ")");
+           dtype_name(src.dtype_), ")");
   const size_t bytes = nbytes();
   if (bytes == 0 || raw_data() == src.raw_data()) return;
   if (is_cpu() && src.is_cpu()) {
     std::memcpy(raw_data(), src.raw_data(), bytes);
     return;
   }
-  CopyKind kind = src.is_cpu()  ? CopyKind::host_to_device
-                  : is_cpu()    ? CopyKind::device_to_host
-                                : CopyKind::device_to_device;
-  cuda_copy(raw_data(), src.raw_data(), bytes, kind, is_cuda() ? device().index : src.device().index);
+  CopyKind kind = src.is_cpu() ? CopyKind::host_to_device
+                  : is_cpu()   ? CopyKind::device_to_host
+                               : CopyKind::device_to_device;
+  cuda_copy(raw_data(), src.raw_data(), bytes, kind,
+            is_cuda() ? device().index : src.device().index);
 }
 
 void Tensor::fill_(double value) {

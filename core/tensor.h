@@ -50,7 +50,7 @@ class Tensor {
   template <class T>
   T* data() const {
     RG_CHECK(dtype_ == DTypeOf<T>::value, "tensor holds ", dtype_name(dtype_), ", asked for ",
-          dtype_name(DTypeOf<T>::value));
+             dtype_name(DTypeOf<T>::value));
     return static_cast<T*>(raw_data());
   }
   template <class T>
@@ -65,13 +65,13 @@ class Tensor {
   double element(int64_t i) const;
   void set_element(int64_t i, double value);
 
-  Tensor view(const Shape& shape) const;  // same numel, shares storage
+  Tensor view(const Shape& shape) const;               // same numel, shares storage
   Tensor narrow(int64_t start, int64_t length) const;  // rows [start, start+length) of dim 0
-  Tensor to(Device device) const;         // copy when the device differs, else *this
-  Tensor to(DType dtype) const;           // cast (CPU), or *this when equal
+  Tensor to(Device device) const;                      // copy when the device differs, else *this
+  Tensor to(DType dtype) const;                        // cast (CPU), or *this when equal
   Tensor clone() const;
-  void copy_from(const Tensor& src);      // same numel and dtype; any devices
-  void fill_(double value);               // CPU or CUDA
+  void copy_from(const Tensor& src);  // same numel and dtype; any devices
+  void fill_(double value);           // CPU or CUDA
   void zero_();
 
  private:

@@ -19,7 +19,9 @@ RG_HD T bn_biased_var(T sum, T sum_sq, T count) {
 }
 
 template <class T>
-RG_HD T bn_invstd(T var, T eps) { return T(1) / std::sqrt(var + eps); }
+RG_HD T bn_invstd(T var, T eps) {
+  return T(1) / std::sqrt(var + eps);
+}
 
 // running = (1 - momentum) * running + momentum * batch; PyTorch feeds the unbiased variance
 // biased * count / (count - 1) into running_var.
@@ -30,7 +32,9 @@ RG_HD T bn_running_update(T running, T batch, T momentum) {
 
 // y = (x - mean) * scale + beta with scale = invstd * gamma.
 template <class T>
-RG_HD T bn_normalize(T x, T mean, T scale, T beta) { return (x - mean) * scale + beta; }
+RG_HD T bn_normalize(T x, T mean, T scale, T beta) {
+  return (x - mean) * scale + beta;
+}
 
 // dx = gamma * invstd * (dy - sum_dy / count - xhat * sum_dy_xhat / count), written with
 // scale = gamma * invstd, mean_dy = sum_dy / count and xmu_coeff = invstd * sum_dy_xhat / count

@@ -14,28 +14,38 @@ namespace ringgrad::kernels {
 
 template <class T>
 RG_HD float as_float(T v) {
-  if constexpr (std::is_same_v<T, Half>) return half_to_float(v);
-  else if constexpr (std::is_same_v<T, BFloat16>) return bf16_to_float(v);
-  else return static_cast<float>(v);
+  if constexpr (std::is_same_v<T, Half>)
+    return half_to_float(v);
+  else if constexpr (std::is_same_v<T, BFloat16>)
+    return bf16_to_float(v);
+  else
+    return static_cast<float>(v);
 }
 
 template <class D, class S>
 RG_HD D convert_element(S v) {
-  if constexpr (std::is_same_v<D, S>) return v;
-  else if constexpr (std::is_same_v<D, Half>) return float_to_half(as_float(v));
-  else if constexpr (std::is_same_v<D, BFloat16>) return float_to_bf16(as_float(v));
+  if constexpr (std::is_same_v<D, S>)
+    return v;
+  else if constexpr (std::is_same_v<D, Half>)
+    return float_to_half(as_float(v));
+  else if constexpr (std::is_same_v<D, BFloat16>)
+    return float_to_bf16(as_float(v));
   else if constexpr (std::is_same_v<S, Half> || std::is_same_v<S, BFloat16>)
     return static_cast<D>(as_float(v));  // exact: every half value is a float
-  else return static_cast<D>(v);
+  else
+    return static_cast<D>(v);
 }
 
 // inf or NaN: the exponent field is all ones. Tested on the bits so that -ffast-math, which
 // lets the compiler assume finite floats, cannot fold the test away.
 template <class T>
 RG_HD bool is_nonfinite(T v) {
-  if constexpr (std::is_same_v<T, Half>) return (v.bits & 0x7c00u) == 0x7c00u;
-  else if constexpr (std::is_same_v<T, BFloat16>) return (v.bits & 0x7f80u) == 0x7f80u;
-  else if constexpr (std::is_same_v<T, float>) return (float_bits(v) & 0x7f800000u) == 0x7f800000u;
+  if constexpr (std::is_same_v<T, Half>)
+    return (v.bits & 0x7c00u) == 0x7c00u;
+  else if constexpr (std::is_same_v<T, BFloat16>)
+    return (v.bits & 0x7f80u) == 0x7f80u;
+  else if constexpr (std::is_same_v<T, float>)
+    return (float_bits(v) & 0x7f800000u) == 0x7f800000u;
   else {
     static_assert(std::is_same_v<T, double>, "is_nonfinite is for floating types");
     uint64_t u;

@@ -78,11 +78,11 @@ void batchnorm_backward(Tensor& dx, Tensor& dgamma, Tensor& dbeta, const Tensor&
 // ---- elementwise -----------------------------------------------------------------------
 void relu_forward(Tensor& y, const Tensor& x);
 void relu_backward(Tensor& dx, const Tensor& dy, const Tensor& y);  // dx = dy * (y > 0)
-void add(Tensor& y, const Tensor& a, const Tensor& b);               // y = a + b
-void add_(Tensor& a, const Tensor& b);                               // a += b
+void add(Tensor& y, const Tensor& a, const Tensor& b);              // y = a + b
+void add_(Tensor& a, const Tensor& b);                              // a += b
 // Fused residual tail of a BasicBlock: y = relu(a + b); backward gives d(a+b) = dy * (y > 0).
 void add_relu_forward(Tensor& y, const Tensor& a, const Tensor& b);
-void scale_(Tensor& a, double alpha);                                // a *= alpha
+void scale_(Tensor& a, double alpha);  // a *= alpha
 // counter += 1 for a one-element int64 tensor (BatchNorm's num_batches_tracked). On CUDA a
 // one-thread kernel, so counting a batch never waits for the stream.
 void increment_(Tensor& counter);

@@ -22,8 +22,7 @@ int main(int argc, char** argv) {
   c.in_place_send_offset = [](size_t count, int rank, int world) { return count / world * rank; };
   c.in_place_recv_offset = [](size_t, int, int) -> size_t { return 0; };
   c.start = [](ringgrad::comm::ProcessGroup& pg, const ringgrad::Tensor& send,
-               const ringgrad::Tensor& recv, bool in_place, ReduceOp, int) {
-    return in_place ? pg.allgather_inplace(recv) : pg.allgather(send, recv);
-  };
+               const ringgrad::Tensor& recv, bool in_place, ReduceOp,
+               int) { return in_place ? pg.allgather_inplace(recv) : pg.allgather(send, recv); };
   return rp::run_perf(argc, argv, c);
 }

@@ -43,10 +43,12 @@ size_t parse_bytes(const std::string& text, const char* flag) {
   char* end = nullptr;
   const double v = std::strtod(text.c_str(), &end);
   const std::string unit(end);
-  const double scale = unit.empty() ? 1 : unit == "K" || unit == "k" ? 1024.0
+  const double scale = unit.empty()                 ? 1
+                       : unit == "K" || unit == "k" ? 1024.0
                        : unit == "M" || unit == "m" ? 1024.0 * 1024
                        : unit == "G" || unit == "g" ? 1024.0 * 1024 * 1024
-                       : unit == "T" || unit == "t" ? 1024.0 * 1024 * 1024 * 1024 : -1;
+                       : unit == "T" || unit == "t" ? 1024.0 * 1024 * 1024 * 1024
+                                                    : -1;
   // 1 TiB: more than any host or GPU here holds, and far from where the size_t cast overflows.
   constexpr double kMaxBytes = 1024.0 * 1024 * 1024 * 1024;
   if (end == text.c_str() || scale < 0 || !(v >= 0) || v * scale > kMaxBytes)
@@ -57,12 +59,16 @@ size_t parse_bytes(const std::string& text, const char* flag) {
 
 const std::pair<const char*, DType> kDTypeNames[] = {
     {"float", DType::f32}, {"double", DType::f64}, {"half", DType::f16}, {"bfloat16", DType::bf16},
-    {"int32", DType::i32}, {"int64", DType::i64}, {"uint8", DType::u8}};
-const std::pair<const char*, ReduceOp> kOpNames[] = {
-    {"sum", ReduceOp::sum}, {"prod", ReduceOp::prod}, {"max", ReduceOp::max}, {"min", ReduceOp::min}, {"avg", ReduceOp::avg}};
+    {"int32", DType::i32}, {"int64", DType::i64},  {"uint8", DType::u8}};
+const std::pair<const char*, ReduceOp> kOpNames[] = {{"sum", ReduceOp::sum},
+                                                     {"prod", ReduceOp::prod},
+                                                     {"max", ReduceOp::max},
+                                                     {"min", ReduceOp::min},
+                                                     {"avg", ReduceOp::avg}};
 
 template <class T, size_t N>
-std::vector<T> parse_choice(const std::string& text, const std::pair<const char*, T> (&names)[N], const char* flag) {
+std::vector<T> parse_choice(const std::string& text, const std::pair<const char*, T> (&names)[N],
+                            const char* flag) {
   std::vector<T> all;
   std::string valid;
   for (const auto& [name, value] : names) {
@@ -87,13 +93,19 @@ struct Job {
 };
 
 Job start_job(const Settings& s) {
-  if (s.backend != "ring" && s.backend != "nccl") RG_THROW(InvalidArgument, "--backend '", s.backend, "' is not one of: ring, nccl");
-  if (s.device != "cpu" && s.device != "cuda") RG_THROW(InvalidArgument, "--device '", s.device, "' is not one of: cpu, cuda");
+  if (s.backend != "ring" && s.backend != "nccl")
+    RG_THROW(InvalidArgument, "--backend '", s.backend, "' is not one of: ring, nccl");
+  if (s.device != "cpu" && s.device != "cuda")
+    RG_THROW(InvalidArgument, "--device '", s.device, "' is not one of: cpu, cuda");
   if (s.backend == "nccl" && s.device != "cuda")
-    RG_THROW(InvalidArgument, "--backend nccl reduces device buffers only: add --device cuda (or use --backend ring for host buffers)");
-  if (s.device == "cuda" && cuda_device_count() == 0) RG_THROW(InvalidArgument, "--device cuda: no CUDA device: ", cuda_unavailable_reason());
+    RG_THROW(InvalidArgument,
+             "--backend nccl reduces device buffers only: add --device cuda (or use --backend ring "
+             "for host buffers)");
+  if (s.device == "cuda" && cuda_device_count() == 0)
+    RG_THROW(InvalidArgument, "--device cuda: no CUDA device: ", cuda_unavailable_reason());
   Job job;
-  const bool launched = env_get("RANK") || env_get("OMPI_COMM_WORLD_RANK") || env_get("SLURM_PROCID");
+  const bool launched =
+      env_get("RANK") || env_get("OMPI_COMM_WORLD_RANK") || env_get("SLURM_PROCID");
   comm::ProcessGroupOptions o;
   o.group_name = "perf";
   o.tensor_device = s.device == "cuda" ? DeviceType::cuda : DeviceType::cpu;
@@ -112,7 +124,8 @@ Job start_job(const Settings& s) {
   job.device = s.device == "cuda" ? Device::cuda(env.local_rank) : Device::cpu();
   o.cuda_device = env.local_rank;
   o.run_id = env_str("TORCHELASTIC_RUN_ID", "");
-  job.pg = comm::create_process_group(s.backend, job.worker_store->store, env.rank, env.world_size, o);
+  job.pg =
+      comm::create_process_group(s.backend, job.worker_store->store, env.rank, env.world_size, o);
   return job;
 }
 
@@ -132,15 +145,17 @@ void run_on(Device device, Tensor& host, const std::function<comm::WorkPtr(const
 // its peers last), gathered with our own allgather.
 std::vector<std::string> rank_lines(comm::ProcessGroup& pg, Device device) {
   constexpr int64_t kLine = 192;
-  std::string mine = str_cat("#  Rank ", pg.rank(), " Pid ", ::getpid(), " on ", hostname(), " device ", device.str(),
-                             " backend ", pg.backend_name(), ": ", pg.describe_links());
+  std::string mine =
+      str_cat("#  Rank ", pg.rank(), " Pid ", ::getpid(), " on ", hostname(), " device ",
+              device.str(), " backend ", pg.backend_name(), ": ", pg.describe_links());
   mine.resize(kLine - 1, '\0');  // a long list of links is cut, the line stays terminated
   mine.push_back('\0');
   Tensor all = Tensor::zeros({kLine * pg.size()}, DType::u8);
   std::memcpy(static_cast<char*>(all.raw_data()) + pg.rank() * kLine, mine.data(), kLine);
   run_on(device, all, [&](const Tensor& t) { return pg.allgather_inplace(t); });
   std::vector<std::string> lines;
-  for (int r = 0; r < pg.size(); ++r) lines.emplace_back(static_cast<const char*>(all.raw_data()) + r * kLine);
+  for (int r = 0; r < pg.size(); ++r)
+    lines.emplace_back(static_cast<const char*>(all.raw_data()) + r * kLine);
   return lines;
 }
 
@@ -159,18 +174,20 @@ double max_over_ranks(comm::ProcessGroup& pg, Device device, double v) {
 
 // Buffers on `device`; the data is written and checked in host mirrors of them (the same
 // tensors on the CPU), copied over outside the timed loop, as nccl-tests does.
-Measure measure(comm::ProcessGroup& pg, const PerfCollective& c, const Settings& s, Device device, size_t count,
-                DType dtype, ReduceOp op, bool in_place) {
+Measure measure(comm::ProcessGroup& pg, const PerfCollective& c, const Settings& s, Device device,
+                size_t count, DType dtype, ReduceOp op, bool in_place) {
   const int world = pg.size(), rank = pg.rank();
   const size_t send_n = c.send_count(count, world), recv_n = c.recv_count(count, world);
-  Tensor send_host = Tensor::empty({static_cast<int64_t>(in_place ? std::max(send_n, recv_n) : send_n)}, dtype);
+  Tensor send_host =
+      Tensor::empty({static_cast<int64_t>(in_place ? std::max(send_n, recv_n) : send_n)}, dtype);
   Tensor recv_host = in_place ? send_host : Tensor::zeros({static_cast<int64_t>(recv_n)}, dtype);
   Tensor send = send_host.to(device);
   Tensor recv = in_place ? send : recv_host.to(device);
   const size_t send_at = in_place ? c.in_place_send_offset(count, rank, world) : 0;
   const size_t recv_at = in_place ? c.in_place_recv_offset(count, rank, world) : 0;
   auto init = [&] {
-    for (size_t i = 0; i < send_n; ++i) send_host.set_element(send_at + i, input_value(op, dtype, rank, i));
+    for (size_t i = 0; i < send_n; ++i)
+      send_host.set_element(send_at + i, input_value(op, dtype, rank, i));
     if (device.is_cuda()) send.copy_from(send_host);
   };
   init();
@@ -180,7 +197,9 @@ Measure measure(comm::ProcessGroup& pg, const PerfCollective& c, const Settings&
   comm::WorkPtr last;
   for (int i = 0; i < s.iters; ++i) last = c.start(pg, send, recv, in_place, op, s.root);
   last->wait();
-  const double local_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / s.iters;
+  const double local_us =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
+      s.iters;
   Measure m;
   m.time_us = max_over_ranks(pg, device, local_us);
   const double bytes = static_cast<double>(count * dtype_size(dtype));
@@ -193,7 +212,8 @@ Measure measure(comm::ProcessGroup& pg, const PerfCollective& c, const Settings&
       c.start(pg, send, recv, in_place, op, s.root)->wait();
       if (device.is_cuda()) recv_host.copy_from(recv);
       if (rank == 0 && env_bool("RINGGRAD_PERF_INJECT_BITFLIP", false) && recv_n > 0)
-        static_cast<uint8_t*>(recv_host.raw_data())[recv_at * dtype_size(dtype)] ^= 0x40;  // test hook
+        static_cast<uint8_t*>(recv_host.raw_data())[recv_at * dtype_size(dtype)] ^=
+            0x40;  // test hook
       for (size_t i = 0; i < recv_n; ++i) {
         const double e = c.expected(op, dtype, rank, world, s.root, count, i);
         if (std::isnan(e)) continue;
@@ -218,19 +238,27 @@ int run_sweep(const PerfCollective& c, const Settings& s) {
   if (printer) check_output_path(s.json_path, "--json");  // before the sweep, not after it
   const auto lines = rank_lines(pg, device);
   if (printer) {
-    std::printf("# ringgrad %s_perf: backend %s, device %s, world size %d\n", c.name, s.backend.c_str(), s.device.c_str(), pg.size());
-    std::printf("# minBytes %zu maxBytes %zu step: %s warmup iters: %d iters: %d validation: %d\n", s.min_bytes, s.max_bytes,
-                s.step_factor > 1 ? str_cat(s.step_factor, "(factor)").c_str() : str_cat(s.step_bytes, "(bytes)").c_str(), s.warmup, s.iters, s.check);
+    std::printf("# ringgrad %s_perf: backend %s, device %s, world size %d\n", c.name,
+                s.backend.c_str(), s.device.c_str(), pg.size());
+    std::printf("# minBytes %zu maxBytes %zu step: %s warmup iters: %d iters: %d validation: %d\n",
+                s.min_bytes, s.max_bytes,
+                s.step_factor > 1 ? str_cat(s.step_factor, "(factor)").c_str()
+                                  : str_cat(s.step_bytes, "(bytes)").c_str(),
+                s.warmup, s.iters, s.check);
     std::printf("# busbw = algbw * %s\n#\n# Using ranks\n", c.bus_formula);
     for (const auto& l : lines) std::printf("%s\n", l.c_str());
     if (pg.size() == 1)
-      std::printf("# WARNING: world size 1: no data crosses a network, so busbw is 0. Start N ranks with\n"
-                  "#          ringgrad-run --nproc-per-node N %s_perf ..., or mpirun -np N with MASTER_ADDR/MASTER_PORT set.\n", c.name);
+      std::printf(
+          "# WARNING: world size 1: no data crosses a network, so busbw is 0. Start N ranks with\n"
+          "#          ringgrad-run --nproc-per-node N %s_perf ..., or mpirun -np N with "
+          "MASTER_ADDR/MASTER_PORT set.\n",
+          c.name);
     std::printf("#\n#%89s%39s\n", "out-of-place", "in-place");
-    std::printf("#%11s %13s %9s %7s %6s %10s %8s %8s %6s %10s %8s %8s %6s\n", "size", "count", "type", "redop", "root",
-                "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
-    std::printf("#%11s %13s %9s %7s %6s %10s %8s %8s %6s %10s %8s %8s %6s\n", "(B)", "(elements)", "", "", "",
-                "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+    std::printf("#%11s %13s %9s %7s %6s %10s %8s %8s %6s %10s %8s %8s %6s\n", "size", "count",
+                "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw",
+                "busbw", "#wrong");
+    std::printf("#%11s %13s %9s %7s %6s %10s %8s %8s %6s %10s %8s %8s %6s\n", "(B)", "(elements)",
+                "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
   }
   nlohmann::json rows = nlohmann::json::array();
   int64_t wrong_total = 0;
@@ -247,28 +275,49 @@ int run_sweep(const PerfCollective& c, const Settings& s) {
         wrong_total += out.wrong + in.wrong;
         busbw_sum += out.busbw + in.busbw;
         rows_count += 2;
-        const std::string wrong_out = s.check ? std::to_string(out.wrong) : "N/A", wrong_in = s.check ? std::to_string(in.wrong) : "N/A";
+        const std::string wrong_out = s.check ? std::to_string(out.wrong) : "N/A",
+                          wrong_in = s.check ? std::to_string(in.wrong) : "N/A";
         if (printer)
-          std::printf("%12zu %13zu %9s %7s %6d %10.2f %8.2f %8.2f %6s %10.2f %8.2f %8.2f %6s\n", count * elem, count, dtype_label(dtype),
-                      c.has_op ? comm::reduce_op_name(op) : "none", c.has_root ? s.root : -1, out.time_us, out.algbw, out.busbw,
-                      wrong_out.c_str(), in.time_us, in.algbw, in.busbw, wrong_in.c_str());
-        rows.push_back({{"size", count * elem}, {"count", count}, {"type", dtype_label(dtype)},
-                        {"redop", c.has_op ? comm::reduce_op_name(op) : "none"}, {"root", c.has_root ? s.root : -1},
-                        {"out_of_place", {{"time_us", out.time_us}, {"algbw", out.algbw}, {"busbw", out.busbw}, {"wrong", out.wrong}}},
-                        {"in_place", {{"time_us", in.time_us}, {"algbw", in.algbw}, {"busbw", in.busbw}, {"wrong", in.wrong}}}});
-        const size_t next = s.step_factor > 1 ? static_cast<size_t>(static_cast<double>(bytes) * s.step_factor) : bytes + s.step_bytes;
+          std::printf("%12zu %13zu %9s %7s %6d %10.2f %8.2f %8.2f %6s %10.2f %8.2f %8.2f %6s\n",
+                      count * elem, count, dtype_label(dtype),
+                      c.has_op ? comm::reduce_op_name(op) : "none", c.has_root ? s.root : -1,
+                      out.time_us, out.algbw, out.busbw, wrong_out.c_str(), in.time_us, in.algbw,
+                      in.busbw, wrong_in.c_str());
+        rows.push_back({{"size", count * elem},
+                        {"count", count},
+                        {"type", dtype_label(dtype)},
+                        {"redop", c.has_op ? comm::reduce_op_name(op) : "none"},
+                        {"root", c.has_root ? s.root : -1},
+                        {"out_of_place",
+                         {{"time_us", out.time_us},
+                          {"algbw", out.algbw},
+                          {"busbw", out.busbw},
+                          {"wrong", out.wrong}}},
+                        {"in_place",
+                         {{"time_us", in.time_us},
+                          {"algbw", in.algbw},
+                          {"busbw", in.busbw},
+                          {"wrong", in.wrong}}}});
+        const size_t next = s.step_factor > 1
+                                ? static_cast<size_t>(static_cast<double>(bytes) * s.step_factor)
+                                : bytes + s.step_bytes;
         if (next <= bytes) break;
         bytes = next;
       }
   const double avg_busbw = rows_count ? busbw_sum / rows_count : 0;
   if (printer) {
-    std::printf("# Out of bounds values : %lld %s\n", static_cast<long long>(wrong_total), wrong_total ? "FAILED" : "OK");
+    std::printf("# Out of bounds values : %lld %s\n", static_cast<long long>(wrong_total),
+                wrong_total ? "FAILED" : "OK");
     std::printf("# Avg bus bandwidth    : %g \n#\n", avg_busbw);
     std::fflush(stdout);
     if (!s.json_path.empty()) {
       std::ofstream f(s.json_path);
-      f << nlohmann::json{{"collective", c.name}, {"world_size", pg.size()}, {"backend", s.backend}, {"device", s.device},
-                          {"rows", rows}, {"wrong", wrong_total}, {"avg_busbw", avg_busbw}}.dump(2) << "\n";
+      f << nlohmann::json{{"collective", c.name},  {"world_size", pg.size()},
+                          {"backend", s.backend},  {"device", s.device},
+                          {"rows", rows},          {"wrong", wrong_total},
+                          {"avg_busbw", avg_busbw}}
+               .dump(2)
+        << "\n";
       if (!f) RG_THROW(IoError, "cannot write --json ", s.json_path);
     }
   }
@@ -293,7 +342,10 @@ double reduced_value(ReduceOp op, DType dtype, int world, size_t i) {
   double acc = input_value(op, dtype, 0, i);
   for (int r = 1; r < world; ++r) {
     const double v = input_value(op, dtype, r, i);
-    acc = op == ReduceOp::prod ? acc * v : op == ReduceOp::max ? std::max(acc, v) : op == ReduceOp::min ? std::min(acc, v) : acc + v;
+    acc = op == ReduceOp::prod  ? acc * v
+          : op == ReduceOp::max ? std::max(acc, v)
+          : op == ReduceOp::min ? std::min(acc, v)
+                                : acc + v;
   }
   if (op != ReduceOp::avg) return acc;
   if (!dtype_is_floating(dtype)) return static_cast<double>(static_cast<int64_t>(acc) / world);
@@ -305,7 +357,8 @@ int run_perf(int argc, char** argv, const PerfCollective& c) {
   CLI::App app{str_cat(c.name, "_perf: nccl-tests-style benchmark of ringgrad's ", c.name,
                        ".\nalgbw = size / time; busbw = algbw * ", c.bus_formula,
                        " (n = world size): the per-link rate comparable to the link speed.\n"
-                       "Start N ranks with ringgrad-run --nproc-per-node N, or mpirun -np N (with MASTER_ADDR/MASTER_PORT).")};
+                       "Start N ranks with ringgrad-run --nproc-per-node N, or mpirun -np N (with "
+                       "MASTER_ADDR/MASTER_PORT).")};
   std::string minb = "32M", maxb = "32M", stepb = "1M", dtype = "float", op = "sum";
   app.add_option("-b,--minbytes", minb, "smallest size (K/M/G suffixes)");
   app.add_option("-e,--maxbytes", maxb, "largest size");
@@ -319,12 +372,15 @@ int run_perf(int argc, char** argv, const PerfCollective& c) {
       ->check(cli::whole_number_in(0, kMaxInt));
   app.add_option("-c,--check", s.check, "check results this many times (0: off)")
       ->check(cli::whole_number_in(0, kMaxInt));
-  app.add_option("-d,--datatype", dtype, "float, double, half, bfloat16, int32, int64, uint8 or all");
+  app.add_option("-d,--datatype", dtype,
+                 "float, double, half, bfloat16, int32, int64, uint8 or all");
   app.add_option("-o,--op", op, "sum, prod, max, min, avg or all");
   app.add_option("-r,--root", s.root, "root rank (broadcast)")
       ->check(cli::whole_number_in(0, kMaxInt));
-  app.add_option("--backend", s.backend, "ring (ours; host or device buffers) or nccl (device buffers)");
-  app.add_option("--device", s.device, "cpu or cuda: where the buffers live (cuda: the GPU LOCAL_RANK names)");
+  app.add_option("--backend", s.backend,
+                 "ring (ours; host or device buffers) or nccl (device buffers)");
+  app.add_option("--device", s.device,
+                 "cpu or cuda: where the buffers live (cuda: the GPU LOCAL_RANK names)");
   app.add_option("--json", s.json_path, "also write the results as JSON to this file");
   try {
     app.parse(argc, argv);
@@ -333,9 +389,12 @@ int run_perf(int argc, char** argv, const PerfCollective& c) {
     s.step_bytes = parse_bytes(stepb, "-i/--stepbytes");
     s.dtypes = parse_choice(dtype, kDTypeNames, "-d/--datatype");
     s.ops = parse_choice(op, kOpNames, "-o/--op");
-    if (s.min_bytes > s.max_bytes) RG_THROW(InvalidArgument, "-b/--minbytes ", s.min_bytes, " is larger than -e/--maxbytes ", s.max_bytes);
+    if (s.min_bytes > s.max_bytes)
+      RG_THROW(InvalidArgument, "-b/--minbytes ", s.min_bytes, " is larger than -e/--maxbytes ",
+               s.max_bytes);
     if (s.step_factor <= 1 && s.step_bytes == 0 && s.min_bytes < s.max_bytes)
-      RG_THROW(InvalidArgument, "-f ", s.step_factor, " with -i 0 never reaches -e; use -f > 1 or -i > 0");
+      RG_THROW(InvalidArgument, "-f ", s.step_factor,
+               " with -i 0 never reaches -e; use -f > 1 or -i > 0");
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {  // one line, as every other bad flag

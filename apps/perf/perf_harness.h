@@ -15,9 +15,9 @@ double input_value(comm::ReduceOp op, DType dtype, int rank, size_t i);
 double reduced_value(comm::ReduceOp op, DType dtype, int world, size_t i);
 
 struct PerfCollective {
-  const char* name;  // "all_reduce": banner and --help
-  bool has_op;       // prints the redop column and sweeps -o
-  bool has_root;     // uses -r
+  const char* name;           // "all_reduce": banner and --help
+  bool has_op;                // prints the redop column and sweeps -o
+  bool has_root;              // uses -r
   bool count_in_rank_blocks;  // the count column is world * per-rank count (gather/scatter)
   // Bus bandwidth = algbw * factor (nccl-tests' PERFORMANCE.md), stated in --help.
   double (*bus_factor)(int world);

@@ -15,9 +15,8 @@ int main(int argc, char** argv) {
   c.bus_formula = "(n-1)/n";
   c.send_count = [](size_t count, int) { return count; };
   c.recv_count = [](size_t count, int world) { return count / world; };
-  c.expected = [](ReduceOp op, ringgrad::DType d, int rank, int world, int, size_t count, size_t i) {
-    return rp::reduced_value(op, d, world, rank * (count / world) + i);
-  };
+  c.expected = [](ReduceOp op, ringgrad::DType d, int rank, int world, int, size_t count,
+                  size_t i) { return rp::reduced_value(op, d, world, rank * (count / world) + i); };
   c.in_place_send_offset = [](size_t, int, int) -> size_t { return 0; };
   c.in_place_recv_offset = [](size_t count, int rank, int world) { return count / world * rank; };
   c.start = [](ringgrad::comm::ProcessGroup& pg, const ringgrad::Tensor& send,

@@ -10,11 +10,13 @@ namespace ringgrad::comm::collectives {
 AllreduceAlgorithm choose_allreduce_algorithm(size_t bytes, int world, int hosts,
                                               const std::string& forced) {
   if (forced == "ring") return AllreduceAlgorithm::ring;
-  if (forced == "recursive_doubling" || forced == "tree") return AllreduceAlgorithm::recursive_doubling;
+  if (forced == "recursive_doubling" || forced == "tree")
+    return AllreduceAlgorithm::recursive_doubling;
   if (forced == "direct") return AllreduceAlgorithm::direct;
   if (forced == "hierarchical") return AllreduceAlgorithm::hierarchical;
-  RG_CHECK(forced.empty(), "RINGGRAD_ALGO='", forced,
-           "' is not one of: ring, recursive_doubling (or its old name tree), direct, hierarchical");
+  RG_CHECK(
+      forced.empty(), "RINGGRAD_ALGO='", forced,
+      "' is not one of: ring, recursive_doubling (or its old name tree), direct, hierarchical");
   if (bytes <= kDirectMaxBytes || world <= 1) return AllreduceAlgorithm::direct;
   if (bytes <= kRecursiveDoublingMaxBytes) return AllreduceAlgorithm::recursive_doubling;
   return hosts > 1 && hosts < world ? AllreduceAlgorithm::hierarchical : AllreduceAlgorithm::ring;
@@ -28,10 +30,14 @@ int count_hosts(const Transport& t) {
 
 AllreduceFn allreduce_function(AllreduceAlgorithm algorithm) {
   switch (algorithm) {
-    case AllreduceAlgorithm::recursive_doubling: return &recursive_doubling_allreduce;
-    case AllreduceAlgorithm::direct: return &direct_allreduce;
-    case AllreduceAlgorithm::hierarchical: return &hierarchical_allreduce;
-    case AllreduceAlgorithm::ring: break;
+    case AllreduceAlgorithm::recursive_doubling:
+      return &recursive_doubling_allreduce;
+    case AllreduceAlgorithm::direct:
+      return &direct_allreduce;
+    case AllreduceAlgorithm::hierarchical:
+      return &hierarchical_allreduce;
+    case AllreduceAlgorithm::ring:
+      break;
   }
   return &ring_allreduce;
 }

@@ -2,7 +2,8 @@
 // of algorithm and transport). Inputs and outputs are host buffers of `count` elements of
 // `dtype`; out-of-place calls leave the input untouched, and input == output means in place.
 // Every rank ends with bitwise identical results: the ring all-gathers finished bytes and the
-// recursive doubling combines commutatively and the direct algorithm in rank order. `scratch` holds the caller's reusable buffers (grown, never shrunk).
+// recursive doubling combines commutatively and the direct algorithm in rank order. `scratch` holds
+// the caller's reusable buffers (grown, never shrunk).
 #pragma once
 #include <cstddef>
 #include <string>
@@ -26,8 +27,8 @@ void ring_allreduce(Transport& t, const void* input, void* output, size_t count,
 
 // Recursive doubling: log2(p) exchanges of the whole buffer (p = largest power of two <= n;
 // the other ranks fold into a partner first). Latency-optimal for small messages.
-void recursive_doubling_allreduce(Transport& t, const void* input, void* output, size_t count, DType dtype,
-                    ReduceOp op, Scratch& scratch);
+void recursive_doubling_allreduce(Transport& t, const void* input, void* output, size_t count,
+                                  DType dtype, ReduceOp op, Scratch& scratch);
 
 // Every rank sends its buffer to every other and combines all n in rank order: one round,
 // (n-1) buffers sent per rank. Latency-optimal for tiny messages.

@@ -19,7 +19,8 @@ namespace ringgrad::comm::collectives {
 namespace {
 
 void check(cudaError_t err, const char* what) {
-  if (err != cudaSuccess) RG_THROW(Error, "ring staging: ", what, " failed: ", cudaGetErrorString(err));
+  if (err != cudaSuccess)
+    RG_THROW(Error, "ring staging: ", what, " failed: ", cudaGetErrorString(err));
 }
 
 class CudaStagingCopier : public StagingCopier {
@@ -95,8 +96,12 @@ class CudaStagingCopier : public StagingCopier {
     check(cudaEventRecord(out_done_[slot], to_device_stream_), "cudaEventRecord");
   }
 
-  void wait_to_host(int slot) override { check(cudaEventSynchronize(in_done_[slot]), "cudaEventSynchronize"); }
-  void wait_to_device() override { check(cudaStreamSynchronize(to_device_stream_), "cudaStreamSynchronize"); }
+  void wait_to_host(int slot) override {
+    check(cudaEventSynchronize(in_done_[slot]), "cudaEventSynchronize");
+  }
+  void wait_to_device() override {
+    check(cudaStreamSynchronize(to_device_stream_), "cudaStreamSynchronize");
+  }
 
  private:
   int device_;

@@ -11,8 +11,8 @@
 
 namespace ringgrad::comm::collectives {
 
-void recursive_doubling_allreduce(Transport& t, const void* input, void* output, size_t count, DType dtype,
-                    ReduceOp op, Scratch& scratch) {
+void recursive_doubling_allreduce(Transport& t, const void* input, void* output, size_t count,
+                                  DType dtype, ReduceOp op, Scratch& scratch) {
   const int n = t.size(), r = t.rank();
   const size_t bytes = count * dtype_size(dtype);
   if (output != input && bytes > 0) std::memcpy(output, input, bytes);

@@ -23,7 +23,9 @@ void copy_if_distinct(void* dst, const void* src, size_t bytes) {
 struct Ring {
   int n, rank, right, left;
   explicit Ring(const Transport& t)
-      : n(t.size()), rank(t.rank()), right(ring_mod(t.rank() + 1, t.size())),
+      : n(t.size()),
+        rank(t.rank()),
+        right(ring_mod(t.rank() + 1, t.size())),
         left(ring_mod(t.rank() - 1, t.size())) {}
 };
 
@@ -83,7 +85,9 @@ void ring_reduce(Transport& t, const void* input, void* output, size_t count, DT
   const ChunkLayout chunks{count, static_cast<size_t>(ring.n)};
   reduce_scatter_phase(t, ring, input, output, chunks, dtype, op, false, scratch);
   t.wait_all();
-  auto finished_by = [&](int owner) { return chunk_of(output, chunks, elem, ring_mod(owner + 1, ring.n)); };
+  auto finished_by = [&](int owner) {
+    return chunk_of(output, chunks, elem, ring_mod(owner + 1, ring.n));
+  };
   if (ring.rank == root) {
     for (int peer = 0; peer < ring.n; ++peer)
       if (peer != root) t.post_recv(peer, finished_by(peer).data, finished_by(peer).bytes);

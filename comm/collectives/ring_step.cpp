@@ -3,8 +3,8 @@
 
 namespace ringgrad::comm::collectives {
 
-void pipelined_step(Transport& t, int left, int right, Block into, const Fold* fold,
-                    bool forward, Scratch::Buffer& slots) {
+void pipelined_step(Transport& t, int left, int right, Block into, const Fold* fold, bool forward,
+                    Scratch::Buffer& slots) {
   constexpr size_t segment = kSegmentBytes;
   if (fold && slots.size() < 2 * segment) slots.resize(2 * segment);
   const size_t segments = (into.bytes + segment - 1) / segment;

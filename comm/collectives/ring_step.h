@@ -20,7 +20,8 @@ struct ChunkLayout {
   size_t count, world;
   size_t size(int c) const { return count / world + (static_cast<size_t>(c) < count % world); }
   size_t offset(int c) const {
-    return static_cast<size_t>(c) * (count / world) + std::min(static_cast<size_t>(c), count % world);
+    return static_cast<size_t>(c) * (count / world) +
+           std::min(static_cast<size_t>(c), count % world);
   }
 };
 
@@ -44,7 +45,7 @@ struct Fold {
 // once: the block a rank finishes at step t is what it sends at step t+1, so that send is on
 // the wire while this step's later segments are still arriving. Returns when every segment
 // has arrived; sends are left for the caller's wait_all().
-void pipelined_step(Transport& t, int left, int right, Block into, const Fold* fold,
-                    bool forward, Scratch::Buffer& slots);
+void pipelined_step(Transport& t, int left, int right, Block into, const Fold* fold, bool forward,
+                    Scratch::Buffer& slots);
 
 }  // namespace ringgrad::comm::collectives

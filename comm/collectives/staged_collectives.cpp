@@ -7,7 +7,9 @@
 
 namespace ringgrad::comm::collectives {
 
-size_t chunk_elems_for(size_t chunk_bytes, size_t elem) { return std::max<size_t>(1, chunk_bytes / elem); }
+size_t chunk_elems_for(size_t chunk_bytes, size_t elem) {
+  return std::max<size_t>(1, chunk_bytes / elem);
+}
 
 size_t chunks_for(size_t count, size_t chunk_elems) {
   return std::max<size_t>(1, (count + chunk_elems - 1) / chunk_elems);
@@ -47,8 +49,8 @@ StagedChunk allgather_chunk(size_t bytes, int world, int rank, size_t chunk_byte
   return c;
 }
 
-StagedChunk reduce_scatter_chunk(size_t count, size_t elem, int world, int rank,
-                                 size_t chunk_elems, size_t chunk) {
+StagedChunk reduce_scatter_chunk(size_t count, size_t elem, int world, int rank, size_t chunk_elems,
+                                 size_t chunk) {
   const ChunkRange r = chunk_range(count, chunk_elems, chunk);
   const size_t width = r.size * elem;
   StagedChunk c;
@@ -118,8 +120,8 @@ void staged_allgather(Transport& t, Staging& s, const void* input, void* output,
       });
 }
 
-void staged_reduce_scatter(Transport& t, Staging& s, const void* input, void* output,
-                           size_t count, DType dtype, ReduceOp op) {
+void staged_reduce_scatter(Transport& t, Staging& s, const void* input, void* output, size_t count,
+                           DType dtype, ReduceOp op) {
   const int world = t.size(), rank = t.rank();
   const size_t elem = dtype_size(dtype), per_chunk = chunk_elems_for(s.chunk_bytes, elem);
   run_staging_pipeline(

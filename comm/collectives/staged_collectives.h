@@ -34,8 +34,8 @@ size_t chunk_elems_for(size_t chunk_bytes, size_t elem);  // at least 1
 StagedChunk elementwise_chunk(size_t count, size_t elem, size_t chunk_elems, size_t chunk,
                               bool copy_in, bool copy_out);
 StagedChunk allgather_chunk(size_t bytes, int world, int rank, size_t chunk_bytes, size_t chunk);
-StagedChunk reduce_scatter_chunk(size_t count, size_t elem, int world, int rank,
-                                 size_t chunk_elems, size_t chunk);
+StagedChunk reduce_scatter_chunk(size_t count, size_t elem, int world, int rank, size_t chunk_elems,
+                                 size_t chunk);
 
 void staged_allreduce(Transport& t, Staging& s, const void* input, void* output, size_t count,
                       DType dtype, ReduceOp op, const std::string& forced_algorithm);
@@ -44,8 +44,8 @@ void staged_reduce(Transport& t, Staging& s, const void* input, void* output, si
 void staged_broadcast(Transport& t, Staging& s, const void* input, void* output, size_t bytes,
                       int root);
 void staged_allgather(Transport& t, Staging& s, const void* input, void* output, size_t bytes);
-void staged_reduce_scatter(Transport& t, Staging& s, const void* input, void* output,
-                           size_t count, DType dtype, ReduceOp op);
+void staged_reduce_scatter(Transport& t, Staging& s, const void* input, void* output, size_t count,
+                           DType dtype, ReduceOp op);
 void staged_send(Transport& t, Staging& s, const void* input, size_t bytes, int peer);
 void staged_recv(Transport& t, Staging& s, void* output, size_t bytes, int peer);
 

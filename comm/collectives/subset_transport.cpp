@@ -17,7 +17,8 @@ int position_of(const std::vector<int>& members, int rank) {
 
 SubsetTransport::SubsetTransport(Transport& inner, std::vector<int> members)
     : Transport(position_of(members, inner.rank()), static_cast<int>(members.size())),
-      inner_(inner), members_(std::move(members)) {}
+      inner_(inner),
+      members_(std::move(members)) {}
 
 void SubsetTransport::begin(const std::string& operation, Clock::time_point deadline) {
   inner_.begin(operation, deadline);

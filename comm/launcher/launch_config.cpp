@@ -94,8 +94,8 @@ std::pair<int, int> parse_nnodes(const std::string& value) {
   int lo = parse_int(value.substr(0, colon), "--nnodes", value);
   int hi = colon == std::string::npos ? lo : parse_int(value.substr(colon + 1), "--nnodes", value);
   if (lo < 1 || hi < lo || hi > kMaxNodes)
-    RG_THROW(InvalidArgument, "--nnodes '", value, "': need N or MIN:MAX with 1 <= MIN <= MAX <= ",
-             kMaxNodes);
+    RG_THROW(InvalidArgument, "--nnodes '", value,
+             "': need N or MIN:MAX with 1 <= MIN <= MAX <= ", kMaxNodes);
   return {lo, hi};
 }
 
@@ -189,7 +189,8 @@ void apply_rdzv_conf(LaunchConfig& config, const std::map<std::string, std::stri
     else if (key == "keep_alive_timeout")
       config.keep_alive_timeout = parse_seconds(value, key.c_str(), /*zero_ok=*/false);
     else if (key == "token" && value.empty())  // token=$SECRET with SECRET unset
-      RG_THROW(InvalidArgument, "--rdzv-conf token= is empty (an unset variable?); give the "
+      RG_THROW(InvalidArgument,
+               "--rdzv-conf token= is empty (an unset variable?); give the "
                "job's token, or leave token out to run without one");
     else if (key == "token")
       config.token = value;

@@ -123,8 +123,7 @@ std::vector<WorkerSpec> worker_specs(const LaunchConfig& c, const Placement& p,
     spec.output.redirect_bits = c.redirects.for_rank(local);
     spec.output.tee_bits = c.tee.for_rank(local);
     spec.output.console = c.local_ranks_filter.empty() || c.local_ranks_filter.count(local);
-    spec.output.log_dir =
-        str_cat(c.log_run_folder, "/attempt_", p.round.generation, "/", local);
+    spec.output.log_dir = str_cat(c.log_run_folder, "/attempt_", p.round.generation, "/", local);
     specs.push_back(std::move(spec));
   }
   return specs;

@@ -12,12 +12,12 @@
 namespace ringgrad::comm {
 
 struct WorkerOutputConfig {
-  std::string prefix;     // "[0:3]: "
-  int redirect_bits = 0;  // streams only written to files
-  int tee_bits = 0;       // streams written to files and to the console, prefixed
-  bool console = true;    // false: filtered out by --local-ranks-filter
+  std::string prefix;           // "[0:3]: "
+  int redirect_bits = 0;        // streams only written to files
+  int tee_bits = 0;             // streams written to files and to the console, prefixed
+  bool console = true;          // false: filtered out by --local-ranks-filter
   bool prefix_console = false;  // every console line prefixed, not only --tee's
-  std::string log_dir;    // per-worker directory for stdout.log / stderr.log
+  std::string log_dir;          // per-worker directory for stdout.log / stderr.log
   size_t tail_lines = 20;
 };
 

@@ -1,9 +1,9 @@
 // NcclComm: non-blocking init and teardown with deadlines, enqueue settling, abort.
 #include "comm/nccl/nccl_comm.h"
 
-#include <thread>
-
 #include <nccl.h>
+
+#include <thread>
 
 #include "comm/store/store.h"
 #include "core/cuda_check.h"
@@ -103,8 +103,8 @@ std::optional<std::string> NcclComm::failure() {
   const ncclResult_t query = ncclCommGetAsyncError(comm_, &state);
   if (query != ncclSuccess) state = query;
   if (state == ncclSuccess || state == ncclInProgress) return std::nullopt;
-  abort_locked(str_cat("NCCL reported an asynchronous error on ", label_, ": ",
-                       nccl_message(state, comm_)));
+  abort_locked(
+      str_cat("NCCL reported an asynchronous error on ", label_, ": ", nccl_message(state, comm_)));
   return aborted_;
 }
 
@@ -134,9 +134,9 @@ void NcclComm::settle(ncclResult_t result, const std::string& operation,
   const auto start = Clock::now();
   while (result == ncclInProgress) {
     if (Clock::now() > deadline) {
-      const std::string why = str_cat("nccl backend: ", operation, " on ", label_,
-                                      " could not be queued within ",
-                                      format_duration(elapsed_since(start)));
+      const std::string why =
+          str_cat("nccl backend: ", operation, " on ", label_, " could not be queued within ",
+                  format_duration(elapsed_since(start)));
       abort_locked(why);
       RG_THROW(TimeoutError, why, "; aborted the communicator");
     }
@@ -144,8 +144,8 @@ void NcclComm::settle(ncclResult_t result, const std::string& operation,
     if (ncclCommGetAsyncError(comm_, &result) != ncclSuccess) result = ncclInternalError;
   }
   if (result != ncclSuccess) {
-    const std::string why =
-        str_cat("nccl backend: ", operation, " on ", label_, " failed: ", nccl_message(result, comm_));
+    const std::string why = str_cat("nccl backend: ", operation, " on ", label_,
+                                    " failed: ", nccl_message(result, comm_));
     abort_locked(why);
     RG_THROW(Error, why, "; aborted the communicator");
   }

@@ -3,11 +3,12 @@
 // communicator every other call then refuses. Thread-safe: one mutex orders issuing,
 // error polling and abort, since a communicator's calls are not safe from several threads.
 #pragma once
+#include <cuda_runtime.h>
+#include <nccl.h>
+
 #include <chrono>
 #include <memory>
-#include <cuda_runtime.h>
 #include <mutex>
-#include <nccl.h>
 #include <optional>
 #include <string>
 

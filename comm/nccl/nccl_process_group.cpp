@@ -2,9 +2,9 @@
 // as one NCCL call on the group's stream.
 #include "comm/nccl/nccl_process_group.h"
 
-#include <cstring>
-
 #include <nccl.h>
+
+#include <cstring>
 
 #include "comm/nccl/nccl_work.h"
 #include "comm/process_group/argument_checks.h"
@@ -18,24 +18,36 @@ namespace {
 
 ncclDataType_t nccl_dtype(DType d) {
   switch (d) {
-    case DType::f32: return ncclFloat32;
-    case DType::f64: return ncclFloat64;
-    case DType::f16: return ncclFloat16;
-    case DType::bf16: return ncclBfloat16;
-    case DType::i32: return ncclInt32;
-    case DType::i64: return ncclInt64;
-    case DType::u8: return ncclUint8;
+    case DType::f32:
+      return ncclFloat32;
+    case DType::f64:
+      return ncclFloat64;
+    case DType::f16:
+      return ncclFloat16;
+    case DType::bf16:
+      return ncclBfloat16;
+    case DType::i32:
+      return ncclInt32;
+    case DType::i64:
+      return ncclInt64;
+    case DType::u8:
+      return ncclUint8;
   }
   RG_THROW(InvalidArgument, "nccl backend: no NCCL type for dtype ", static_cast<int>(d));
 }
 
 ncclRedOp_t nccl_op(ReduceOp op) {
   switch (op) {
-    case ReduceOp::sum: return ncclSum;
-    case ReduceOp::avg: return ncclAvg;
-    case ReduceOp::prod: return ncclProd;
-    case ReduceOp::min: return ncclMin;
-    case ReduceOp::max: return ncclMax;
+    case ReduceOp::sum:
+      return ncclSum;
+    case ReduceOp::avg:
+      return ncclAvg;
+    case ReduceOp::prod:
+      return ncclProd;
+    case ReduceOp::min:
+      return ncclMin;
+    case ReduceOp::max:
+      return ncclMax;
   }
   RG_THROW(InvalidArgument, "nccl backend: no NCCL reduction for op ", static_cast<int>(op));
 }
@@ -48,8 +60,10 @@ int choose_device(const ProcessGroupOptions& options) {
   const int device = from_env ? static_cast<int>(env_int("LOCAL_RANK", 0)) : options.cuda_device;
   if (device < 0 || device >= count)
     RG_THROW(InvalidArgument, "nccl backend: ", from_env ? "LOCAL_RANK" : "cuda_device", " = ",
-             device, " but this host has ", count, " visible CUDA device(s); NCCL needs one GPU "
-             "per rank, so start at most ", count, " ranks per host (or use the ring backend)");
+             device, " but this host has ", count,
+             " visible CUDA device(s); NCCL needs one GPU "
+             "per rank, so start at most ",
+             count, " ranks per host (or use the ring backend)");
   return device;
 }
 
@@ -57,7 +71,8 @@ int choose_device(const ProcessGroupOptions& options) {
 // generation so a restarted job (new generation) never joins a stale communicator.
 ncclUniqueId exchange_unique_id(Store& store, const ProcessGroupOptions& options, int rank,
                                 Milliseconds timeout) {
-  const std::string key = str_cat("ncclpg/", options.group_name, "/g", options.generation, "/unique_id");
+  const std::string key =
+      str_cat("ncclpg/", options.group_name, "/g", options.generation, "/unique_id");
   ncclUniqueId id;
   if (rank == 0) {
     NCCL_CHECK(ncclGetUniqueId(&id));
@@ -76,7 +91,8 @@ ncclUniqueId exchange_unique_id(Store& store, const ProcessGroupOptions& options
 
 NcclProcessGroup::NcclProcessGroup(std::shared_ptr<Store> store, int rank, int size,
                                    const ProcessGroupOptions& options)
-    : ProcessGroup(rank, size), name_(options.group_name),
+    : ProcessGroup(rank, size),
+      name_(options.group_name),
       timeout_(options.timeout.count() > 0 ? options.timeout : default_collective_timeout()) {
   RG_CHECK(store != nullptr, "nccl backend: no store");
   const int device = choose_device(options);
@@ -100,18 +116,19 @@ WorkPtr NcclProcessGroup::issue(CollectiveKind kind, DType dtype, uint64_t count
   const Fingerprint fp = make_fingerprint(kind, seq_++, dtype, count, op, root);
   const auto deadline = Clock::now() + (timeout.count() > 0 ? timeout : timeout_);
   auto work = std::make_shared<NcclWork>(describe(fp), comm_, deadline, std::move(tensors));
-  comm_->enqueue(work->description(), deadline, std::forward<Call>(call), [&](cudaStream_t stream) {
-    CUDA_CHECK(cudaEventRecord(work->event(), stream));
-  });
+  comm_->enqueue(work->description(), deadline, std::forward<Call>(call),
+                 [&](cudaStream_t stream) { CUDA_CHECK(cudaEventRecord(work->event(), stream)); });
   return work;
 }
 
-void NcclProcessGroup::check_tensor(const Tensor& t, const char* operation, const char* role) const {
+void NcclProcessGroup::check_tensor(const Tensor& t, const char* operation,
+                                    const char* role) const {
   if (!t.defined()) RG_THROW(InvalidArgument, operation, ": the ", role, " tensor is undefined");
   if (!t.is_cuda())
-    RG_THROW(InvalidArgument, operation, ": the ", role, " tensor is on the CPU, but the nccl "
-             "backend takes CUDA tensors only; move it with .to(Device::cuda(", cuda_device(),
-             ")), or use the ring backend, which takes CPU tensors");
+    RG_THROW(InvalidArgument, operation, ": the ", role,
+             " tensor is on the CPU, but the nccl "
+             "backend takes CUDA tensors only; move it with .to(Device::cuda(",
+             cuda_device(), ")), or use the ring backend, which takes CPU tensors");
   if (t.device().index != cuda_device())
     RG_THROW(InvalidArgument, operation, ": the ", role, " tensor is on ", t.device().str(),
              " but this rank's NCCL communicator is on cuda:", cuda_device());
@@ -164,7 +181,8 @@ WorkPtr NcclProcessGroup::reduce(const Tensor& tensor, const ReduceOptions& opts
   return reduce(tensor, tensor, opts);
 }
 
-WorkPtr NcclProcessGroup::reduce(const Tensor& input, const Tensor& output, const ReduceOptions& opts) {
+WorkPtr NcclProcessGroup::reduce(const Tensor& input, const Tensor& output,
+                                 const ReduceOptions& opts) {
   check_pair(input, output, "reduce", 1, 1);
   check_rank(opts.root, size(), "reduce", "root");
   const auto count = static_cast<size_t>(input.numel());
@@ -194,7 +212,8 @@ WorkPtr NcclProcessGroup::reduce_scatter(const Tensor& input, const Tensor& outp
   return issue(CollectiveKind::reduce_scatter, input.dtype(), count, opts.op, -1, opts.timeout,
                {input, output}, [&](ncclComm_t comm, cudaStream_t stream) {
                  return ncclReduceScatter(input.raw_data(), output.raw_data(), count,
-                                          nccl_dtype(input.dtype()), nccl_op(opts.op), comm, stream);
+                                          nccl_dtype(input.dtype()), nccl_op(opts.op), comm,
+                                          stream);
                });
 }
 

@@ -28,12 +28,15 @@ class NcclProcessGroup : public ProcessGroup {
   int cuda_device() const { return comm_->device(); }
 
   WorkPtr allreduce(const Tensor& tensor, const AllreduceOptions& opts) override;
-  WorkPtr allreduce(const Tensor& input, const Tensor& output, const AllreduceOptions& opts) override;
+  WorkPtr allreduce(const Tensor& input, const Tensor& output,
+                    const AllreduceOptions& opts) override;
   WorkPtr broadcast(const Tensor& tensor, const BroadcastOptions& opts) override;
-  WorkPtr broadcast(const Tensor& input, const Tensor& output, const BroadcastOptions& opts) override;
+  WorkPtr broadcast(const Tensor& input, const Tensor& output,
+                    const BroadcastOptions& opts) override;
   WorkPtr reduce(const Tensor& tensor, const ReduceOptions& opts) override;
   WorkPtr reduce(const Tensor& input, const Tensor& output, const ReduceOptions& opts) override;
-  WorkPtr allgather(const Tensor& input, const Tensor& output, const AllgatherOptions& opts) override;
+  WorkPtr allgather(const Tensor& input, const Tensor& output,
+                    const AllgatherOptions& opts) override;
   WorkPtr reduce_scatter(const Tensor& input, const Tensor& output,
                          const ReduceScatterOptions& opts) override;
   WorkPtr barrier(const BarrierOptions& opts) override;
@@ -47,8 +50,8 @@ class NcclProcessGroup : public ProcessGroup {
   WorkPtr issue(CollectiveKind kind, DType dtype, uint64_t count, ReduceOp op, int32_t root,
                 Milliseconds timeout, std::vector<Tensor> tensors, Call&& call);
   void check_tensor(const Tensor& t, const char* operation, const char* role) const;
-  void check_pair(const Tensor& in, const Tensor& out, const char* operation, int64_t out_per_in_num,
-                  int64_t out_per_in_den) const;
+  void check_pair(const Tensor& in, const Tensor& out, const char* operation,
+                  int64_t out_per_in_num, int64_t out_per_in_den) const;
 
   std::string name_;
   Milliseconds timeout_;

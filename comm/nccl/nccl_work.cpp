@@ -1,9 +1,9 @@
 // NcclWork: event polling with a deadline, abort on timeout or asynchronous error.
 #include "comm/nccl/nccl_work.h"
 
-#include <thread>
-
 #include <nccl.h>
+
+#include <thread>
 
 #include "core/cuda_check.h"
 
@@ -18,8 +18,11 @@ constexpr auto kMaxSleep = std::chrono::microseconds(500);
 
 NcclWork::NcclWork(std::string description, std::shared_ptr<NcclComm> comm,
                    Clock::time_point deadline, std::vector<Tensor> tensors)
-    : Work(std::move(description)), comm_(std::move(comm)), issued_(Clock::now()),
-      deadline_(deadline), tensors_(std::move(tensors)) {
+    : Work(std::move(description)),
+      comm_(std::move(comm)),
+      issued_(Clock::now()),
+      deadline_(deadline),
+      tensors_(std::move(tensors)) {
   // An event belongs to the device current at creation; it must be the stream's.
   CUDA_CHECK(cudaSetDevice(comm_->device()));
   CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
@@ -38,14 +41,15 @@ void NcclWork::wait(Milliseconds timeout) {
   auto sleep = std::chrono::microseconds(1);
   for (;;) {
     const cudaError_t state = cudaEventQuery(event_);
-    if (state == cudaSuccess) {  // Note [nccl stream ordering]: results are read on the compute stream
+    if (state ==
+        cudaSuccess) {  // Note [nccl stream ordering]: results are read on the compute stream
       CUDA_CHECK(cudaStreamWaitEvent(
           static_cast<cudaStream_t>(cuda_compute_stream(comm_->device())), event_, 0));
       return;
     }
     if (state != cudaErrorNotReady) {
-      const std::string why = str_cat(description(), " failed on ", comm_->label(),
-                                      ": CUDA error ", cudaGetErrorString(state));
+      const std::string why = str_cat(description(), " failed on ", comm_->label(), ": CUDA error ",
+                                      cudaGetErrorString(state));
       comm_->abort(why);
       RG_THROW(Error, "nccl backend: ", why, "; aborted the communicator");
     }

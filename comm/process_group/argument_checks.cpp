@@ -6,7 +6,8 @@ namespace ringgrad::comm {
 
 void check_rank(int r, int size, const char* operation, const char* role) {
   if (r < 0 || r >= size)
-    RG_THROW(InvalidArgument, operation, ": ", role, " ", r, " is outside the group of size ", size);
+    RG_THROW(InvalidArgument, operation, ": ", role, " ", r, " is outside the group of size ",
+             size);
 }
 
 void check_peer(int peer, int rank, int size, bool sending) {

@@ -6,8 +6,10 @@
 namespace ringgrad::comm {
 
 CheckedTransport::CheckedTransport(Transport& inner)
-    : Transport(inner.rank(), inner.size()), inner_(inner),
-      theirs_(static_cast<size_t>(inner.size())), unchecked_(static_cast<size_t>(inner.size()), 0),
+    : Transport(inner.rank(), inner.size()),
+      inner_(inner),
+      theirs_(static_cast<size_t>(inner.size())),
+      unchecked_(static_cast<size_t>(inner.size()), 0),
       fingerprint_recv_(static_cast<size_t>(inner.size()), 0) {}
 
 void CheckedTransport::start(const Fingerprint& mine, const std::vector<int>& peers,
@@ -44,9 +46,10 @@ void CheckedTransport::check_fingerprint(int peer) {
   }
   unchecked_[peer] = 0;
   if (!same_collective(mine_, theirs_[peer]))
-    RG_THROW(Error, "collective mismatch: rank ", rank(), " issued ", describe(mine_), " but rank ",
-             peer, " issued ", describe(theirs_[peer]),
-             "; every rank must issue the same collectives, with the same sizes, in the same order");
+    RG_THROW(
+        Error, "collective mismatch: rank ", rank(), " issued ", describe(mine_), " but rank ",
+        peer, " issued ", describe(theirs_[peer]),
+        "; every rank must issue the same collectives, with the same sizes, in the same order");
 }
 
 void CheckedTransport::check_all() {

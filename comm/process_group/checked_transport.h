@@ -40,7 +40,7 @@ class CheckedTransport : public Transport {
   Fingerprint mine_;
   std::vector<Fingerprint> theirs_;  // indexed by rank
   std::vector<int> peers_;
-  std::vector<char> unchecked_;      // 1 while theirs_[peer] has not been compared
+  std::vector<char> unchecked_;             // 1 while theirs_[peer] has not been compared
   std::vector<uint64_t> fingerprint_recv_;  // recvs_completed value once theirs_ arrived
 };
 

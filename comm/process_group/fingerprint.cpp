@@ -10,18 +10,27 @@ bool reduces(CollectiveKind k) {
   return k == CollectiveKind::allreduce || k == CollectiveKind::reduce ||
          k == CollectiveKind::reduce_scatter;
 }
-bool has_root(CollectiveKind k) { return k == CollectiveKind::broadcast || k == CollectiveKind::reduce; }
+bool has_root(CollectiveKind k) {
+  return k == CollectiveKind::broadcast || k == CollectiveKind::reduce;
+}
 }  // namespace
 
 const char* collective_kind_name(CollectiveKind kind) {
   switch (kind) {
-    case CollectiveKind::allreduce: return "allreduce";
-    case CollectiveKind::broadcast: return "broadcast";
-    case CollectiveKind::reduce: return "reduce";
-    case CollectiveKind::allgather: return "allgather";
-    case CollectiveKind::reduce_scatter: return "reduce_scatter";
-    case CollectiveKind::barrier: return "barrier";
-    case CollectiveKind::send_recv: return "send/recv";
+    case CollectiveKind::allreduce:
+      return "allreduce";
+    case CollectiveKind::broadcast:
+      return "broadcast";
+    case CollectiveKind::reduce:
+      return "reduce";
+    case CollectiveKind::allgather:
+      return "allgather";
+    case CollectiveKind::reduce_scatter:
+      return "reduce_scatter";
+    case CollectiveKind::barrier:
+      return "barrier";
+    case CollectiveKind::send_recv:
+      return "send/recv";
   }
   return "unknown collective";
 }
@@ -41,12 +50,14 @@ Fingerprint make_fingerprint(CollectiveKind kind, uint64_t seq, DType dtype, uin
 // Built for every collective (the Work's description), so with appends rather than str_cat,
 // whose ostringstream costs a good part of a small all-reduce.
 std::string describe(const Fingerprint& f) {
-  if (f.magic != Fingerprint::kMagic) return "garbage (not a fingerprint: the streams are out of step)";
+  if (f.magic != Fingerprint::kMagic)
+    return "garbage (not a fingerprint: the streams are out of step)";
   std::string s = std::string(collective_kind_name(f.kind)) + " #" + std::to_string(f.seq);
   if (f.kind == CollectiveKind::barrier) return s;
   s += " (";
   if (reduces(f.kind)) s += std::string(reduce_op_name(f.op)) + ", ";
-  s += std::string(dtype_name(f.dtype)) + ", " + std::to_string(f.count) + (f.count == 1 ? " element" : " elements");
+  s += std::string(dtype_name(f.dtype)) + ", " + std::to_string(f.count) +
+       (f.count == 1 ? " element" : " elements");
   if (has_root(f.kind)) s += ", root " + std::to_string(f.root);
   if (f.kind == CollectiveKind::send_recv)
     s += ", tag " + std::to_string(f.root) + ", sent by rank " + std::to_string(f.sender);

@@ -12,7 +12,13 @@
 namespace ringgrad::comm {
 
 enum class CollectiveKind : uint8_t {
-  allreduce, broadcast, reduce, allgather, reduce_scatter, barrier, send_recv
+  allreduce,
+  broadcast,
+  reduce,
+  allgather,
+  reduce_scatter,
+  barrier,
+  send_recv
 };
 const char* collective_kind_name(CollectiveKind kind);
 
@@ -22,7 +28,8 @@ struct Fingerprint {
   CollectiveKind kind = CollectiveKind::barrier;
   ReduceOp op = ReduceOp::sum;  // only meaningful for reducing kinds
   DType dtype = DType::u8;
-  uint8_t staged = 0;  // 1: CUDA buffers, moved in staging chunks (comm/collectives/staged_collectives.h)
+  uint8_t staged =
+      0;  // 1: CUDA buffers, moved in staging chunks (comm/collectives/staged_collectives.h)
   uint64_t seq = 0;    // per group for collectives, per rank pair for send/recv
   uint64_t count = 0;  // elements (per rank for allgather and reduce_scatter)
   int32_t root = -1;   // broadcast/reduce root, or the tag of a send/recv

@@ -24,8 +24,8 @@ DistributedJob join_distributed_job(const std::string& backend, const std::strin
   options.tensor_device = tensor_device;
   // The local rank also under mpirun/srun, which set no LOCAL_RANK.
   options.cuda_device = cuda_device >= 0 ? cuda_device : job.env.local_rank;
-  job.group = create_process_group(backend, job.store->store, job.env.rank, job.env.world_size,
-                                   options);
+  job.group =
+      create_process_group(backend, job.store->store, job.env.rank, job.env.world_size, options);
   return job;
 }
 

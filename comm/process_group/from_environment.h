@@ -12,9 +12,9 @@
 namespace ringgrad::comm {
 
 struct DistributedJob {
-  WorkerEnv env;                         // rank 0 of 1 when not launched
-  std::optional<WorkerStore> store;      // when world > 1
-  std::unique_ptr<ProcessGroup> group;   // when world > 1
+  WorkerEnv env;                        // rank 0 of 1 when not launched
+  std::optional<WorkerStore> store;     // when world > 1
+  std::unique_ptr<ProcessGroup> group;  // when world > 1
 
   bool leader() const { return env.rank == 0; }
   // Rank 0 hosts the store: call before exiting so it outlives the other ranks' last use.

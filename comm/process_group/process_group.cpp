@@ -40,12 +40,13 @@ Milliseconds default_collective_timeout() {
   if (!(seconds >= 0) || seconds > 1e7)  // also NaN
     RG_THROW(InvalidArgument, "RINGGRAD_TIMEOUT_S=", env_str("RINGGRAD_TIMEOUT_S", ""),
              " must be a number of seconds from 0 (the default, 10 minutes) to 10000000");
-  return seconds > 0 ? Milliseconds(static_cast<int64_t>(seconds * 1000)) : kDefaultCollectiveTimeout;
+  return seconds > 0 ? Milliseconds(static_cast<int64_t>(seconds * 1000))
+                     : kDefaultCollectiveTimeout;
 }
 
 std::unique_ptr<ProcessGroup> create_process_group(const std::string& backend,
-                                                   std::shared_ptr<Store> store, int rank,
-                                                   int size, ProcessGroupOptions options) {
+                                                   std::shared_ptr<Store> store, int rank, int size,
+                                                   ProcessGroupOptions options) {
   RG_CHECK(store != nullptr, "create_process_group: no store");
   if (rank < 0 || size < 1 || rank >= size)
     RG_THROW(InvalidArgument, "create_process_group: rank ", rank, " outside world size ", size);
@@ -63,7 +64,8 @@ std::unique_ptr<ProcessGroup> create_process_group(const std::string& backend,
 #ifdef HAVE_NCCL
     return std::make_unique<NcclProcessGroup>(std::move(store), rank, size, options);
 #else
-    RG_THROW(InvalidArgument, "backend 'nccl': this ringgrad build has no NCCL (configure with "
+    RG_THROW(InvalidArgument,
+             "backend 'nccl': this ringgrad build has no NCCL (configure with "
              "-DRINGGRAD_ENABLE_CUDA=ON -DRINGGRAD_ENABLE_NCCL=ON); use 'ring', which takes CPU "
              "and CUDA tensors");
 #endif

@@ -62,7 +62,8 @@ class ProcessGroup {
                             const BroadcastOptions& opts = {}) = 0;
   // Only the root's tensor/output holds the result; other ranks' are scratch afterwards.
   virtual WorkPtr reduce(const Tensor& tensor, const ReduceOptions& opts = {}) = 0;
-  virtual WorkPtr reduce(const Tensor& input, const Tensor& output, const ReduceOptions& opts = {}) = 0;
+  virtual WorkPtr reduce(const Tensor& input, const Tensor& output,
+                         const ReduceOptions& opts = {}) = 0;
   // output: size() * input.numel() elements, rank r's input at block r. In place: `output`
   // alone, with this rank's block already in position.
   virtual WorkPtr allgather(const Tensor& input, const Tensor& output,
@@ -91,12 +92,13 @@ struct ProcessGroupOptions {
   Milliseconds setup_timeout{0};       // connecting the ranks; 0: same as timeout
   std::string run_id;                  // checked in the connection handshake
   int64_t generation = 0;
-  std::string allreduce_algorithm;  // ring | recursive_doubling | direct; "": RINGGRAD_ALGO, else by size
+  std::string
+      allreduce_algorithm;  // ring | recursive_doubling | direct; "": RINGGRAD_ALGO, else by size
   // The store's host, which the ring routes towards to pick its network interface; "":
   // MASTER_ADDR, else this host (an in-process store).
   std::string store_host;
   DeviceType tensor_device = DeviceType::cpu;  // where this group's tensors live ("auto")
-  int cuda_device = -1;                // nccl: the GPU; -1: LOCAL_RANK (0 when unset)
+  int cuda_device = -1;                        // nccl: the GPU; -1: LOCAL_RANK (0 when unset)
 };
 
 constexpr Milliseconds kDefaultCollectiveTimeout{600'000};
@@ -107,7 +109,7 @@ Milliseconds default_collective_timeout();  // RINGGRAD_TIMEOUT_S, else 10 minut
 // is CUDA, the build has NCCL and a CUDA device is visible, else ring (so CPU tensors always
 // get ring, whatever the machine). Blocks until all ranks are connected.
 std::unique_ptr<ProcessGroup> create_process_group(const std::string& backend,
-                                                   std::shared_ptr<Store> store, int rank,
-                                                   int size, ProcessGroupOptions options = {});
+                                                   std::shared_ptr<Store> store, int rank, int size,
+                                                   ProcessGroupOptions options = {});
 
 }  // namespace ringgrad::comm

@@ -45,17 +45,19 @@ net::SameHostLink same_host_link() {
   if (setting == "shm") return net::SameHostLink::shm;
   if (setting == "unix") return net::SameHostLink::unix_socket;
   if (setting == "tcp") return net::SameHostLink::tcp;
-  RG_THROW(InvalidArgument, "RINGGRAD_TRANSPORT='", setting, "' is not one of: auto, shm, unix, tcp");
+  RG_THROW(InvalidArgument, "RINGGRAD_TRANSPORT='", setting,
+           "' is not one of: auto, shm, unix, tcp");
 }
 
 }  // namespace
 
 RingProcessGroup::RingProcessGroup(std::shared_ptr<Store> store, int rank, int size,
                                    const ProcessGroupOptions& options)
-    : ProcessGroup(rank, size), name_(options.group_name),
+    : ProcessGroup(rank, size),
+      name_(options.group_name),
       timeout_(options.timeout.count() > 0 ? options.timeout : default_collective_timeout()),
       forced_algorithm_(options.allreduce_algorithm.empty() ? env_str("RINGGRAD_ALGO", "")
-                                                           : options.allreduce_algorithm),
+                                                            : options.allreduce_algorithm),
       transport_([&] {
         net::SocketTransportOptions t;
         t.run_id = options.run_id;
@@ -68,9 +70,12 @@ RingProcessGroup::RingProcessGroup(std::shared_ptr<Store> store, int rank, int s
             "ringpg/" + options.group_name + "/g" + std::to_string(options.generation) + "/";
         return std::make_unique<net::SocketTransport>(std::move(store), prefix, rank, size, t);
       }()),
-      checked_(*transport_), partner_(1, 0), sent_to_(static_cast<size_t>(size), 0),
+      checked_(*transport_),
+      partner_(1, 0),
+      sent_to_(static_cast<size_t>(size), 0),
       received_from_(static_cast<size_t>(size), 0) {
-  collectives::choose_allreduce_algorithm(0, size, 1, forced_algorithm_);  // rejects a bad RINGGRAD_ALGO now
+  collectives::choose_allreduce_algorithm(0, size, 1,
+                                          forced_algorithm_);  // rejects a bad RINGGRAD_ALGO now
   hosts_ = collectives::count_hosts(*transport_);
   for (int r = 0; r < size; ++r)
     if (r != rank) all_peers_.push_back(r);
@@ -121,8 +126,8 @@ WorkPtr RingProcessGroup::enqueue(const Request& request, Device device, Run hos
   auto work = std::make_shared<Work>(describe(fp));
   Task task{work, fp, request.peer, request.timeout.count() > 0 ? request.timeout : timeout_,
             std::move(run)};
-  const bool small = request.count * dtype_size(request.dtype) <=
-                     collectives::kRecursiveDoublingMaxBytes;
+  const bool small =
+      request.count * dtype_size(request.dtype) <= collectives::kRecursiveDoublingMaxBytes;
   if (request.direction == Direction::all && !request.staged && small &&
       run_inline_if_idle(lock, task))
     return work;
@@ -191,9 +196,9 @@ void RingProcessGroup::worker_loop() {
 void RingProcessGroup::execute(Task& task) {
   const std::string operation = task.work->description();
   if (!failure_.empty()) {
-    task.work->complete(std::make_exception_ptr(Error(str_cat(
-        operation, " refused: process group '", name_, "' (rank ", rank(),
-        ") is unusable after an earlier failure: ", failure_))));
+    task.work->complete(std::make_exception_ptr(
+        Error(str_cat(operation, " refused: process group '", name_, "' (rank ", rank(),
+                      ") is unusable after an earlier failure: ", failure_))));
     return;
   }
   try {
@@ -279,8 +284,8 @@ WorkPtr RingProcessGroup::reduce(const Tensor& input, const Tensor& output,
                                  root, s);
       },
       [input, output, count, op = r.op, root = r.root](Transport& t, Staging& st) {
-        collectives::staged_reduce(t, st, input.raw_data(), output.raw_data(), count,
-                                   input.dtype(), op, root);
+        collectives::staged_reduce(t, st, input.raw_data(), output.raw_data(), count, input.dtype(),
+                                   op, root);
       });
 }
 
@@ -319,7 +324,8 @@ WorkPtr RingProcessGroup::barrier(const BarrierOptions& opts) {
   // The fingerprint exchange every task starts with is the barrier; nothing else moves.
   Request r{CollectiveKind::barrier};
   r.timeout = opts.timeout;
-  return enqueue(r, Device::cpu(), [](Transport&, Scratch&) {}, nullptr);
+  return enqueue(
+      r, Device::cpu(), [](Transport&, Scratch&) {}, nullptr);
 }
 
 WorkPtr RingProcessGroup::send(const Tensor& tensor, int dst, const SendRecvOptions& opts) {
@@ -351,8 +357,10 @@ WorkPtr RingProcessGroup::point_to_point(Direction direction, const Tensor& tens
         }
       },
       [tensor, peer, sending](Transport& t, Staging& st) {
-        if (sending) collectives::staged_send(t, st, tensor.raw_data(), tensor.nbytes(), peer);
-        else collectives::staged_recv(t, st, tensor.raw_data(), tensor.nbytes(), peer);
+        if (sending)
+          collectives::staged_send(t, st, tensor.raw_data(), tensor.nbytes(), peer);
+        else
+          collectives::staged_recv(t, st, tensor.raw_data(), tensor.nbytes(), peer);
       });
 }
 

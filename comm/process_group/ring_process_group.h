@@ -33,12 +33,15 @@ class RingProcessGroup : public ProcessGroup {
   std::string backend_name() const override { return "ring"; }
   std::string describe_links() const override { return transport_->describe_links(); }
   WorkPtr allreduce(const Tensor& tensor, const AllreduceOptions& opts) override;
-  WorkPtr allreduce(const Tensor& input, const Tensor& output, const AllreduceOptions& opts) override;
+  WorkPtr allreduce(const Tensor& input, const Tensor& output,
+                    const AllreduceOptions& opts) override;
   WorkPtr broadcast(const Tensor& tensor, const BroadcastOptions& opts) override;
-  WorkPtr broadcast(const Tensor& input, const Tensor& output, const BroadcastOptions& opts) override;
+  WorkPtr broadcast(const Tensor& input, const Tensor& output,
+                    const BroadcastOptions& opts) override;
   WorkPtr reduce(const Tensor& tensor, const ReduceOptions& opts) override;
   WorkPtr reduce(const Tensor& input, const Tensor& output, const ReduceOptions& opts) override;
-  WorkPtr allgather(const Tensor& input, const Tensor& output, const AllgatherOptions& opts) override;
+  WorkPtr allgather(const Tensor& input, const Tensor& output,
+                    const AllgatherOptions& opts) override;
   WorkPtr reduce_scatter(const Tensor& input, const Tensor& output,
                          const ReduceScatterOptions& opts) override;
   WorkPtr barrier(const BarrierOptions& opts) override;
@@ -55,7 +58,7 @@ class RingProcessGroup : public ProcessGroup {
     ReduceOp op = ReduceOp::sum;
     int32_t root = -1;  // broadcast/reduce root, or a send/recv's tag
     Direction direction = Direction::all;
-    int peer = -1;      // a send/recv's partner; -1: every rank takes part
+    int peer = -1;  // a send/recv's partner; -1: every rank takes part
     Milliseconds timeout{0};
     bool staged = false;  // CUDA tensors, moved through pinned host slots
   };

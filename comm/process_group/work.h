@@ -34,7 +34,9 @@ class Work {
   void complete(std::exception_ptr error = nullptr);
   // When complete() ran, on the thread that completed it; valid once wait() has returned.
   // A backend that completes elsewhere (nccl) leaves it empty.
-  std::optional<std::chrono::steady_clock::time_point> completed_at() const { return completed_at_; }
+  std::optional<std::chrono::steady_clock::time_point> completed_at() const {
+    return completed_at_;
+  }
 
  private:
   std::string description_;

@@ -27,14 +27,16 @@ std::vector<Entry> parse(const std::string& text) {
   std::string line;
   while (std::getline(in, line)) {
     const size_t space = line.find(' ');
-    out.push_back({line.substr(0, space), space == std::string::npos ? "" : line.substr(space + 1)});
+    out.push_back(
+        {line.substr(0, space), space == std::string::npos ? "" : line.substr(space + 1)});
   }
   return out;
 }
 
 // All ranks' texts, indexed by rank. They travel on `device` (the model's), since the nccl
 // backend moves device tensors only.
-std::vector<std::string> allgather_text(ProcessGroup& group, const std::string& mine, Device device) {
+std::vector<std::string> allgather_text(ProcessGroup& group, const std::string& mine,
+                                        Device device) {
   const int world = group.size();
   Tensor length = Tensor::from_vector<int64_t>({static_cast<int64_t>(mine.size())}, {1}).to(device);
   Tensor lengths = Tensor::empty({world}, DType::i64, device);
@@ -49,7 +51,8 @@ std::vector<std::string> allgather_text(ProcessGroup& group, const std::string& 
   const std::vector<uint8_t> gathered = all.to_vector<uint8_t>();
   std::vector<std::string> texts;
   const char* bytes = reinterpret_cast<const char*>(gathered.data());
-  for (int r = 0; r < world; ++r) texts.emplace_back(bytes + r * longest, static_cast<size_t>(sizes[r]));
+  for (int r = 0; r < world; ++r)
+    texts.emplace_back(bytes + r * longest, static_cast<size_t>(sizes[r]));
   return texts;
 }
 

@@ -17,8 +17,11 @@ GradCompression parse_grad_compression(const std::string& name) {
 
 Reducer::Reducer(std::vector<Tensor> params, std::vector<std::string> names, ProcessGroup& group,
                  ReducerOptions options, ViewsChanged views_changed)
-    : params_(std::move(params)), names_(std::move(names)), group_(group),
-      options_(options), views_changed_(std::move(views_changed)) {
+    : params_(std::move(params)),
+      names_(std::move(names)),
+      group_(group),
+      options_(options),
+      views_changed_(std::move(views_changed)) {
   RG_CHECK_EQ(params_.size(), names_.size(), "Reducer: one name per parameter");
   device_ = params_.empty() ? Device::cpu() : params_[0].device();
   for (size_t i = 0; i < params_.size(); ++i)
@@ -26,8 +29,10 @@ Reducer::Reducer(std::vector<Tensor> params, std::vector<std::string> names, Pro
              "Reducer: parameter '", names_[i], "' must be a float32 tensor on ", device_.str(),
              " (it is ", dtype_name(params_[i].dtype()), " on ", params_[i].device().str(), ")");
   if (device_.is_cuda() && options_.compression != GradCompression::none)
-    RG_THROW(InvalidArgument, "Reducer: gradient compression casts buckets on the host, so it "
-             "needs CPU parameters; with parameters on ", device_.str(), " use compression none");
+    RG_THROW(InvalidArgument,
+             "Reducer: gradient compression casts buckets on the host, so it "
+             "needs CPU parameters; with parameters on ",
+             device_.str(), " use compression none");
   build_buckets({});
 }
 
@@ -63,16 +68,15 @@ double Reducer::seconds_since_backward(std::chrono::steady_clock::time_point t) 
   return std::chrono::duration<double>(t - backward_start_).count();
 }
 
-double Reducer::now_s() const {
-  return seconds_since_backward(std::chrono::steady_clock::now());
-}
+double Reducer::now_s() const { return seconds_since_backward(std::chrono::steady_clock::now()); }
 
 void Reducer::prepare_for_backward() {
   if (iteration_ == 1 && !ready_order_.empty()) {
     // Rebuild once, in the order gradients became ready on rank 0 (the same on every rank).
     Tensor order = Tensor::empty({static_cast<int64_t>(params_.size())}, DType::i64);
     for (size_t i = 0; i < params_.size(); ++i)
-      order.data<int64_t>()[i] = static_cast<int64_t>(i < ready_order_.size() ? ready_order_[i] : i);
+      order.data<int64_t>()[i] =
+          static_cast<int64_t>(i < ready_order_.size() ? ready_order_[i] : i);
     Tensor shared = order.to(device_);  // the nccl backend moves device tensors only
     group_.broadcast(shared)->wait();
     std::vector<size_t> walk;
@@ -133,8 +137,10 @@ void Reducer::finalize_backward() {
     std::string missing;
     for (size_t i = 0; i < params_.size(); ++i)
       if (!ready_[i]) missing += (missing.empty() ? "" : ", ") + names_[i];
-    RG_THROW(Error, "DDP: these parameters received no gradient in this backward, so their "
-             "buckets could not be reduced: ", missing,
+    RG_THROW(Error,
+             "DDP: these parameters received no gradient in this backward, so their "
+             "buckets could not be reduced: ",
+             missing,
              ". Every parameter must take part in the loss on every rank, or construct "
              "DistributedDataParallel with find_unused_parameters.");
   }

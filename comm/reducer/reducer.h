@@ -17,7 +17,7 @@
 
 namespace ringgrad::comm {
 
-enum class GradCompression { none, fp16, bf16 };  // cast, all-reduce, cast back
+enum class GradCompression { none, fp16, bf16 };                  // cast, all-reduce, cast back
 GradCompression parse_grad_compression(const std::string& name);  // none | fp16 | bf16
 
 struct ReducerOptions {
@@ -51,9 +51,9 @@ class Reducer {
   Reducer(std::vector<Tensor> params, std::vector<std::string> names, ProcessGroup& group,
           ReducerOptions options, ViewsChanged views_changed);
 
-  void prepare_for_backward();     // start of a synchronised backward
-  void mark_ready(size_t param);   // from the grad-ready hook of parameter `param`
-  void finalize_backward();        // waits for all buckets; throws naming unused parameters
+  void prepare_for_backward();    // start of a synchronised backward
+  void mark_ready(size_t param);  // from the grad-ready hook of parameter `param`
+  void finalize_backward();       // waits for all buckets; throws naming unused parameters
 
   const BucketAssignment& buckets() const { return assignment_; }
   const ReducerTimeline& timeline() const { return timeline_; }
@@ -80,11 +80,11 @@ class Reducer {
 
   BucketAssignment assignment_;
   std::vector<Bucket> buckets_;
-  std::vector<Tensor> views_;               // per parameter, into its bucket
-  std::vector<size_t> bucket_of_;           // per parameter
-  std::vector<bool> ready_;                 // per parameter, this iteration
-  size_t next_bucket_ = 0;                  // lowest bucket not yet launched
-  std::vector<size_t> ready_order_;         // first iteration: the order gradients arrived
+  std::vector<Tensor> views_;        // per parameter, into its bucket
+  std::vector<size_t> bucket_of_;    // per parameter
+  std::vector<bool> ready_;          // per parameter, this iteration
+  size_t next_bucket_ = 0;           // lowest bucket not yet launched
+  std::vector<size_t> ready_order_;  // first iteration: the order gradients arrived
   int iteration_ = 0;
   bool in_backward_ = false;
   std::chrono::steady_clock::time_point backward_start_;

@@ -155,9 +155,9 @@ RendezvousResult Rendezvous::join(int64_t generation) {
       throw_timeout(generation, config_.min_nodes, config_.timeout);
     }
   }
-  result.num_nodes = static_cast<int>(stored_number(
-      store_->get(key(generation, "closed"), remaining()), key(generation, "closed"), 1,
-      config_.max_nodes));
+  result.num_nodes =
+      static_cast<int>(stored_number(store_->get(key(generation, "closed"), remaining()),
+                                     key(generation, "closed"), 1, config_.max_nodes));
   if (result.node_rank >= result.num_nodes)
     RG_THROW(Error, "rendezvous round ", generation, " of run '", config_.run_id, "' closed with ",
              result.num_nodes, " nodes before node rank ", result.node_rank, " (", config_.hostname,

@@ -137,7 +137,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
           const uint32_t n = decode_frame_length(header_);
           // Before the hello nobody is known: a stranger may not make us buffer megabytes.
           const uint32_t limit = authenticated_ ? server_.options.max_frame_bytes : kMaxHelloBytes;
-          if (n == 0 || n > limit) return reject(str_cat("frame length ", n, " outside 1..", limit));
+          if (n == 0 || n > limit)
+            return reject(str_cat("frame length ", n, " outside 1..", limit));
           body_.resize(n);
           asio::async_read(
               socket_, asio::buffer(body_), [this, self](const asio::error_code& ec2, std::size_t) {
@@ -204,8 +205,7 @@ std::string ok_frame() { return FrameWriter().u8(static_cast<uint8_t>(StoreStatu
 
 TcpStoreServer::Impl::Impl(TcpStoreServerOptions opts)
     : options(std::move(opts)),
-      data(store_max_bytes_from_env(options.max_bytes),
-           store_max_keys_from_env(options.max_keys)) {
+      data(store_max_bytes_from_env(options.max_bytes), store_max_keys_from_env(options.max_keys)) {
   try {
     tcp::endpoint ep(asio::ip::make_address(options.host), static_cast<uint16_t>(options.port));
     acceptor.open(ep.protocol());

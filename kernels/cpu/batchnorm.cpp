@@ -139,8 +139,7 @@ void batchnorm_apply(Tensor& y, const Tensor& x, const Tensor& mean, const Tenso
 
 void batchnorm_forward_train(Tensor& y, Tensor& save_mean, Tensor& save_invstd,
                              Tensor& running_mean, Tensor& running_var, const Tensor& x,
-                             const Tensor& gamma, const Tensor& beta, double momentum,
-                             double eps) {
+                             const Tensor& gamma, const Tensor& beta, double momentum, double eps) {
   constexpr const char* op = "batchnorm_forward_train";
   const Layout l = layout_of(x, op);
   const double count = l.count();
@@ -197,11 +196,10 @@ void batchnorm_backward_apply(Tensor& dx, const Tensor& dy, const Tensor& x, con
                               const Tensor& sum_dy_xhat, double count) {
   constexpr const char* op = "batchnorm_backward_apply";
   const Layout l = layout_of(x, op);
-  backward_apply(dx, dy, x, l, read_channels(mean, l, op, "mean"),
-                 read_channels(invstd, l, op, "invstd"),
-                 read_channels_or(gamma, l, 1.0, op, "gamma"),
-                 read_channels(sum_dy, l, op, "sum_dy"),
-                 read_channels(sum_dy_xhat, l, op, "sum_dy_xhat"), count, op);
+  backward_apply(
+      dx, dy, x, l, read_channels(mean, l, op, "mean"), read_channels(invstd, l, op, "invstd"),
+      read_channels_or(gamma, l, 1.0, op, "gamma"), read_channels(sum_dy, l, op, "sum_dy"),
+      read_channels(sum_dy_xhat, l, op, "sum_dy_xhat"), count, op);
 }
 
 void batchnorm_backward(Tensor& dx, Tensor& dgamma, Tensor& dbeta, const Tensor& dy,

@@ -7,8 +7,9 @@
 // comparison, runs AVX-512 there. On conv_bench's resnet20 shapes OpenBLAS's AVX-512 kernels
 // measured clearly faster than its AVX2 ones (docs/measurements.md), so the f32 GEMMs behind
 // our convolutions and linear layers run this kernel where the CPU has AVX-512F
-// (RINGGRAD_SGEMM=openblas turns it off). Only the functions marked RG_AVX512 use AVX-512 instructions; the rest of the file and
-// of the tree is compiled for the baseline CPU, so nothing runs them on a CPU without AVX-512.
+// (RINGGRAD_SGEMM=openblas turns it off). Only the functions marked RG_AVX512 use AVX-512
+// instructions; the rest of the file and of the tree is compiled for the baseline CPU, so nothing
+// runs them on a CPU without AVX-512.
 //
 // The scheme is the classic one (Goto and van de Geijn), cut to the shapes our layers have:
 // C is computed in tiles of kRows rows x up to kColumns columns. op(A) is packed per block of
@@ -34,11 +35,11 @@ namespace ringgrad::kernels::cpu {
 
 namespace {
 
-constexpr int64_t kLanes = 16;                 // floats per vector
-constexpr int64_t kRows = 8;                   // rows of C per tile
-constexpr int64_t kVectors = 3;                // vectors per row of a tile
+constexpr int64_t kLanes = 16;                   // floats per vector
+constexpr int64_t kRows = 8;                     // rows of C per tile
+constexpr int64_t kVectors = 3;                  // vectors per row of a tile
 constexpr int64_t kColumns = kVectors * kLanes;  // columns of C per tile
-constexpr int64_t kDepth = 384;                // products per packed block of op(A)
+constexpr int64_t kDepth = 384;                  // products per packed block of op(A)
 
 // Per-thread packing buffers, grown to the largest call seen and then reused, so a training
 // step allocates nothing after its first iteration.
@@ -70,10 +71,11 @@ void pack_a(float* packed, Op op, const float* a, int64_t lda, int64_t m, int64_
 
 // op(B) products [k0, k0 + depth), columns [j0, j0 + columns) -> a strip of kColumns floats per
 // product. Columns past the edge are left as they are: the tile's masked load never reads them.
-void pack_b(float* strip, Op op, const float* b, int64_t ldb, int64_t k0, int64_t depth,
-            int64_t j0, int64_t columns) {
+void pack_b(float* strip, Op op, const float* b, int64_t ldb, int64_t k0, int64_t depth, int64_t j0,
+            int64_t columns) {
   for (int64_t j = 0; j < columns; ++j)
-    for (int64_t p = 0; p < depth; ++p) strip[p * kColumns + j] = element(op, b, ldb, k0 + p, j0 + j);
+    for (int64_t p = 0; p < depth; ++p)
+      strip[p * kColumns + j] = element(op, b, ldb, k0 + p, j0 + j);
 }
 
 // C tile (rows x the columns that `last` and V say) = alpha * sum_p a[p] b[p] + beta * C, with
@@ -90,7 +92,8 @@ RG_AVX512 void tile(int64_t depth, const float* a, const float* b, int64_t ldb, 
     __m512 row[V];
 #pragma GCC unroll 3
     for (int v = 0; v < V; ++v)
-      row[v] = v + 1 < V ? _mm512_loadu_ps(b + v * kLanes) : _mm512_maskz_loadu_ps(last, b + v * kLanes);
+      row[v] =
+          v + 1 < V ? _mm512_loadu_ps(b + v * kLanes) : _mm512_maskz_loadu_ps(last, b + v * kLanes);
 #pragma GCC unroll 8
     for (int i = 0; i < kRows; ++i) {
       const __m512 ai = _mm512_set1_ps(a[i]);

@@ -55,8 +55,8 @@ int64_t count_nonfinite(const Tensor& x) {
   Tensor found = Tensor::zeros({1}, DType::i64, x.device());
   dispatch_cuda_float(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
-    non_finite_kernel<<<blocks_for(x.numel()), kThreads, 0, l.stream>>>(reinterpret_cast<unsigned long long*>(found.data<int64_t>()),
-                                                                        x.data<T>(), x.numel());
+    non_finite_kernel<<<blocks_for(x.numel()), kThreads, 0, l.stream>>>(
+        reinterpret_cast<unsigned long long*>(found.data<int64_t>()), x.data<T>(), x.numel());
     CUDA_CHECK_LAUNCH("non_finite_kernel");
   });
   return found.to_vector<int64_t>()[0];

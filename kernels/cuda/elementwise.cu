@@ -1,6 +1,6 @@
 // Elementwise kernels on CUDA: relu forward/backward, add, fused add+relu and scale, for
-// float32, float16 and bfloat16 (computed in float), and the int64 counter increment. One grid-stride loop each, with the
-// element math of the CPU kernels (kernels/elementwise_math.h).
+// float32, float16 and bfloat16 (computed in float), and the int64 counter increment. One
+// grid-stride loop each, with the element math of the CPU kernels (kernels/elementwise_math.h).
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/elementwise_math.h"

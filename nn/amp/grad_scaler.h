@@ -46,7 +46,7 @@ class GradScaler {
 
   bool enabled() const { return options_.enabled; }
   double get_scale() const { return state_.scale; }
-  bool found_inf() const { return found_inf_; }  // of the latest unscale_
+  bool found_inf() const { return found_inf_; }             // of the latest unscale_
   int64_t skipped_steps() const { return skipped_steps_; }  // since construction
   const GradScalerState& state() const { return state_; }
   void load_state(const GradScalerState& state);

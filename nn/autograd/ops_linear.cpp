@@ -19,7 +19,8 @@ struct Conv2dNode : Node {
   void backward(const Tensor& dy, std::vector<Tensor>& grads) override {
     Tensor dx = empty_if(inputs[0] != nullptr, x);
     Tensor dw = empty_if(inputs[1] != nullptr, w);
-    Tensor db = has_bias && inputs[2] ? Tensor::empty({w.size(0)}, w.dtype(), w.device()) : Tensor();
+    Tensor db =
+        has_bias && inputs[2] ? Tensor::empty({w.size(0)}, w.dtype(), w.device()) : Tensor();
     kernels::conv2d_backward(dx, dw, db, dy, x, w, params);
     grads[0] = dx;
     grads[1] = dw;
@@ -34,7 +35,8 @@ struct LinearNode : Node {
   void backward(const Tensor& dy, std::vector<Tensor>& grads) override {
     Tensor dx = empty_if(inputs[0] != nullptr, x);
     Tensor dw = empty_if(inputs[1] != nullptr, w);
-    Tensor db = has_bias && inputs[2] ? Tensor::empty({w.size(0)}, w.dtype(), w.device()) : Tensor();
+    Tensor db =
+        has_bias && inputs[2] ? Tensor::empty({w.size(0)}, w.dtype(), w.device()) : Tensor();
     kernels::linear_backward(dx, dw, db, dy, x, w);
     grads[0] = dx;
     grads[1] = dw;

@@ -78,7 +78,8 @@ Variable sync_batch_norm(const Variable& x_in, const Variable& gamma, const Vari
   const Tensor& xv = x.value();
   const int64_t c = xv.size(1);
   const Device device = xv.device();
-  Tensor sum = Tensor::empty({c}, DType::f64, device), sum_sq = Tensor::empty({c}, DType::f64, device);
+  Tensor sum = Tensor::empty({c}, DType::f64, device),
+         sum_sq = Tensor::empty({c}, DType::f64, device);
   kernels::batchnorm_channel_sums(sum, sum_sq, xv);
   const double local_count = static_cast<double>(xv.numel() / c);
   Tensor total = allreduce_sum(group, {&sum, &sum_sq}, local_count, true, device);

@@ -31,13 +31,13 @@ using GradReadyHook = std::function<void()>;
 
 struct VariableImpl {
   Tensor value;
-  Tensor grad;                         // leaves: the accumulated gradient
-  bool grad_is_zero = false;           // zero_grad() is lazy: the next gradient overwrites
-  bool grad_pinned = false;            // set_grad() storage: accumulate into it, never replace
+  Tensor grad;                // leaves: the accumulated gradient
+  bool grad_is_zero = false;  // zero_grad() is lazy: the next gradient overwrites
+  bool grad_pinned = false;   // set_grad() storage: accumulate into it, never replace
   bool requires_grad = false;
-  std::shared_ptr<Node> grad_fn;       // null for leaves
+  std::shared_ptr<Node> grad_fn;                // null for leaves
   std::vector<GradReadyHook> grad_ready_hooks;  // leaves: fired once per backward, when final
-  Tensor pending_grad;                 // non-leaves: gradient being summed during backward
+  Tensor pending_grad;                          // non-leaves: gradient being summed during backward
 };
 
 class Variable {

@@ -10,16 +10,18 @@ namespace ringgrad::nn {
 
 DataLoader::DataLoader(Dataset dataset, DistributedSampler sampler, int64_t batch_size,
                        bool drop_last, BatchTransform transform, std::chrono::milliseconds timeout)
-    : dataset_(std::move(dataset)), sampler_(std::move(sampler)), batch_size_(batch_size),
-      drop_last_(drop_last), transform_(std::move(transform)), timeout_(timeout) {
+    : dataset_(std::move(dataset)),
+      sampler_(std::move(sampler)),
+      batch_size_(batch_size),
+      drop_last_(drop_last),
+      transform_(std::move(transform)),
+      timeout_(timeout) {
   const Tensor& images = dataset_.images;
   const Tensor& labels = dataset_.labels;
-  RG_CHECK(images.defined() && images.is_cpu() && images.dtype() == DType::f32 &&
-               images.dim() == 4,
+  RG_CHECK(images.defined() && images.is_cpu() && images.dtype() == DType::f32 && images.dim() == 4,
            "DataLoader needs (N, C, H, W) float32 CPU images, got ", images.shape().str(), " ",
            dtype_name(images.dtype()));
-  RG_CHECK(labels.defined() && labels.is_cpu() && labels.dtype() == DType::i64 &&
-               labels.dim() == 1,
+  RG_CHECK(labels.defined() && labels.is_cpu() && labels.dtype() == DType::i64 && labels.dim() == 1,
            "DataLoader needs (N) int64 CPU labels, got ", labels.shape().str(), " ",
            dtype_name(labels.dtype()));
   RG_CHECK_EQ(images.size(0), labels.size(0), "DataLoader: image vs label count");
@@ -50,8 +52,9 @@ void DataLoader::stop_worker() {
 
 void DataLoader::start_epoch(int64_t epoch, int64_t start_batch) {
   stop_worker();
-  RG_CHECK(start_batch >= 0 && start_batch <= num_batches(), "DataLoader::start_epoch: start_batch ",
-           start_batch, " is outside [0, ", num_batches(), "]");
+  RG_CHECK(start_batch >= 0 && start_batch <= num_batches(),
+           "DataLoader::start_epoch: start_batch ", start_batch, " is outside [0, ", num_batches(),
+           "]");
   sampler_.set_epoch(epoch);
   indices_ = sampler_.indices();
   for (Slot& slot : slots_) slot.state = SlotState::free;
@@ -95,7 +98,8 @@ void DataLoader::run_worker(int64_t first_batch) {
 void DataLoader::gather(Slot& slot, int64_t batch) {
   const int64_t begin = batch * batch_size_;
   slot.rows = std::min<int64_t>(batch_size_, static_cast<int64_t>(indices_.size()) - begin);
-  const int64_t sample_floats = dataset_.images.numel() / std::max<int64_t>(dataset_.images.size(0), 1);
+  const int64_t sample_floats =
+      dataset_.images.numel() / std::max<int64_t>(dataset_.images.size(0), 1);
   const float* images = dataset_.images.data<float>();
   const int64_t* labels = dataset_.labels.data<int64_t>();
   float* out_images = slot.images.data<float>();

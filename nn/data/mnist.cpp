@@ -52,7 +52,8 @@ RawSplit read_mnist_split(const std::string& dir, const std::string& split) {
   return raw;
 }
 
-// Exact in double via a 256-bin histogram: mean = sum_v c_v v / n, var = sum_v c_v (v - mean)^2 / n.
+// Exact in double via a 256-bin histogram: mean = sum_v c_v v / n, var = sum_v c_v (v - mean)^2 /
+// n.
 Normalization compute_normalization(const Tensor& images) {
   RG_CHECK(images.dtype() == DType::u8 && images.is_cpu(),
            "compute_normalization needs uint8 CPU pixels, got ", dtype_name(images.dtype()));

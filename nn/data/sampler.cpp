@@ -10,14 +10,18 @@ namespace ringgrad::nn {
 
 DistributedSampler::DistributedSampler(int64_t size, int num_replicas, int rank, bool shuffle,
                                        uint64_t seed, bool drop_last)
-    : size_(size), num_replicas_(num_replicas), rank_(rank), shuffle_(shuffle), seed_(seed),
+    : size_(size),
+      num_replicas_(num_replicas),
+      rank_(rank),
+      shuffle_(shuffle),
+      seed_(seed),
       drop_last_(drop_last) {
   if (size < 0) RG_THROW(InvalidArgument, "DistributedSampler: dataset size ", size, " < 0");
   if (num_replicas < 1)
     RG_THROW(InvalidArgument, "DistributedSampler: num_replicas ", num_replicas, " < 1");
   if (rank < 0 || rank >= num_replicas)
-    RG_THROW(InvalidArgument, "DistributedSampler: rank ", rank, " is outside [0, ",
-             num_replicas, ")");
+    RG_THROW(InvalidArgument, "DistributedSampler: rank ", rank, " is outside [0, ", num_replicas,
+             ")");
 }
 
 DistributedSampler DistributedSampler::for_evaluation(int64_t size, int num_replicas, int rank) {

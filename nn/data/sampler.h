@@ -28,9 +28,9 @@ class DistributedSampler {
   void set_epoch(int64_t epoch) { epoch_ = epoch; }
   int64_t epoch() const { return epoch_; }
 
-  std::vector<int64_t> indices() const;  // this rank's indices for the current epoch
-  int64_t num_samples() const;           // indices().size(), the same in every epoch
-  int64_t size() const { return size_; } // the dataset size sampled from
+  std::vector<int64_t> indices() const;   // this rank's indices for the current epoch
+  int64_t num_samples() const;            // indices().size(), the same in every epoch
+  int64_t size() const { return size_; }  // the dataset size sampled from
 
  private:
   int64_t size_;

@@ -4,11 +4,11 @@
 namespace ringgrad::nn {
 
 BasicBlock::BasicBlock(int in_channels, int out_channels, int stride, Generator& rng) {
-  conv1_ = register_module("conv1", std::make_shared<Conv2d>(in_channels, out_channels, 3, stride,
-                                                             1, false, rng));
+  conv1_ = register_module(
+      "conv1", std::make_shared<Conv2d>(in_channels, out_channels, 3, stride, 1, false, rng));
   bn1_ = register_module("bn1", std::make_shared<BatchNorm2d>(out_channels));
-  conv2_ = register_module("conv2",
-                           std::make_shared<Conv2d>(out_channels, out_channels, 3, 1, 1, false, rng));
+  conv2_ = register_module(
+      "conv2", std::make_shared<Conv2d>(out_channels, out_channels, 3, 1, 1, false, rng));
   bn2_ = register_module("bn2", std::make_shared<BatchNorm2d>(out_channels));
   if (stride != 1 || in_channels != out_channels) {
     downsample_ = register_module("downsample", std::make_shared<Sequential>());
@@ -29,13 +29,13 @@ ResNet::ResNet(const ResNetConfig& config, Generator& rng) {
            "ResNetConfig needs one width per stage");
   const int stem = config.widths[0];
   if (config.imagenet_stem) {
-    conv1_ = register_module("conv1",
-                             std::make_shared<Conv2d>(config.in_channels, stem, 7, 2, 3, false, rng));
+    conv1_ = register_module(
+        "conv1", std::make_shared<Conv2d>(config.in_channels, stem, 7, 2, 3, false, rng));
     bn1_ = register_module("bn1", std::make_shared<BatchNorm2d>(stem));
     maxpool_ = register_module("maxpool", std::make_shared<MaxPool2d>(3, 2, 1));
   } else {
-    conv1_ = register_module("conv1",
-                             std::make_shared<Conv2d>(config.in_channels, stem, 3, 1, 1, false, rng));
+    conv1_ = register_module(
+        "conv1", std::make_shared<Conv2d>(config.in_channels, stem, 3, 1, 1, false, rng));
     bn1_ = register_module("bn1", std::make_shared<BatchNorm2d>(stem));
   }
   int channels = stem;

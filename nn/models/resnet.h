@@ -26,9 +26,9 @@ class BasicBlock : public Module {
 };
 
 struct ResNetConfig {
-  bool imagenet_stem = true;        // 7x7/2 conv + max-pool (torchvision) or 3x3/1 conv (CIFAR)
-  std::vector<int> widths;          // channels per stage
-  std::vector<int> blocks;          // BasicBlocks per stage
+  bool imagenet_stem = true;  // 7x7/2 conv + max-pool (torchvision) or 3x3/1 conv (CIFAR)
+  std::vector<int> widths;    // channels per stage
+  std::vector<int> blocks;    // BasicBlocks per stage
   int in_channels = 1;
   int num_classes = 10;
 };

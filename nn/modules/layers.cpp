@@ -33,7 +33,8 @@ Conv2d::Conv2d(int in_channels, int out_channels, int kernel, int stride, int pa
   params_.pad_h = params_.pad_w = padding;
   if (bias)  // PyTorch's Conv2d bias default: uniform in +-1/sqrt(fan_in)
     bias_ = register_parameter(
-        "bias", uniform_tensor({out_channels}, 1.0 / std::sqrt(in_channels * kernel * kernel), rng));
+        "bias",
+        uniform_tensor({out_channels}, 1.0 / std::sqrt(in_channels * kernel * kernel), rng));
 }
 
 Variable Conv2d::forward(const Variable& x) { return conv2d(x, weight_, bias_, params_); }
@@ -52,15 +53,14 @@ Variable BatchNorm2d::forward(const Variable& x) {
   if (is_training() && sync_group_)
     return sync_batch_norm(x, weight_, bias_, running_mean_, running_var_, momentum_, eps_,
                            *sync_group_);
-  return batch_norm(x, weight_, bias_, running_mean_, running_var_, is_training(), momentum_,
-                    eps_);
+  return batch_norm(x, weight_, bias_, running_mean_, running_var_, is_training(), momentum_, eps_);
 }
 
 Linear::Linear(int in_features, int out_features, Generator& rng)
     : weight_(register_parameter("weight", uniform_tensor({out_features, in_features},
                                                           1.0 / std::sqrt(in_features), rng))),
-      bias_(register_parameter("bias",
-                               uniform_tensor({out_features}, 1.0 / std::sqrt(in_features), rng))) {}
+      bias_(register_parameter(
+          "bias", uniform_tensor({out_features}, 1.0 / std::sqrt(in_features), rng))) {}
 
 Variable Linear::forward(const Variable& x) { return linear(x, weight_, bias_); }
 

@@ -74,8 +74,8 @@ void Module::load_state_dict(const std::vector<std::pair<std::string, Tensor>>& 
       if (names.size() > kShown) out += str_cat(" and ", names.size() - kShown, " more");
       return names.empty() ? std::string() : str_cat(what, " ", out, "; ");
     };
-    std::string message = list("missing", missing) + list("misshapen", misshapen) +
-                          list("unexpected", unexpected);
+    std::string message =
+        list("missing", missing) + list("misshapen", misshapen) + list("unexpected", unexpected);
     message.resize(message.size() - 2);
     RG_THROW(InvalidArgument, "state dict does not fit the model: ", message);
   }

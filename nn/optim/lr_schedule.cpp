@@ -41,7 +41,9 @@ LrScheduleKind parse_lr_schedule(const std::string& name) {
 
 LrSchedule::LrSchedule(LrScheduleKind kind, double peak_lr, int64_t total_steps,
                        int64_t warmup_steps)
-    : kind_(kind), peak_lr_(peak_lr), total_steps_(std::max<int64_t>(1, total_steps)),
+    : kind_(kind),
+      peak_lr_(peak_lr),
+      total_steps_(std::max<int64_t>(1, total_steps)),
       warmup_steps_(warmup_steps) {
   RG_CHECK(warmup_steps >= 0, "warm-up steps must be >= 0");
   rise_steps_ = warmup_steps_ > 0 ? static_cast<double>(warmup_steps_)

@@ -53,10 +53,11 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
   for (auto& [name, t] : buffer_entries) everything.push_back(t);
   comm::broadcast_tensors(group_, everything, 0);
 
-  reducer_ = std::make_unique<comm::Reducer>(
-      values, names, group_, options_.reducer, [this](const std::vector<Tensor>& views) {
-        for (size_t i = 0; i < views.size(); ++i) params_[i].set_grad(views[i]);
-      });
+  reducer_ = std::make_unique<comm::Reducer>(values, names, group_, options_.reducer,
+                                             [this](const std::vector<Tensor>& views) {
+                                               for (size_t i = 0; i < views.size(); ++i)
+                                                 params_[i].set_grad(views[i]);
+                                             });
   for (size_t i = 0; i < params_.size(); ++i)
     params_[i].add_grad_ready_hook([this, i] { on_grad_ready(i); });
 }
@@ -82,7 +83,8 @@ Variable DistributedDataParallel::forward(const Variable& x) {
   broadcast_buffers();
   Variable out = module_->forward(x);
   if (grad_enabled() && sync_ && module_->is_training()) {
-    RG_CHECK(!backward_pending_, "DDP: forward called twice without a backward in between; "
+    RG_CHECK(!backward_pending_,
+             "DDP: forward called twice without a backward in between; "
              "use no_sync() for forwards whose gradients are accumulated locally");
     reducer_->prepare_for_backward();
     backward_pending_ = true;

@@ -37,7 +37,9 @@ class DistributedDataParallel {
   // next synchronised backward averages the accumulated sums.
   class NoSync {
    public:
-    explicit NoSync(DistributedDataParallel& ddp) : ddp_(ddp), previous_(ddp.sync_) { ddp.sync_ = false; }
+    explicit NoSync(DistributedDataParallel& ddp) : ddp_(ddp), previous_(ddp.sync_) {
+      ddp.sync_ = false;
+    }
     ~NoSync() { ddp_.sync_ = previous_; }
     NoSync(const NoSync&) = delete;
     NoSync& operator=(const NoSync&) = delete;
@@ -58,7 +60,7 @@ class DistributedDataParallel {
   DdpOptions options_;
   std::vector<Variable> params_;
   std::unique_ptr<comm::Reducer> reducer_;
-  bool sync_ = true;             // false inside no_sync()
+  bool sync_ = true;               // false inside no_sync()
   bool backward_pending_ = false;  // forward prepared the reducer; backward has not finished
   bool finalize_queued_ = false;
   std::vector<Tensor> float_buffers_, int_buffers_;  // coalesced per dtype for broadcasting

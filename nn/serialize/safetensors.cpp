@@ -16,7 +16,8 @@
 #include <set>
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-#error "safetensors data is little-endian; this reader copies it raw, so it needs a little-endian host"
+#error \
+    "safetensors data is little-endian; this reader copies it raw, so it needs a little-endian host"
 #endif
 
 namespace ringgrad::nn {
@@ -68,7 +69,8 @@ void read_all(int fd, void* data, size_t bytes, const std::string& path) {
     ssize_t n = ::read(fd, p, bytes);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) RG_THROW(IoError, "cannot read ", path, ": ", errno_text());
-    if (n == 0) RG_THROW(IoError, path, " ended early while reading (was it modified concurrently?)");
+    if (n == 0)
+      RG_THROW(IoError, path, " ended early while reading (was it modified concurrently?)");
     p += n;
     bytes -= static_cast<size_t>(n);
   }
@@ -102,7 +104,8 @@ void fsync_directory_of(const std::string& path) {
   std::string dir = std::filesystem::path(path).parent_path().string();
   if (dir.empty()) dir = ".";
   Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY));
-  if (fd.get() < 0) RG_THROW(IoError, "cannot open directory ", dir, " to fsync it: ", errno_text());
+  if (fd.get() < 0)
+    RG_THROW(IoError, "cannot open directory ", dir, " to fsync it: ", errno_text());
   if (::fsync(fd.get()) != 0) RG_THROW(IoError, "cannot fsync directory ", dir, ": ", errno_text());
 }
 
@@ -175,7 +178,8 @@ Entry parse_entry(const std::string& name, const nlohmann::json& j, const std::s
   uint64_t bytes = dtype_size(e.dtype);
   for (const auto& d : shape) {
     if (!d.is_number_unsigned())
-      RG_THROW(IoError, where(), ": shape ", shape.dump(), " is not a list of non-negative integers");
+      RG_THROW(IoError, where(), ": shape ", shape.dump(),
+               " is not a list of non-negative integers");
     const uint64_t extent = d.get<uint64_t>();
     if (extent > static_cast<uint64_t>(INT64_MAX) || __builtin_mul_overflow(bytes, extent, &bytes))
       RG_THROW(IoError, where(), ": shape ", shape.dump(), " is too large");
@@ -199,7 +203,8 @@ Entry parse_entry(const std::string& name, const nlohmann::json& j, const std::s
   return e;
 }
 
-std::map<std::string, std::string> parse_metadata(const nlohmann::json& j, const std::string& path) {
+std::map<std::string, std::string> parse_metadata(const nlohmann::json& j,
+                                                  const std::string& path) {
   if (!j.is_object()) RG_THROW(IoError, path, ": \"__metadata__\" is not a JSON object");
   std::map<std::string, std::string> metadata;
   for (const auto& [key, value] : j.items()) {
@@ -235,7 +240,8 @@ void check_layout(std::vector<Entry>& entries, uint64_t data_bytes, const std::s
 }  // namespace
 
 bool TensorFile::contains(const std::string& name) const {
-  return std::any_of(tensors.begin(), tensors.end(), [&](const auto& p) { return p.first == name; });
+  return std::any_of(tensors.begin(), tensors.end(),
+                     [&](const auto& p) { return p.first == name; });
 }
 
 const Tensor& TensorFile::at(const std::string& name) const {

@@ -57,30 +57,32 @@ void check_same(const TensorFile& file, const char* key, const std::string& here
                 const std::string& what, int base = 10) {
   if (!file.metadata.count(key)) return;
   const auto there = metadata_number<uint64_t>(file, key, base);
-  const std::string there_text = base == 16 ? hex32(static_cast<uint32_t>(there))
-                                            : std::to_string(there);
+  const std::string there_text =
+      base == 16 ? hex32(static_cast<uint32_t>(there)) : std::to_string(there);
   if (there_text != here)
-    RG_THROW(InvalidArgument, "checkpoint ", file.path, " was written with ", what, " ",
-             there_text, ", this run has ", here, ": it would continue at another place in "
+    RG_THROW(InvalidArgument, "checkpoint ", file.path, " was written with ", what, " ", there_text,
+             ", this run has ", here,
+             ": it would continue at another place in "
              "another data order. Use the same setting, or start a new run from its weights "
              "with --init-from");
 }
 
 void check_same_run(const TensorFile& file, const CheckpointInfo& expected) {
   if (!file.metadata.count("format"))
-    RG_THROW(InvalidArgument, file.path, " is not a ringgrad-train checkpoint (it has weights "
+    RG_THROW(InvalidArgument, file.path,
+             " is not a ringgrad-train checkpoint (it has weights "
              "but no training state: saved from PyTorch?); to start a new run from its weights "
-             "use --init-from ", file.path);
+             "use --init-from ",
+             file.path);
   auto model_it = file.metadata.find("model");
   if (model_it == file.metadata.end() || model_it->second != expected.model)
     RG_THROW(InvalidArgument, "checkpoint ", file.path, " holds model '",
-             model_it == file.metadata.end() ? "?" : model_it->second, "', not '",
-             expected.model, "': pass the same --model as the run that wrote it");
+             model_it == file.metadata.end() ? "?" : model_it->second, "', not '", expected.model,
+             "': pass the same --model as the run that wrote it");
   check_same(file, "seed", std::to_string(expected.seed), "--seed");
   check_same(file, "global_batch", std::to_string(expected.global_batch),
              "a global batch (--batch-size x processes) of");
-  check_same(file, "dataset_size", std::to_string(expected.dataset_size),
-             "a training set of size");
+  check_same(file, "dataset_size", std::to_string(expected.dataset_size), "a training set of size");
   check_same(file, kDataCrcKey, hex32(expected.data_crc32),
              "a training set (images and labels) of CRC32", 16);
 }
@@ -184,7 +186,8 @@ void save_checkpoint(const std::string& path, Module& model, Sgd& optimizer,
   };
   // A checkpoint with NaN or inf in it would poison every run resumed from it: keep the old one.
   for (const auto& [name, tensor] : entries)
-    if (const int64_t bad = dtype_is_floating(tensor.dtype()) ? kernels::count_nonfinite(tensor) : 0)
+    if (const int64_t bad =
+            dtype_is_floating(tensor.dtype()) ? kernels::count_nonfinite(tensor) : 0)
       RG_THROW(Error, "not writing checkpoint ", path, ": '", name, "' holds ", bad,
                " NaN or inf values (the file there, if any, is left as it was)");
   if (scaler && scaler->enabled()) {

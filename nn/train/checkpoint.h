@@ -46,8 +46,7 @@ void save_checkpoint(const std::string& path, Module& model, Sgd& optimizer,
 // scaler state when the file has one (a checkpoint of a run without fp16 has none: the scaler
 // then starts afresh).
 TrainingPosition load_checkpoint(const std::string& path, Module& model, Sgd& optimizer,
-                                 const CheckpointInfo& expected,
-                                 amp::GradScaler* scaler = nullptr);
+                                 const CheckpointInfo& expected, amp::GradScaler* scaler = nullptr);
 
 // Only the weights and buffers of any safetensors file with the model's PyTorch names (one
 // ringgrad wrote, or one saved from PyTorch): a fresh run starts from them (--init-from).

@@ -25,7 +25,9 @@ std::string format_duration(double seconds) {
 }  // namespace
 
 ProgressReporter::ProgressReporter(bool enabled, int log_every)
-    : enabled_(enabled), tty_(isatty(STDOUT_FILENO) != 0), log_every_(log_every > 0 ? log_every : 50) {}
+    : enabled_(enabled),
+      tty_(isatty(STDOUT_FILENO) != 0),
+      log_every_(log_every > 0 ? log_every : 50) {}
 
 void ProgressReporter::step(const StepStats& s) {
   if (!enabled_) return;
@@ -38,7 +40,8 @@ void ProgressReporter::step(const StepStats& s) {
     if (!last && now - last_draw_ < std::chrono::milliseconds(100)) return;
     last_draw_ = now;
     constexpr int kWidth = 24;
-    const int filled = s.steps_in_epoch ? static_cast<int>(kWidth * s.step_in_epoch / s.steps_in_epoch) : 0;
+    const int filled =
+        s.steps_in_epoch ? static_cast<int>(kWidth * s.step_in_epoch / s.steps_in_epoch) : 0;
     std::string bar(filled, '=');
     if (filled < kWidth) bar += '>' + std::string(kWidth - filled - 1, ' ');
     std::printf("\repoch %d/%d [%s] %lld/%lld  %s", s.epoch, s.epochs, bar.c_str(),

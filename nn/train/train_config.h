@@ -7,41 +7,41 @@ namespace ringgrad::nn {
 
 struct TrainConfig {
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
-  bool synthetic = false;          // random data of MNIST shape, for throughput runs
+  bool synthetic = false;  // random data of MNIST shape, for throughput runs
   std::string model = "resnet20";
   int epochs = 1;
   // Per process. 32 makes the main job (2 processes) train on the tutorial's global batch of
   // 64; one epoch of it reaches ~89.8% on Fashion-MNIST where 2 x 64 stays at ~88.7%.
   int batch_size = 32;
   int eval_batch_size = 500;
-  double lr = 0.1;                 // peak learning rate
-  double momentum = 0.9;           // (onecycle cycles momentum itself, as PyTorch)
+  double lr = 0.1;        // peak learning rate
+  double momentum = 0.9;  // (onecycle cycles momentum itself, as PyTorch)
   double weight_decay = 5e-4;
   bool nesterov = false;
   std::string lr_schedule = "onecycle";
   int64_t warmup_steps = 0;
   uint64_t seed = 0;
-  int threads = 0;                 // 0: OMP_NUM_THREADS, else this node's cores / processes
-  int64_t max_steps = 0;           // 0: no limit; stop (and save) after this many steps
-  std::string save_path;           // checkpoint written at the end (and on --max-steps)
-  std::string resume_path;         // checkpoint to continue from
-  std::string init_from;           // weights (any safetensors) a new run starts from
-  bool auto_resume = false;        // continue from save_path when it exists (restarts)
-  std::string log_json_path;       // one JSON object per logged step and per epoch
-  int log_every = 50;              // steps between plain progress lines / JSON step records
-  bool eval = true;                // test loss and accuracy after each epoch
-  int64_t checkpoint_every = 0;    // steps between checkpoints to save_path (0: only at the end)
+  int threads = 0;               // 0: OMP_NUM_THREADS, else this node's cores / processes
+  int64_t max_steps = 0;         // 0: no limit; stop (and save) after this many steps
+  std::string save_path;         // checkpoint written at the end (and on --max-steps)
+  std::string resume_path;       // checkpoint to continue from
+  std::string init_from;         // weights (any safetensors) a new run starts from
+  bool auto_resume = false;      // continue from save_path when it exists (restarts)
+  std::string log_json_path;     // one JSON object per logged step and per epoch
+  int log_every = 50;            // steps between plain progress lines / JSON step records
+  bool eval = true;              // test loss and accuracy after each epoch
+  int64_t checkpoint_every = 0;  // steps between checkpoints to save_path (0: only at the end)
   // Mixed precision: none | fp16 | bf16. Autocast runs convolutions and linears in that dtype
   // with f32 master weights; fp16 adds dynamic loss scaling (GradScaler), bf16 needs none.
   std::string amp = "none";
   // cpu | cuda: where the parameters, buffers, batches and loss live (cuda: GPU LOCAL_RANK).
   std::string device = "cpu";
-  double amp_init_scale = 65536;   // fp16: the GradScaler's first loss scale (PyTorch's default)
+  double amp_init_scale = 65536;  // fp16: the GradScaler's first loss scale (PyTorch's default)
 
   // Data parallel (used when launched with WORLD_SIZE > 1, e.g. by ringgrad-run):
-  std::string backend = "auto";    // ring | nccl | auto
+  std::string backend = "auto";  // ring | nccl | auto
   double bucket_cap_mb = 25;
-  bool sync_bn = false;            // BatchNorm statistics over all ranks (SyncBatchNorm)
+  bool sync_bn = false;                   // BatchNorm statistics over all ranks (SyncBatchNorm)
   std::string grad_compression = "none";  // none | fp16 | bf16
 };
 

@@ -12,17 +12,16 @@
 #include "nn/train/trainer.h"
 
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
-#include <thread>
-
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "comm/process_group/from_environment.h"
 #include "core/env.h"
-#include "core/output_path.h"
 #include "core/logging.h"
+#include "core/output_path.h"
 #include "kernels/ops.h"
 #include "nn/amp/autocast.h"
 #include "nn/amp/grad_scaler.h"
@@ -80,8 +79,8 @@ TrainResult train(const TrainConfig& c) {
   const Device device = select_training_device(c.device);
   RG_CHECK(c.backend != "nccl" || device.is_cuda(),
            "--backend nccl reduces CUDA tensors only: add --device cuda, or use --backend ring");
-  comm::DistributedJob job = comm::join_distributed_job(
-      c.backend, "ringgrad-train", device.type, device.is_cuda() ? device.index : -1);
+  comm::DistributedJob job = comm::join_distributed_job(c.backend, "ringgrad-train", device.type,
+                                                        device.is_cuda() ? device.index : -1);
   // Default: OMP_NUM_THREADS when set (ringgrad-run sets 1, as torchrun), else the cores
   // shared among the processes of this node.
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -90,7 +89,8 @@ TrainResult train(const TrainConfig& c) {
                     : env_int("OMP_NUM_THREADS", std::max(1, cores / job.env.local_world_size));
   if (threads < 1 || threads > kernels::max_num_threads())  // (--threads is checked when parsed)
     RG_THROW(InvalidArgument, "OMP_NUM_THREADS=", threads, " is outside 1 to ",
-             kernels::max_num_threads(), " (4 per core of this machine): set it lower, or pass "
+             kernels::max_num_threads(),
+             " (4 per core of this machine): set it lower, or pass "
              "--threads");
   kernels::set_num_threads(static_cast<int>(threads));
   const int world = job.env.world_size, rank = job.env.rank;
@@ -138,8 +138,8 @@ TrainResult train(const TrainConfig& c) {
   if (!resume_path.empty()) {
     pos = load_checkpoint(resume_path, *model, optimizer, info, &scaler);
     if (job.leader())
-      log_info("resumed from ", resume_path, " at epoch ", pos.epoch + 1, ", step ", pos.global_step,
-               resume_path == c.resume_path ? "" : " (--auto-resume)");
+      log_info("resumed from ", resume_path, " at epoch ", pos.epoch + 1, ", step ",
+               pos.global_step, resume_path == c.resume_path ? "" : " (--auto-resume)");
   } else if (!c.init_from.empty()) {
     load_weights(c.init_from, *model);
     if (job.leader()) log_info("initialised the weights from ", c.init_from);
@@ -227,8 +227,12 @@ TrainResult train(const TrainConfig& c) {
                       std::max(1e-9, s.images_per_second);
       progress.step(s);
       if (pos.global_step % c.log_every == 0 || batch_index == steps_per_epoch) {
-        nlohmann::json step{{"type", "step"}, {"epoch", s.epoch}, {"step", pos.global_step},
-                            {"loss", loss_value}, {"accuracy", s.accuracy}, {"lr", s.lr},
+        nlohmann::json step{{"type", "step"},
+                            {"epoch", s.epoch},
+                            {"step", pos.global_step},
+                            {"loss", loss_value},
+                            {"accuracy", s.accuracy},
+                            {"lr", s.lr},
                             {"img_per_s", s.images_per_second}};
         if (scaler.enabled()) step["loss_scale"] = scaler.get_scale();
         json.write(step.dump());
@@ -242,11 +246,14 @@ TrainResult train(const TrainConfig& c) {
     }
     pos.epoch = stop ? epoch : epoch + 1;
     pos.batch_in_epoch = stop ? batch_index : 0;
-    nlohmann::json record{{"type", "epoch"}, {"epoch", epoch + 1}, {"step", pos.global_step},
-                          {"train_loss", epoch_images ? epoch_loss / epoch_images : 0.0},
-                          {"train_accuracy", epoch_images ? double(epoch_correct) / epoch_images : 0.0},
-                          {"img_per_s", world * images_trained / std::max(1e-9, train_seconds)},
-                          {"seconds", seconds_since(epoch_start)}};
+    nlohmann::json record{
+        {"type", "epoch"},
+        {"epoch", epoch + 1},
+        {"step", pos.global_step},
+        {"train_loss", epoch_images ? epoch_loss / epoch_images : 0.0},
+        {"train_accuracy", epoch_images ? double(epoch_correct) / epoch_images : 0.0},
+        {"img_per_s", world * images_trained / std::max(1e-9, train_seconds)},
+        {"seconds", seconds_since(epoch_start)}};
     if (c.eval && !stop) {
       amp::AutocastGuard autocast(amp_dtype);  // evaluate the model as it is trained
       EvalResult ev = evaluate(*model, data.test, c.eval_batch_size, job.group.get());

@@ -33,14 +33,17 @@ inline std::string first_mismatch(const Tensor& device, const Tensor& want) {
 // Two iterations: the second rebuilds the buckets from rank 0's ready order (a broadcast).
 inline void check_reducer_averages(ProcessGroup& pg, int rank, std::vector<std::string>& errors) {
   const Device gpu = Device::cuda(0);
-  std::vector<Tensor> params = {Tensor::zeros({1000}, DType::f32, gpu), Tensor::zeros({37}, DType::f32, gpu)};
+  std::vector<Tensor> params = {Tensor::zeros({1000}, DType::f32, gpu),
+                                Tensor::zeros({37}, DType::f32, gpu)};
   std::vector<Tensor> views;
-  Reducer reducer(params, {"a", "b"}, pg, ReducerOptions{}, [&](const std::vector<Tensor>& v) { views = v; });
+  Reducer reducer(params, {"a", "b"}, pg, ReducerOptions{},
+                  [&](const std::vector<Tensor>& v) { views = v; });
   const int world = pg.size();
   for (int iteration = 0; iteration < 2; ++iteration) {
     reducer.prepare_for_backward();
     for (size_t i = 0; i < views.size(); ++i)
-      views[i].copy_from(host_values(views[i].numel(), DType::f32, [&](int64_t j) { return (rank + 1) * (j % 5 + i); }));
+      views[i].copy_from(host_values(views[i].numel(), DType::f32,
+                                     [&](int64_t j) { return (rank + 1) * (j % 5 + i); }));
     reducer.mark_ready(1);
     reducer.mark_ready(0);
     reducer.finalize_backward();
@@ -48,8 +51,10 @@ inline void check_reducer_averages(ProcessGroup& pg, int rank, std::vector<std::
     for (size_t i = 0; i < views.size(); ++i) {
       if (!views[i].is_cuda()) errors.push_back("a gradient view left the device");
       const std::string m = first_mismatch(
-          views[i], host_values(views[i].numel(), DType::f32, [&](int64_t j) { return mean_factor * (j % 5 + i); }));
-      if (!m.empty()) errors.push_back(str_cat("reducer iteration ", iteration, " param ", i, ": ", m));
+          views[i], host_values(views[i].numel(), DType::f32,
+                                [&](int64_t j) { return mean_factor * (j % 5 + i); }));
+      if (!m.empty())
+        errors.push_back(str_cat("reducer iteration ", iteration, " param ", i, ": ", m));
     }
   }
 }

@@ -48,7 +48,8 @@ bool forbid_unix_sockets() {
 
 // This process alone sees a 64 KiB tmpfs on /dev/shm.
 bool mount_tiny_dev_shm() {
-  return ::unshare(CLONE_NEWNS) == 0 && ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0 &&
+  return ::unshare(CLONE_NEWNS) == 0 &&
+         ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0 &&
          ::mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=64k") == 0;
 }
 
@@ -60,10 +61,12 @@ bool limit_file_size() {
 
 // Changes the surroundings as `mode` says; false (and a reason on stderr) where it cannot.
 bool prepare(const std::string& mode) {
-  const char* failed = mode == "no-unix-sockets"   ? (forbid_unix_sockets() ? nullptr : "no seccomp")
-                       : mode == "tiny-dev-shm"    ? (mount_tiny_dev_shm() ? nullptr : "no private mount namespace with a tmpfs")
-                       : mode == "file-size-limit" ? (limit_file_size() ? nullptr : "no setrlimit")
-                                                   : "unknown mode";
+  const char* failed =
+      mode == "no-unix-sockets" ? (forbid_unix_sockets() ? nullptr : "no seccomp")
+      : mode == "tiny-dev-shm"
+          ? (mount_tiny_dev_shm() ? nullptr : "no private mount namespace with a tmpfs")
+      : mode == "file-size-limit" ? (limit_file_size() ? nullptr : "no setrlimit")
+                                  : "unknown mode";
   if (failed) std::fprintf(stderr, "%s: %s\n", failed, std::strerror(errno));
   return failed == nullptr;
 }
@@ -73,7 +76,9 @@ bool prepare(const std::string& mode) {
 int main(int argc, char** argv) {
   using namespace ringgrad;
   if (argc != 5 && argc != 6) {
-    std::fprintf(stderr, "usage: ring_fault_worker PORT RANK WORLD COUNT [no-unix-sockets|tiny-dev-shm|file-size-limit]\n");
+    std::fprintf(stderr,
+                 "usage: ring_fault_worker PORT RANK WORLD COUNT "
+                 "[no-unix-sockets|tiny-dev-shm|file-size-limit]\n");
     return 2;
   }
   if (argc == 6 && !prepare(argv[5])) return 4;
@@ -96,7 +101,8 @@ int main(int argc, char** argv) {
     const float want = world * (world + 1) / 2.0f;
     for (int64_t i = 0; i < count; ++i)
       if (check.data<float>()[i] != want) {
-        std::fprintf(stderr, "element %lld is %g, expected %g\n", static_cast<long long>(i), check.data<float>()[i], want);
+        std::fprintf(stderr, "element %lld is %g, expected %g\n", static_cast<long long>(i),
+                     check.data<float>()[i], want);
         return 5;
       }
     std::fprintf(stderr, "links: %s\n", pg->describe_links().c_str());

@@ -2,10 +2,10 @@
 // size 1 runs collectives; a second rank that never joins (setup timeout) and a stalled
 // operation (Work::wait timeout) exercise the abort paths. Multi-rank NCCL runs need as many
 // GPUs as ranks (all_reduce_perf --backend nccl under ringgrad-run on such a machine).
+#include <cuda_runtime.h>
 #include <doctest/doctest.h>
 
 #include <chrono>
-#include <cuda_runtime.h>
 #include <thread>
 
 #include "comm/nccl/nccl_process_group.h"
@@ -24,7 +24,9 @@ std::unique_ptr<ProcessGroup> make_nccl_group(std::shared_ptr<Store> store, int 
   return create_process_group("nccl", std::move(store), rank, world, o);
 }
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
 constexpr DType kDTypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16,
                              DType::i32, DType::i64, DType::u8};
@@ -42,7 +44,8 @@ TEST_CASE("nccl: world size 1, every collective, dtype and op on CUDA tensors") 
         CAPTURE(dtype_name(dtype));
         CAPTURE(reduce_op_name(op));
         CAPTURE(count);
-        Tensor want = host_values(count, dtype, [&](int64_t i) { return input_value(op, dtype, 0, i); });
+        Tensor want =
+            host_values(count, dtype, [&](int64_t i) { return input_value(op, dtype, 0, i); });
         Tensor in = want.to(gpu), out = Tensor::zeros({count}, dtype, gpu);
         AllreduceOptions ao;
         ao.op = op;
@@ -82,13 +85,15 @@ TEST_CASE("nccl: CPU tensors, other devices and bad shapes are refused on the ca
   CHECK_THROWS_WITH_AS(pg->allreduce(Tensor::zeros({3})), doctest::Contains("use the ring backend"),
                        InvalidArgument);
   const Device gpu = Device::cuda(0);
-  CHECK_THROWS_WITH_AS(pg->allreduce(Tensor::zeros({3}, DType::f32, gpu), Tensor::zeros({4}, DType::f32, gpu)),
-                       doctest::Contains("expected 3"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(
+      pg->allreduce(Tensor::zeros({3}, DType::f32, gpu), Tensor::zeros({4}, DType::f32, gpu)),
+      doctest::Contains("expected 3"), InvalidArgument);
   BroadcastOptions bo;
   bo.root = 1;
   CHECK_THROWS_WITH_AS(pg->broadcast(Tensor::zeros({3}, DType::f32, gpu), bo),
                        doctest::Contains("root 1 is outside the group of size 1"), InvalidArgument);
-  CHECK_THROWS_WITH(pg->send(Tensor::zeros({3}, DType::f32, gpu), 0), doctest::Contains("cannot send to itself"));
+  CHECK_THROWS_WITH(pg->send(Tensor::zeros({3}, DType::f32, gpu), 0),
+                    doctest::Contains("cannot send to itself"));
 }
 
 TEST_CASE("nccl: a rank that never joins fails setup at the timeout, naming the rank and group") {
@@ -98,9 +103,11 @@ TEST_CASE("nccl: a rank that never joins fails setup at the timeout, naming the 
   o.cuda_device = 0;
   o.setup_timeout = Milliseconds(2000);
   const auto start = std::chrono::steady_clock::now();
-  CHECK_THROWS_WITH_AS(create_process_group("nccl", std::make_shared<HashStore>(), 0, 2, o),
-                       doctest::Contains("communicator setup on rank 0 of 2 (group 'lonely', cuda:0) not finished after"),
-                       TimeoutError);
+  CHECK_THROWS_WITH_AS(
+      create_process_group("nccl", std::make_shared<HashStore>(), 0, 2, o),
+      doctest::Contains(
+          "communicator setup on rank 0 of 2 (group 'lonely', cuda:0) not finished after"),
+      TimeoutError);
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
   // A rank whose rank 0 never publishes the id waits in the store and names the key.
   o.group_name = "no-root";

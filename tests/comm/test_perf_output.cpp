@@ -25,15 +25,17 @@ struct Run {
 
 // Runs `ranks` copies of a perf binary on loopback; returns rank 0's stdout+stderr and the
 // worst exit code.
-Run run_perf(const std::string& binary, int ranks, const std::string& flags, const std::string& env = "") {
+Run run_perf(const std::string& binary, int ranks, const std::string& flags,
+             const std::string& env = "") {
   const int port = ringgrad::testing::reserved_port();
   std::string cmd = "cd /tmp && codes=0; ";
   for (int r = ranks - 1; r >= 0; --r)
     cmd += (ranks > 1 ? "RANK=" + std::to_string(r) + " WORLD_SIZE=" + std::to_string(ranks) +
-                        " MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " "
+                            " MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " "
                       : std::string()) +
-           "RINGGRAD_LOG=warn " + env + " timeout 60 " + std::string(PERF_BIN_DIR) + "/" + binary + " " +
-           flags + (r == 0 ? " 2>&1; codes=$((codes > $? ? codes : $?)); " : " >/dev/null 2>&1 & ");
+           "RINGGRAD_LOG=warn " + env + " timeout 60 " + std::string(PERF_BIN_DIR) + "/" + binary +
+           " " + flags +
+           (r == 0 ? " 2>&1; codes=$((codes > $? ? codes : $?)); " : " >/dev/null 2>&1 & ");
   cmd += "wait; exit $codes";
   Run run{0, ""};
   FILE* p = popen(cmd.c_str(), "r");
@@ -64,7 +66,9 @@ std::vector<Row> table_rows(const std::string& out) {
   return rows;
 }
 
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool has(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
 Run run_shell(const std::string& cmd) {
   Run run{0, ""};
@@ -122,10 +126,11 @@ TEST_CASE("all_reduce_perf runs under mpirun (OMPI_COMM_WORLD_* with MASTER_ADDR
   if (run_shell("command -v mpirun").exit_code != 0) {
     return ringgrad::testing::skip_test("mpirun not found (Debian: openmpi-bin)");
   }
-  check_launched_run(run_shell(
-      "timeout 60 mpirun --allow-run-as-root --oversubscribe -np 2 --mca btl tcp,self "
-      "-x RINGGRAD_LOG=warn -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=" + std::to_string(ringgrad::testing::reserved_port()) +
-      " " + std::string(PERF_BIN_DIR) + "/all_reduce_perf" + kLaunchedFlags));
+  check_launched_run(
+      run_shell("timeout 60 mpirun --allow-run-as-root --oversubscribe -np 2 --mca btl tcp,self "
+                "-x RINGGRAD_LOG=warn -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=" +
+                std::to_string(ringgrad::testing::reserved_port()) + " " +
+                std::string(PERF_BIN_DIR) + "/all_reduce_perf" + kLaunchedFlags));
 }
 
 TEST_CASE("the other perf binaries check their results on 2 ranks") {
@@ -140,7 +145,8 @@ TEST_CASE("the other perf binaries check their results on 2 ranks") {
 }
 
 TEST_CASE("an injected bit flip gives #wrong > 0 and a non-zero exit") {
-  Run run = run_perf("all_reduce_perf", 2, "-b 1K -e 1K -n 1 -w 0", "RINGGRAD_PERF_INJECT_BITFLIP=1");
+  Run run =
+      run_perf("all_reduce_perf", 2, "-b 1K -e 1K -n 1 -w 0", "RINGGRAD_PERF_INJECT_BITFLIP=1");
   CAPTURE(run.out);
   CHECK(run.exit_code == 1);
   CHECK(has(run.out, "FAILED"));
@@ -167,7 +173,8 @@ TEST_CASE("bad flags fail with one line, world size 1 warns") {
       {"-b nan", "all_reduce_perf: -b/--minbytes: 'nan' is not a byte count up to 1T"},
       {"-e 1e30G", "-e/--maxbytes: '1e30G' is not a byte count up to 1T"},
       // Checked before the sweep, so a long run is not lost at the end.
-      {"-b 8 -e 8 --json /nonexistent-folder/out.json", "the folder /nonexistent-folder does not exist"},
+      {"-b 8 -e 8 --json /nonexistent-folder/out.json",
+       "the folder /nonexistent-folder does not exist"},
       {"-b 8 -e 8 --json /tmp", "--json /tmp is a folder"}};
   for (const auto& [flags, message] : cases) {
     Run run = run_perf("all_reduce_perf", 1, flags);

@@ -30,7 +30,9 @@ std::vector<std::string> errors_of(int world, Milliseconds timeout,
   return messages;
 }
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
 }  // namespace
 
@@ -51,8 +53,10 @@ TEST_CASE("mismatch: one rank all-reduces 10 floats while the others do 12") {
 
 TEST_CASE("mismatch: barrier on one rank while the others broadcast, and op or dtype differ") {
   auto messages = errors_of(3, Milliseconds(20000), [](int rank, ProcessGroup& pg) {
-    if (rank == 0) pg.barrier()->wait();
-    else pg.broadcast(Tensor::zeros({4}))->wait();
+    if (rank == 0)
+      pg.barrier()->wait();
+    else
+      pg.broadcast(Tensor::zeros({4}))->wait();
   });
   for (const auto& m : messages) {
     CAPTURE(m);
@@ -123,7 +127,9 @@ TEST_CASE("setup: a rank that never joins is named after the setup timeout") {
   }
 }
 
-TEST_CASE("settings: bad interface name, unknown backend, nccl, RINGGRAD_ALGO and _TRANSPORT, bad arguments") {
+TEST_CASE(
+    "settings: bad interface name, unknown backend, nccl, RINGGRAD_ALGO and _TRANSPORT, bad "
+    "arguments") {
   auto store = std::make_shared<HashStore>();
   ::setenv("RINGGRAD_SOCKET_IFNAME", "nope0", 1);
   std::string m;
@@ -138,11 +144,14 @@ TEST_CASE("settings: bad interface name, unknown backend, nccl, RINGGRAD_ALGO an
 
 #ifdef HAVE_NCCL
   if (cuda_device_count() == 0)
-    CHECK_THROWS_WITH(create_process_group("nccl", store, 0, 1), doctest::Contains("nccl backend: no CUDA device: "));
+    CHECK_THROWS_WITH(create_process_group("nccl", store, 0, 1),
+                      doctest::Contains("nccl backend: no CUDA device: "));
 #else
-  CHECK_THROWS_WITH_AS(create_process_group("nccl", store, 0, 1), doctest::Contains("this ringgrad build has no NCCL"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(create_process_group("nccl", store, 0, 1),
+                       doctest::Contains("this ringgrad build has no NCCL"), InvalidArgument);
 #endif
-  CHECK_THROWS_WITH_AS(create_process_group("mpi", store, 0, 1), doctest::Contains("available: ring, nccl, auto"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(create_process_group("mpi", store, 0, 1),
+                       doctest::Contains("available: ring, nccl, auto"), InvalidArgument);
   ProcessGroupOptions cpu_auto;
   cpu_auto.group_name = "auto";
   CHECK(create_process_group("auto", store, 0, 1, cpu_auto)->backend_name() == "ring");
@@ -152,21 +161,35 @@ TEST_CASE("settings: bad interface name, unknown backend, nccl, RINGGRAD_ALGO an
     cuda_auto.tensor_device = DeviceType::cuda;
     CHECK(create_process_group("auto", store, 0, 1, cuda_auto)->backend_name() == "ring");
   }
-  CHECK_THROWS_WITH(make_ring_group(store, 0, 1, "algo", Milliseconds(1000), "fast"), doctest::Contains("not one of: ring, recursive_doubling"));
+  CHECK_THROWS_WITH(make_ring_group(store, 0, 1, "algo", Milliseconds(1000), "fast"),
+                    doctest::Contains("not one of: ring, recursive_doubling"));
   ::setenv("RINGGRAD_TRANSPORT", "ipc", 1);
-  CHECK_THROWS_WITH_AS(make_ring_group(store, 0, 1, "transport"), doctest::Contains("RINGGRAD_TRANSPORT='ipc' is not one of: auto, shm, unix, tcp"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(
+      make_ring_group(store, 0, 1, "transport"),
+      doctest::Contains("RINGGRAD_TRANSPORT='ipc' is not one of: auto, shm, unix, tcp"),
+      InvalidArgument);
   ::unsetenv("RINGGRAD_TRANSPORT");
 
   auto pg = make_ring_group(store, 0, 1, "args");
-  CHECK_THROWS_WITH_AS(pg->allreduce(Tensor::zeros({3}), Tensor::zeros({4})), doctest::Contains("expected 3"), InvalidArgument);
-  CHECK_THROWS_WITH_AS(pg->allreduce(Tensor::zeros({3}), Tensor::zeros({3}, DType::f64)), doctest::Contains("input is float32 but output is float64"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(pg->allreduce(Tensor::zeros({3}), Tensor::zeros({4})),
+                       doctest::Contains("expected 3"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(pg->allreduce(Tensor::zeros({3}), Tensor::zeros({3}, DType::f64)),
+                       doctest::Contains("input is float32 but output is float64"),
+                       InvalidArgument);
   BroadcastOptions bo;
   bo.root = 1;
-  CHECK_THROWS_WITH_AS(pg->broadcast(Tensor::zeros({3}), bo), doctest::Contains("root 1 is outside the group of size 1"), InvalidArgument);
-  CHECK_THROWS_WITH_AS(pg->send(Tensor::zeros({3}), 0), doctest::Contains("send: rank 0 cannot send to itself"), InvalidArgument);
-  CHECK_THROWS_WITH_AS(pg->recv(Tensor::zeros({3}), 0), doctest::Contains("recv: rank 0 cannot receive from itself"), InvalidArgument);
-  CHECK_THROWS_WITH_AS(pg->send(Tensor::zeros({3}), 2), doctest::Contains("send: destination 2 is outside the group of size 1"), InvalidArgument);
-  CHECK_THROWS_WITH_AS(pg->recv(Tensor(), 0), doctest::Contains("recv: the output tensor is undefined"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(pg->broadcast(Tensor::zeros({3}), bo),
+                       doctest::Contains("root 1 is outside the group of size 1"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(pg->send(Tensor::zeros({3}), 0),
+                       doctest::Contains("send: rank 0 cannot send to itself"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(pg->recv(Tensor::zeros({3}), 0),
+                       doctest::Contains("recv: rank 0 cannot receive from itself"),
+                       InvalidArgument);
+  CHECK_THROWS_WITH_AS(pg->send(Tensor::zeros({3}), 2),
+                       doctest::Contains("send: destination 2 is outside the group of size 1"),
+                       InvalidArgument);
+  CHECK_THROWS_WITH_AS(pg->recv(Tensor(), 0),
+                       doctest::Contains("recv: the output tensor is undefined"), InvalidArgument);
 }
 
 TEST_CASE("work: completed_at is stamped by the thread that completes it") {

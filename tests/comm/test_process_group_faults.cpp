@@ -33,7 +33,8 @@ pid_t start_worker(int port, int rank, int world, int64_t count, const std::stri
                    const std::string& mode = "") {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                   0644);
   std::vector<std::string> args = {RING_FAULT_WORKER, std::to_string(port), std::to_string(rank),
                                    std::to_string(world), std::to_string(count)};
   if (!mode.empty()) args.push_back(mode);
@@ -69,7 +70,8 @@ std::string read_file(const std::string& path) {
 std::set<std::string> dev_shm_entries() {
   std::set<std::string> names;
   std::error_code ignored;
-  for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ignored)) names.insert(e.path().filename());
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ignored))
+    names.insert(e.path().filename());
   return names;
 }
 
@@ -84,7 +86,8 @@ Outcome run_three(const std::vector<std::string>& modes, const std::string& tag)
   std::vector<pid_t> pids;
   std::vector<std::string> paths;
   for (int r = 0; r < 3; ++r) {
-    paths.push_back("/tmp/ring_" + tag + "_" + std::to_string(getpid()) + "_" + std::to_string(r) + ".err");
+    paths.push_back("/tmp/ring_" + tag + "_" + std::to_string(getpid()) + "_" + std::to_string(r) +
+                    ".err");
     pids.push_back(start_worker(server.port(), r, 3, 1 << 20, paths.back(), modes[r]));
   }
   Outcome out;
@@ -115,7 +118,9 @@ void check_all_succeeded(const Outcome& o) {
   }
 }
 
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool has(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
 // Three workers all-reduce 256 MiB twenty times; rank 1 is SIGKILLed inside.
 void kill_one_rank_mid_allreduce() {
@@ -128,7 +133,8 @@ void kill_one_rank_mid_allreduce() {
   std::vector<pid_t> pids;
   std::vector<std::string> errs;
   for (int r = 0; r < world; ++r) {
-    errs.push_back("/tmp/ring_fault_" + std::to_string(getpid()) + "_" + std::to_string(r) + ".err");
+    errs.push_back("/tmp/ring_fault_" + std::to_string(getpid()) + "_" + std::to_string(r) +
+                   ".err");
     pids.push_back(start_worker(server.port(), r, world, count, errs.back()));
   }
   store.wait({"started/0", "started/1", "started/2"}, Milliseconds(60000));
@@ -163,7 +169,8 @@ TEST_CASE("a rank SIGKILLed mid all-reduce: every survivor fails with the peer-c
   CHECK(dev_shm_entries() == before);  // a killed rank leaves no segment behind
 }
 
-TEST_CASE("a rank that may not create unix sockets reaches its peers over TCP, they keep shared memory") {
+TEST_CASE(
+    "a rank that may not create unix sockets reaches its peers over TCP, they keep shared memory") {
   const Outcome o = run_three({"no-unix-sockets", "", ""}, "no_unix");
   if (!could_not_prepare(o).empty()) return ringgrad::testing::skip_test(could_not_prepare(o));
   check_all_succeeded(o);
@@ -176,16 +183,20 @@ TEST_CASE("a rank that may not create unix sockets reaches its peers over TCP, t
   CHECK_FALSE(has(o.err[2], "instead"));
 }
 
-TEST_CASE("a 64 KiB /dev/shm does not matter: the ranks still share memory, and none is left there") {
+TEST_CASE(
+    "a 64 KiB /dev/shm does not matter: the ranks still share memory, and none is left there") {
   const Outcome o = run_three({"tiny-dev-shm", "tiny-dev-shm", "tiny-dev-shm"}, "tiny_shm");
   if (!could_not_prepare(o).empty())
-    return ringgrad::testing::skip_test("cannot mount a tmpfs in a private mount namespace here (needs root): " +
-                                        could_not_prepare(o));
+    return ringgrad::testing::skip_test(
+        "cannot mount a tmpfs in a private mount namespace here (needs root): " +
+        could_not_prepare(o));
   check_all_succeeded(o);
   for (int r = 0; r < 3; ++r) CHECK(has(o.err[r], "links: shm to "));
 }
 
-TEST_CASE("shared memory that does not fit: that rank warns with needed and available, its peers reach it over unix sockets") {
+TEST_CASE(
+    "shared memory that does not fit: that rank warns with needed and available, its peers reach "
+    "it over unix sockets") {
   const auto before = dev_shm_entries();
   const Outcome o = run_three({"file-size-limit", "", ""}, "no_room");
   if (!could_not_prepare(o).empty()) return ringgrad::testing::skip_test(could_not_prepare(o));

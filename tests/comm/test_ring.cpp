@@ -38,8 +38,8 @@ void compare(const Tensor& got, const Tensor& want, const std::string& what,
   const auto* w = static_cast<const unsigned char*>(want.raw_data());
   for (int64_t i = 0; i < want.numel(); ++i)
     if (std::memcmp(g + i * elem, w + i * elem, elem) != 0) {
-      errors.push_back(str_cat(what, ": element ", i, " is ", got.element(i), ", expected ",
-                               want.element(i)));
+      errors.push_back(
+          str_cat(what, ": element ", i, " is ", got.element(i), ", expected ", want.element(i)));
       return;
     }
 }
@@ -70,8 +70,10 @@ void check_every_allreduce(int rank, int world, std::vector<std::string>& errors
     for (ReduceOp op : kOps)
       for (int64_t count : counts_for(world, dtype))
         for (bool in_place : {true, false}) {
-          Tensor input = filled(count, dtype, [&](int64_t i) { return input_value(op, dtype, rank, i); });
-          Tensor want = filled(count, dtype, [&](int64_t i) { return expected_value(op, dtype, world, i); });
+          Tensor input =
+              filled(count, dtype, [&](int64_t i) { return input_value(op, dtype, rank, i); });
+          Tensor want =
+              filled(count, dtype, [&](int64_t i) { return expected_value(op, dtype, world, i); });
           Tensor out = in_place ? input : Tensor::empty({count}, dtype);
           Tensor before = input.clone();
           allreduce(input, out, op);
@@ -90,9 +92,9 @@ TEST_CASE("ring allreduce: every op, dtype and size matches the reference") {
     const char* algorithm;
     const char* transport;
   };
-  for (const Variant v : {Variant{"ring", "auto"}, Variant{"recursive_doubling", "auto"},
-                          Variant{"direct", "auto"}, Variant{"hierarchical", "auto"},
-                          Variant{"ring", "tcp"}})
+  for (const Variant v :
+       {Variant{"ring", "auto"}, Variant{"recursive_doubling", "auto"}, Variant{"direct", "auto"},
+        Variant{"hierarchical", "auto"}, Variant{"ring", "tcp"}})
     for (int world = 1; world <= 5; ++world) {
       const char* algorithm = v.algorithm;
       CAPTURE(algorithm);
@@ -119,24 +121,31 @@ TEST_CASE("ring reduce and reduce_scatter: every op and dtype match the referenc
           for (int64_t count : counts_for(world, dtype))
             for (bool in_place : {true, false}) {
               const int root = static_cast<int>(count % world);
-              Tensor input = filled(count, dtype, [&](int64_t i) { return input_value(op, dtype, rank, i); });
+              Tensor input =
+                  filled(count, dtype, [&](int64_t i) { return input_value(op, dtype, rank, i); });
               Tensor out = in_place ? input : Tensor::empty({count}, dtype);
               ReduceOptions ro;
               ro.op = op;
               ro.root = root;
               pg.reduce(input, out, ro)->wait();
               if (rank == root)
-                compare(out, filled(count, dtype, [&](int64_t i) { return expected_value(op, dtype, world, i); }),
+                compare(out,
+                        filled(count, dtype,
+                               [&](int64_t i) { return expected_value(op, dtype, world, i); }),
                         label("reduce", op, dtype, count, in_place), errors);
 
               // reduce_scatter: `count` elements per rank; rank r gets block r of the reduction.
-              Tensor full = filled(count * world, dtype, [&](int64_t i) { return input_value(op, dtype, rank, i); });
-              Tensor want = filled(count, dtype, [&](int64_t i) { return expected_value(op, dtype, world, rank * count + i); });
+              Tensor full = filled(count * world, dtype,
+                                   [&](int64_t i) { return input_value(op, dtype, rank, i); });
+              Tensor want = filled(count, dtype, [&](int64_t i) {
+                return expected_value(op, dtype, world, rank * count + i);
+              });
               ReduceScatterOptions so;
               so.op = op;
               if (in_place) {
                 pg.reduce_scatter_inplace(full, so)->wait();
-                compare(full.narrow(rank * count, count), want, label("reduce_scatter", op, dtype, count, true), errors);
+                compare(full.narrow(rank * count, count), want,
+                        label("reduce_scatter", op, dtype, count, true), errors);
               } else {
                 Tensor block = Tensor::empty({count}, dtype);
                 pg.reduce_scatter(full, block, so)->wait();
@@ -155,26 +164,35 @@ TEST_CASE("ring broadcast and allgather: every dtype and size, every root") {
         for (int64_t count : counts_for(world, dtype))
           for (int root = 0; root < world; ++root)
             for (bool in_place : {true, false}) {
-              auto value = [&](int r, int64_t i) { return input_value(ReduceOp::sum, dtype, r, i); };
+              auto value = [&](int r, int64_t i) {
+                return input_value(ReduceOp::sum, dtype, r, i);
+              };
               Tensor input = filled(count, dtype, [&](int64_t i) { return value(rank, i); });
               Tensor out = in_place ? input : Tensor::zeros({count}, dtype);
               BroadcastOptions bo;
               bo.root = root;
               pg.broadcast(input, out, bo)->wait();
               compare(out, filled(count, dtype, [&](int64_t i) { return value(root, i); }),
-                      str_cat("broadcast root ", root, " ", label("", ReduceOp::sum, dtype, count, in_place)), errors);
+                      str_cat("broadcast root ", root, " ",
+                              label("", ReduceOp::sum, dtype, count, in_place)),
+                      errors);
               if (root != 0) continue;
               Tensor mine = filled(count, dtype, [&](int64_t i) { return value(rank, i); });
-              Tensor want = filled(count * world, dtype, [&](int64_t i) { return value(static_cast<int>(i / std::max<int64_t>(count, 1)), i % std::max<int64_t>(count, 1)); });
+              Tensor want = filled(count * world, dtype, [&](int64_t i) {
+                return value(static_cast<int>(i / std::max<int64_t>(count, 1)),
+                             i % std::max<int64_t>(count, 1));
+              });
               if (in_place) {
                 Tensor gathered = Tensor::zeros({count * world}, dtype);
                 gathered.narrow(rank * count, count).copy_from(mine);
                 pg.allgather_inplace(gathered)->wait();
-                compare(gathered, want, label("allgather", ReduceOp::sum, dtype, count, true), errors);
+                compare(gathered, want, label("allgather", ReduceOp::sum, dtype, count, true),
+                        errors);
               } else {
                 Tensor gathered = Tensor::zeros({count * world}, dtype);
                 pg.allgather(mine, gathered)->wait();
-                compare(gathered, want, label("allgather", ReduceOp::sum, dtype, count, false), errors);
+                compare(gathered, want, label("allgather", ReduceOp::sum, dtype, count, false),
+                        errors);
               }
             }
     });
@@ -211,7 +229,8 @@ TEST_CASE("ring allreduce: inexact data gives bitwise identical results on every
         run_group(world, "bitwise", algorithm, [&](int rank, ProcessGroup& pg, auto&) {
           std::vector<float> x(count);
           uint32_t state = 12345u + 7919u * static_cast<uint32_t>(rank);
-          for (auto& v : x) v = static_cast<float>((state = state * 1664525u + 1013904223u) >> 8) * 1e-7f;
+          for (auto& v : x)
+            v = static_cast<float>((state = state * 1664525u + 1013904223u) >> 8) * 1e-7f;
           Tensor t = Tensor::from_vector(x, {count});
           pg.allreduce(t)->wait();
           results[run * world + rank] = t.to_vector<float>();
@@ -232,7 +251,8 @@ TEST_CASE("ring process group: two groups with collectives in flight at once do 
     auto b = make_ring_group(store, rank, world, "second");
     const int64_t count = 300001;
     std::vector<float> xa(count), xb(count);
-    for (int64_t i = 0; i < count; ++i) xa[i] = static_cast<float>(rank * 1000 + i % 997), xb[i] = -static_cast<float>(rank + 1);
+    for (int64_t i = 0; i < count; ++i)
+      xa[i] = static_cast<float>(rank * 1000 + i % 997), xb[i] = -static_cast<float>(rank + 1);
     Tensor ta = Tensor::from_vector(xa, {count}), tb = Tensor::from_vector(xb, {count});
     AllreduceOptions mx;
     mx.op = ReduceOp::max;
@@ -241,7 +261,8 @@ TEST_CASE("ring process group: two groups with collectives in flight at once do 
     wa->wait();
     wc->wait();
     for (int64_t i = 0; i < count; ++i)
-      if (ta.data<float>()[i] != static_cast<float>(3000 + 3 * (i % 997)) || tb.data<float>()[i] != -1.0f) {
+      if (ta.data<float>()[i] != static_cast<float>(3000 + 3 * (i % 997)) ||
+          tb.data<float>()[i] != -1.0f) {
         std::lock_guard<std::mutex> lock(mu);
         errors.push_back(str_cat("rank ", rank, " element ", i));
         break;
@@ -250,7 +271,9 @@ TEST_CASE("ring process group: two groups with collectives in flight at once do 
   CHECK(errors.empty());
 }
 
-TEST_CASE("ring process group: a small collective on an idle group runs inline, behind a big one it queues") {
+TEST_CASE(
+    "ring process group: a small collective on an idle group runs inline, behind a big one it "
+    "queues") {
   const int world = 2;
   auto store = std::make_shared<HashStore>();
   std::vector<std::string> errors;
@@ -263,7 +286,8 @@ TEST_CASE("ring process group: a small collective on an idle group runs inline, 
     auto pg = make_ring_group(store, rank, world, "inline");
     Tensor small = Tensor::full({64}, rank + 1.0);
     WorkPtr first = pg->allreduce(small);
-    if (!first->is_completed()) fail(str_cat("rank ", rank, ": idle group queued a small allreduce"));
+    if (!first->is_completed())
+      fail(str_cat("rank ", rank, ": idle group queued a small allreduce"));
     first->wait();
     // Behind a 16 MiB all-reduce the small ones queue, in order: running them first on one
     // rank would be a fingerprint mismatch on both.
@@ -309,7 +333,8 @@ TEST_CASE("ring process group: two ranks sending to each other fail at once, nam
   });
 }
 
-TEST_CASE("allreduce algorithm: chosen by size, RINGGRAD_ALGO forces one, 'tree' is recursive doubling") {
+TEST_CASE(
+    "allreduce algorithm: chosen by size, RINGGRAD_ALGO forces one, 'tree' is recursive doubling") {
   using collectives::AllreduceAlgorithm;
   using collectives::choose_allreduce_algorithm;
   CHECK(choose_allreduce_algorithm(8, 4, 1, "") == AllreduceAlgorithm::direct);
@@ -320,7 +345,8 @@ TEST_CASE("allreduce algorithm: chosen by size, RINGGRAD_ALGO forces one, 'tree'
   CHECK(choose_allreduce_algorithm(8, 4, 1, "ring") == AllreduceAlgorithm::ring);
   CHECK(choose_allreduce_algorithm(1 << 20, 4, 1, "recursive_doubling") ==
         AllreduceAlgorithm::recursive_doubling);
-  CHECK(choose_allreduce_algorithm(1 << 20, 4, 1, "tree") == AllreduceAlgorithm::recursive_doubling);
+  CHECK(choose_allreduce_algorithm(1 << 20, 4, 1, "tree") ==
+        AllreduceAlgorithm::recursive_doubling);
   CHECK(choose_allreduce_algorithm(1 << 20, 4, 1, "direct") == AllreduceAlgorithm::direct);
 }
 
@@ -330,7 +356,9 @@ class PretendHosts : public Transport {
  public:
   PretendHosts(Transport& inner, std::vector<std::string> hosts)
       : Transport(inner.rank(), inner.size()), inner_(inner), hosts_(std::move(hosts)) {}
-  void begin(const std::string& op, Clock::time_point deadline) override { inner_.begin(op, deadline); }
+  void begin(const std::string& op, Clock::time_point deadline) override {
+    inner_.begin(op, deadline);
+  }
   void post_send(int peer, const void* d, size_t n) override { inner_.post_send(peer, d, n); }
   void post_recv(int peer, void* d, size_t n) override { inner_.post_recv(peer, d, n); }
   void wait_recv(int peer) override { inner_.wait_recv(peer); }
@@ -344,7 +372,9 @@ class PretendHosts : public Transport {
   std::vector<std::string> hosts_;
 };
 
-TEST_CASE("hierarchical allreduce: every op, dtype and size on several host layouts matches the reference on every rank") {
+TEST_CASE(
+    "hierarchical allreduce: every op, dtype and size on several host layouts matches the "
+    "reference on every rank") {
   // Host of each rank: two hosts of two, uneven hosts with ranks interleaved, one rank per
   // host, and a single host.
   const std::vector<std::vector<std::string>> layouts = {
@@ -359,23 +389,28 @@ TEST_CASE("hierarchical allreduce: every op, dtype and size on several host layo
       net::SocketTransport socket(store, "hier/", rank, world, net::SocketTransportOptions{});
       PretendHosts t(socket, hosts);
       collectives::Scratch scratch;
-      check_every_allreduce(rank, world, errors[rank], [&](const Tensor& in, Tensor& out, ReduceOp op) {
-        t.begin("hierarchical", Clock::now() + std::chrono::seconds(20));
-        collectives::hierarchical_allreduce(t, in.raw_data(), out.raw_data(),
-                                            static_cast<size_t>(in.numel()), in.dtype(), op, scratch);
-      });
+      check_every_allreduce(rank, world, errors[rank],
+                            [&](const Tensor& in, Tensor& out, ReduceOp op) {
+                              t.begin("hierarchical", Clock::now() + std::chrono::seconds(20));
+                              collectives::hierarchical_allreduce(t, in.raw_data(), out.raw_data(),
+                                                                  static_cast<size_t>(in.numel()),
+                                                                  in.dtype(), op, scratch);
+                            });
     });
     for (const auto& per_rank : errors)
       for (const auto& e : per_rank) FAIL_CHECK(e);
   }
 }
 
-TEST_CASE("allreduce algorithm: hierarchical above the recursive-doubling limit when the group spans hosts with several ranks on one") {
+TEST_CASE(
+    "allreduce algorithm: hierarchical above the recursive-doubling limit when the group spans "
+    "hosts with several ranks on one") {
   using collectives::AllreduceAlgorithm;
   using collectives::choose_allreduce_algorithm;
   const size_t big = collectives::kRecursiveDoublingMaxBytes + 1;
   CHECK(choose_allreduce_algorithm(big, 4, 2, "") == AllreduceAlgorithm::hierarchical);
-  CHECK(choose_allreduce_algorithm(big, 4, 4, "") == AllreduceAlgorithm::ring);  // one rank per host
+  CHECK(choose_allreduce_algorithm(big, 4, 4, "") ==
+        AllreduceAlgorithm::ring);  // one rank per host
   CHECK(choose_allreduce_algorithm(big, 4, 1, "") == AllreduceAlgorithm::ring);  // one host
   CHECK(choose_allreduce_algorithm(8, 4, 2, "") == AllreduceAlgorithm::direct);
   CHECK(choose_allreduce_algorithm(8, 4, 1, "hierarchical") == AllreduceAlgorithm::hierarchical);

@@ -32,9 +32,11 @@ TEST_CASE("ring with CUDA tensors: collectives across staging chunks equal the r
       for (DType dtype : {DType::f32, DType::bf16, DType::i64})
         for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg})
           for (int64_t count : {int64_t{0}, int64_t{7}, kCount}) {
-            const std::string what = str_cat(dtype_name(dtype), " ", reduce_op_name(op), " count ", count);
+            const std::string what =
+                str_cat(dtype_name(dtype), " ", reduce_op_name(op), " count ", count);
             auto mine = [&](int64_t i) { return input_value(op, dtype, rank, i); };
-            const Tensor reduced = host_values(count, dtype, [&](int64_t i) { return expected_value(op, dtype, world, i); });
+            const Tensor reduced = host_values(
+                count, dtype, [&](int64_t i) { return expected_value(op, dtype, world, i); });
             AllreduceOptions ao;
             ao.op = op;
             Tensor in = host_values(count, dtype, mine).to(gpu);
@@ -54,25 +56,37 @@ TEST_CASE("ring with CUDA tensors: collectives across staging chunks equal the r
             BroadcastOptions bo;
             bo.root = root;
             pg->broadcast(in, bo)->wait();
-            expect(in, host_values(count, dtype, [&](int64_t i) { return input_value(op, dtype, root, i); }),
+            expect(in,
+                   host_values(count, dtype,
+                               [&](int64_t i) { return input_value(op, dtype, root, i); }),
                    "broadcast " + what);
 
             Tensor gathered = Tensor::zeros({count * world}, dtype, gpu);
             pg->allgather(host_values(count, dtype, mine).to(gpu), gathered)->wait();
-            expect(gathered, host_values(count * world, dtype, [&](int64_t i) {
-                     return input_value(op, dtype, static_cast<int>(i / std::max<int64_t>(count, 1)), i % std::max<int64_t>(count, 1));
-                   }), "allgather " + what);
+            expect(gathered,
+                   host_values(count * world, dtype,
+                               [&](int64_t i) {
+                                 return input_value(
+                                     op, dtype, static_cast<int>(i / std::max<int64_t>(count, 1)),
+                                     i % std::max<int64_t>(count, 1));
+                               }),
+                   "allgather " + what);
 
             ReduceScatterOptions so;
             so.op = op;
             Tensor full = host_values(count * world, dtype, mine).to(gpu);
             Tensor block = Tensor::zeros({count}, dtype, gpu);
             pg->reduce_scatter(full, block, so)->wait();
-            expect(block, host_values(count, dtype, [&](int64_t i) { return expected_value(op, dtype, world, rank * count + i); }),
+            expect(block,
+                   host_values(count, dtype,
+                               [&](int64_t i) {
+                                 return expected_value(op, dtype, world, rank * count + i);
+                               }),
                    "reduce_scatter " + what);
           }
       if (world == 2) {
-        Tensor data = host_values(kCount, DType::f32, [](int64_t i) { return static_cast<double>(i % 1000); });
+        Tensor data = host_values(kCount, DType::f32,
+                                  [](int64_t i) { return static_cast<double>(i % 1000); });
         if (rank == 0) {
           pg->send(data.to(gpu), 1)->wait();
         } else {
@@ -87,13 +101,15 @@ TEST_CASE("ring with CUDA tensors: collectives across staging chunks equal the r
   }
 }
 
-TEST_CASE("ring with CUDA tensors: a CPU tensor on one rank is a fingerprint mismatch on every rank") {
+TEST_CASE(
+    "ring with CUDA tensors: a CPU tensor on one rank is a fingerprint mismatch on every rank") {
   if (skip_without_cuda()) return;
   auto store = std::make_shared<HashStore>();
   std::vector<std::string> messages(2);
   spawn(2, [&](int rank) {
     auto pg = make_ring_group(store, rank, 2, "mixed", Milliseconds(20000));
-    Tensor t = rank == 0 ? Tensor::zeros({1000}, DType::f32, Device::cuda(0)) : Tensor::zeros({1000});
+    Tensor t =
+        rank == 0 ? Tensor::zeros({1000}, DType::f32, Device::cuda(0)) : Tensor::zeros({1000});
     try {
       pg->allreduce(t)->wait();
     } catch (const std::exception& e) {

@@ -35,7 +35,8 @@ struct RingInSegment {
   ShmRing producer, consumer;
   explicit RingInSegment(size_t capacity)
       : segment(ShmSegment::create(sizeof(RingControl) + capacity, "test-ring")),
-        producer(segment.data(), capacity), consumer(segment.data(), capacity) {}
+        producer(segment.data(), capacity),
+        consumer(segment.data(), capacity) {}
 };
 
 // Pushes `total` pattern bytes in pieces of `piece` (the last one shorter) until all went.
@@ -58,7 +59,8 @@ int64_t consume(ShmRing& ring, uint64_t total, size_t piece) {
   std::vector<unsigned char> buffer(piece);
   int64_t first_wrong = -1;
   for (uint64_t got = 0; got < total;) {
-    const size_t n = ring.pop(buffer.data(), static_cast<size_t>(std::min<uint64_t>(piece, total - got)));
+    const size_t n =
+        ring.pop(buffer.data(), static_cast<size_t>(std::min<uint64_t>(piece, total - got)));
     if (n == 0) std::this_thread::yield();
     for (size_t i = 0; i < n && first_wrong < 0; ++i)
       if (buffer[i] != pattern(got + i)) first_wrong = static_cast<int64_t>(got + i);
@@ -76,8 +78,12 @@ struct MeshPair {
     REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0);
     ends[0] = net::Socket(fds[0]), ends[1] = net::Socket(fds[1]);
     const auto deadline = Clock::now() + std::chrono::seconds(10);
-    std::thread other([&] { mesh[1] = std::make_unique<ShmMesh>(1, std::vector<ShmPeerLink>{{0, &ends[1]}}, 4096, true, deadline); });
-    mesh[0] = std::make_unique<ShmMesh>(0, std::vector<ShmPeerLink>{{1, &ends[0]}}, 4096, true, deadline);
+    std::thread other([&] {
+      mesh[1] = std::make_unique<ShmMesh>(1, std::vector<ShmPeerLink>{{0, &ends[1]}}, 4096, true,
+                                          deadline);
+    });
+    mesh[0] =
+        std::make_unique<ShmMesh>(0, std::vector<ShmPeerLink>{{1, &ends[0]}}, 4096, true, deadline);
     other.join();
     REQUIRE(mesh[0]->channel(1) != nullptr);
     REQUIRE(mesh[1]->channel(0) != nullptr);
@@ -90,8 +96,8 @@ TEST_CASE("shm ring: fills, refuses when full, empties, and wraps around in orde
   RingInSegment ring(64);
   std::vector<unsigned char> in(100), out(100);
   for (size_t i = 0; i < in.size(); ++i) in[i] = pattern(i);
-  CHECK(ring.consumer.pop(out.data(), 10) == 0);      // empty
-  CHECK(ring.producer.push(in.data(), 100) == 64);    // only the capacity fits
+  CHECK(ring.consumer.pop(out.data(), 10) == 0);       // empty
+  CHECK(ring.producer.push(in.data(), 100) == 64);     // only the capacity fits
   CHECK(ring.producer.push(in.data() + 64, 36) == 0);  // full
   CHECK(ring.consumer.pop(out.data(), 40) == 40);
   CHECK(ring.producer.push(in.data() + 64, 36) == 36);  // wraps past the end of the ring
@@ -156,7 +162,8 @@ TEST_CASE("shm segment: a reservation that does not fit fails saying needed and 
   CHECK(message.find("MemAvailable") != std::string::npos);
 }
 
-TEST_CASE("shm doorbell: a sleeping rank is woken by its peer's bytes, a spinning one gets no write") {
+TEST_CASE(
+    "shm doorbell: a sleeping rank is woken by its peer's bytes, a spinning one gets no write") {
   MeshPair pair;
   ShmChannel* to1 = pair.mesh[0]->channel(1);
   ShmChannel* to0 = pair.mesh[1]->channel(0);
@@ -194,7 +201,9 @@ TEST_CASE("shm doorbell: a sleeping rank is woken by its peer's bytes, a spinnin
   mesh[0]->end_sleep();
 }
 
-TEST_CASE("shm channel: large sends are copied straight from the sender (one copy), small ones through the ring") {
+TEST_CASE(
+    "shm channel: large sends are copied straight from the sender (one copy), small ones through "
+    "the ring") {
   MeshPair pair;
   ShmChannel* to1 = pair.mesh[0]->channel(1);
   ShmChannel* to0 = pair.mesh[1]->channel(0);
@@ -209,16 +218,17 @@ TEST_CASE("shm channel: large sends are copied straight from the sender (one cop
   to0->post_recv(in.data(), 2);
   to0->post_recv(in.data() + 2, big + 1);
   to0->post_recv(in.data() + 3 + big, 5);
-  CHECK(to1->progress());       // three frames: 3 bytes inline, 1 MiB by address, 5 inline
-  CHECK(to1->sending());        // the 1 MiB send waits until rank 1 has copied it
-  CHECK(to0->progress());       // one pass takes it all: no 4 KiB ring could carry 1 MiB
+  CHECK(to1->progress());  // three frames: 3 bytes inline, 1 MiB by address, 5 inline
+  CHECK(to1->sending());   // the 1 MiB send waits until rank 1 has copied it
+  CHECK(to0->progress());  // one pass takes it all: no 4 KiB ring could carry 1 MiB
   CHECK(to0->recvs_done() == 3);
   CHECK(in == out);
-  CHECK(to1->progress());       // rank 1 counted the frame copied: the send completes
+  CHECK(to1->progress());  // rank 1 counted the frame copied: the send completes
   CHECK_FALSE(to1->sending());
 }
 
-TEST_CASE("shm channel: random send and receive sizes, inline and copied frames, keep the byte stream") {
+TEST_CASE(
+    "shm channel: random send and receive sizes, inline and copied frames, keep the byte stream") {
   MeshPair pair;
   ShmChannel* to1 = pair.mesh[0]->channel(1);
   ShmChannel* to0 = pair.mesh[1]->channel(0);
@@ -255,7 +265,8 @@ TEST_CASE("transport: ranks on this host share memory unless RINGGRAD_TRANSPORT 
     net::SameHostLink mode;
     net::Link want;
   };
-  for (const Case c : {Case{net::SameHostLink::automatic, net::Link::shm}, Case{net::SameHostLink::shm, net::Link::shm},
+  for (const Case c : {Case{net::SameHostLink::automatic, net::Link::shm},
+                       Case{net::SameHostLink::shm, net::Link::shm},
                        Case{net::SameHostLink::unix_socket, net::Link::unix_socket},
                        Case{net::SameHostLink::tcp, net::Link::tcp}}) {
     CAPTURE(net::link_name(c.want));
@@ -299,7 +310,9 @@ TEST_CASE("transport: ranks on this host share memory unless RINGGRAD_TRANSPORT 
   }
 }
 
-TEST_CASE("transport: ranks whose RINGGRAD_TRANSPORT differ agree on the link at once, or fail saying why") {
+TEST_CASE(
+    "transport: ranks whose RINGGRAD_TRANSPORT differ agree on the link at once, or fail saying "
+    "why") {
   // Rank 1 does not offer shared memory; rank 0 must not wait for its offer (the setup timeout
   // would show as a TimeoutError), and with shm required it names the reason.
   for (const auto mode : {net::SameHostLink::automatic, net::SameHostLink::shm}) {
@@ -322,7 +335,8 @@ TEST_CASE("transport: ranks whose RINGGRAD_TRANSPORT differ agree on the link at
     CHECK(error[1] == "");
     CHECK(links[1] == net::Link::unix_socket);
     if (required) {
-      CHECK(error[0].find("RINGGRAD_TRANSPORT=shm: rank 0 cannot share memory with rank 1") != std::string::npos);
+      CHECK(error[0].find("RINGGRAD_TRANSPORT=shm: rank 0 cannot share memory with rank 1") !=
+            std::string::npos);
       CHECK(error[0].find("does not offer it") != std::string::npos);
     } else {
       CHECK(error[0] == "");

@@ -54,7 +54,8 @@ class DeferringCopier : public collectives::StagingCopier {
   }
   void wait_to_host(int slot) override {
     note("wait_to_host", slot);
-    if (in_[slot].block.rows) copy_block(in_[slot].device, slots_[slot].data(), in_[slot].block, true);
+    if (in_[slot].block.rows)
+      copy_block(in_[slot].device, slots_[slot].data(), in_[slot].block, true);
     in_[slot] = {};
   }
   void wait_to_device() override {
@@ -71,7 +72,8 @@ class DeferringCopier : public collectives::StagingCopier {
     if (log) log->push_back(slot < 0 ? std::string(what) : str_cat(what, " ", slot));
   }
   void flush_out(int slot) {
-    if (out_[slot].block.rows) copy_block(out_[slot].device, slots_[slot].data(), out_[slot].block, false);
+    if (out_[slot].block.rows)
+      copy_block(out_[slot].device, slots_[slot].data(), out_[slot].block, false);
     out_[slot] = {};
   }
   std::vector<unsigned char> slots_[kSlots];
@@ -100,8 +102,9 @@ StagedBlock block(size_t device_offset, size_t device_pitch, size_t host_offset,
 
 TEST_CASE("staging: chunk schedule for sizes that do and do not divide by the chunk") {
   CHECK(collectives::chunk_elems_for(24, 4) == 6);
-  CHECK(collectives::chunk_elems_for(2, 8) == 1);  // a chunk smaller than an element still moves one
-  CHECK(collectives::chunks_for(0, 6) == 1);       // count 0 still meets its peers once
+  CHECK(collectives::chunk_elems_for(2, 8) ==
+        1);                                   // a chunk smaller than an element still moves one
+  CHECK(collectives::chunks_for(0, 6) == 1);  // count 0 still meets its peers once
   CHECK(collectives::chunks_for(12, 6) == 2);
   CHECK(collectives::chunks_for(13, 6) == 3);
   CHECK(collectives::chunk_range(13, 6, 2).begin == 12);
@@ -118,7 +121,8 @@ TEST_CASE("staging: chunk schedule for sizes that do and do not divide by the ch
   const StagedChunk g = collectives::allgather_chunk(10, 3, 1, 4, 2);
   CHECK(same_block(g.in, block(8, 0, 2, 0, 2, 1)));
   CHECK(same_block(g.out, block(8, 10, 0, 2, 2, 3)));
-  // reduce_scatter, 5 floats per rank, 2 per chunk, rank 2 of 3: chunk 2 is element 4 of each block.
+  // reduce_scatter, 5 floats per rank, 2 per chunk, rank 2 of 3: chunk 2 is element 4 of each
+  // block.
   const StagedChunk r = collectives::reduce_scatter_chunk(5, 4, 3, 2, 2, 2);
   CHECK(same_block(r.in, block(16, 20, 0, 4, 4, 3)));
   CHECK(same_block(r.out, block(16, 0, 8, 0, 4, 1)));
@@ -139,23 +143,25 @@ TEST_CASE("staging: the copy in of chunk k+1 and the copy out of k-1 overlap the
         for (size_t i = 0; i < collectives::chunk_range(10, 4, k).size; ++i) slot[i] *= 2;
       });
   const std::vector<std::string> want = {
-      "to_host 0", "to_host 1", "wait_to_host 0", "transfer 0", "to_device 0",
-      "to_host 0", "wait_to_host 1", "transfer 1", "to_device 1",
-      "wait_to_host 0", "transfer 2", "to_device 0", "wait_to_device"};
+      "to_host 0",  "to_host 1",      "wait_to_host 0", "transfer 0",  "to_device 0",
+      "to_host 0",  "wait_to_host 1", "transfer 1",     "to_device 1", "wait_to_host 0",
+      "transfer 2", "to_device 0",    "wait_to_device"};
   CHECK(log == want);
   for (size_t i = 0; i < device_out.size(); ++i) CHECK(device_out[i] == 2 * (i + 1));
 }
 
 namespace {
 
-std::unique_ptr<net::SocketTransport> make_transport(std::shared_ptr<Store> store, int rank, int world) {
+std::unique_ptr<net::SocketTransport> make_transport(std::shared_ptr<Store> store, int rank,
+                                                     int world) {
   net::SocketTransportOptions o;
   o.setup_timeout = Milliseconds(20000);
   return std::make_unique<net::SocketTransport>(std::move(store), "staging/", rank, world, o);
 }
 
 // Buffer bytes of `count` values v(i) in `dtype`.
-std::vector<unsigned char> values(DType dtype, int64_t count, const std::function<double(int64_t)>& v) {
+std::vector<unsigned char> values(DType dtype, int64_t count,
+                                  const std::function<double(int64_t)>& v) {
   Tensor t = Tensor::empty({count}, dtype);
   for (int64_t i = 0; i < count; ++i) t.set_element(i, v(i));
   const auto* p = static_cast<const unsigned char*>(t.raw_data());
@@ -186,13 +192,16 @@ TEST_CASE("staging: staged collectives equal the reference, sizes not divisible 
       collectives::Staging staging{copier, scratch, kChunkBytes};
       auto& errs = errors[rank];
       int seq = 0;
-      auto begin = [&] { t.begin(str_cat("staged #", seq++), Clock::now() + std::chrono::seconds(20)); };
+      auto begin = [&] {
+        t.begin(str_cat("staged #", seq++), Clock::now() + std::chrono::seconds(20));
+      };
       for (DType dtype : {DType::f32, DType::bf16, DType::i64})
         for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max})
           for (int64_t count : {0, 1, 7, 29, 100})
             for (bool in_place : {true, false}) {
-              const std::string what = str_cat(dtype_name(dtype), " ", reduce_op_name(op), " count ", count,
-                                               in_place ? " in place" : " out of place");
+              const std::string what =
+                  str_cat(dtype_name(dtype), " ", reduce_op_name(op), " count ", count,
+                          in_place ? " in place" : " out of place");
               const size_t elem = dtype_size(dtype), n = static_cast<size_t>(count);
               auto mine = [&](int64_t i) { return input_value(op, dtype, rank, i); };
               auto reduced = [&](int64_t i) { return expected_value(op, dtype, world, i); };
@@ -202,28 +211,36 @@ TEST_CASE("staging: staged collectives equal the reference, sizes not divisible 
               unsigned char* dst = in_place ? in.data() : out.data();
               begin();
               collectives::staged_allreduce(t, staging, in.data(), dst, n, dtype, op, "");
-              expect_bytes(in_place ? in : out, values(dtype, count, reduced), 0, "allreduce " + what, errs);
+              expect_bytes(in_place ? in : out, values(dtype, count, reduced), 0,
+                           "allreduce " + what, errs);
 
               const int root = static_cast<int>(count % world);
               in = values(dtype, count, mine);
               std::fill(out.begin(), out.end(), 0);
               begin();
-              collectives::staged_reduce(t, staging, in.data(), in_place ? in.data() : out.data(), n, dtype, op, root);
-              if (rank == root) expect_bytes(in_place ? in : out, values(dtype, count, reduced), 0, "reduce " + what, errs);
+              collectives::staged_reduce(t, staging, in.data(), in_place ? in.data() : out.data(),
+                                         n, dtype, op, root);
+              if (rank == root)
+                expect_bytes(in_place ? in : out, values(dtype, count, reduced), 0,
+                             "reduce " + what, errs);
 
               in = values(dtype, count, mine);
               std::fill(out.begin(), out.end(), 0);
               begin();
-              collectives::staged_broadcast(t, staging, in.data(), in_place ? in.data() : out.data(), n * elem, root);
-              expect_bytes(in_place ? in : out,
-                           values(dtype, count, [&](int64_t i) { return input_value(op, dtype, root, i); }), 0,
-                           "broadcast " + what, errs);
+              collectives::staged_broadcast(t, staging, in.data(),
+                                            in_place ? in.data() : out.data(), n * elem, root);
+              expect_bytes(
+                  in_place ? in : out,
+                  values(dtype, count, [&](int64_t i) { return input_value(op, dtype, root, i); }),
+                  0, "broadcast " + what, errs);
 
-              // allgather: rank r's `count` values land in block r; in place, the input is block `rank`.
+              // allgather: rank r's `count` values land in block r; in place, the input is block
+              // `rank`.
               std::vector<unsigned char> all(n * elem * world, 0);
               std::vector<unsigned char> want_all;
               for (int r = 0; r < world; ++r) {
-                auto block = values(dtype, count, [&](int64_t i) { return input_value(op, dtype, r, i); });
+                auto block =
+                    values(dtype, count, [&](int64_t i) { return input_value(op, dtype, r, i); });
                 want_all.insert(want_all.end(), block.begin(), block.end());
               }
               in = values(dtype, count, mine);
@@ -241,11 +258,14 @@ TEST_CASE("staging: staged collectives equal the reference, sizes not divisible 
               std::vector<unsigned char> full = values(dtype, count * world, mine);
               std::vector<unsigned char> block(n * elem, 0);
               begin();
-              collectives::staged_reduce_scatter(t, staging, full.data(),
-                                          in_place ? full.data() + rank * n * elem : block.data(), n,
-                                          dtype, op);
+              collectives::staged_reduce_scatter(
+                  t, staging, full.data(), in_place ? full.data() + rank * n * elem : block.data(),
+                  n, dtype, op);
               expect_bytes(in_place ? full : block,
-                           values(dtype, count, [&](int64_t i) { return expected_value(op, dtype, world, rank * count + i); }),
+                           values(dtype, count,
+                                  [&](int64_t i) {
+                                    return expected_value(op, dtype, world, rank * count + i);
+                                  }),
                            in_place ? rank * n * elem : 0, "reduce_scatter " + what, errs);
             }
       if (world == 2) {  // send/recv: 101 bytes, five chunks and a remainder

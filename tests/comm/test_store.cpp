@@ -236,7 +236,8 @@ TEST_CASE("tcp store: a client of another generation is refused") {
 }
 
 TEST_CASE("tcp store: connect retries until the server appears, and names the address if not") {
-  const int port = ringgrad::testing::reserved_port();  // refuses connects; the late server binds it
+  const int port =
+      ringgrad::testing::reserved_port();  // refuses connects; the late server binds it
   TcpStoreOptions o;
   o.port = port;
   o.connect_timeout = Milliseconds(300);

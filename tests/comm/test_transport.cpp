@@ -3,7 +3,6 @@
 // peer is reached over a unix socket instead of TCP.
 // Loopback only: a second host is faked by publishing its address entry in the store.
 #include <doctest/doctest.h>
-
 #include <unistd.h>
 
 #include <cstdlib>
@@ -24,8 +23,12 @@ using namespace ringgrad::comm::testing;
 
 namespace {
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+bool starts_with(const std::string& s, const std::string& prefix) {
+  return s.rfind(prefix, 0) == 0;
+}
 
 // Sets an environment variable for one scope (tests run one at a time).
 struct ScopedEnv {
@@ -50,7 +53,8 @@ TEST_CASE("interface: the route to a 127.0.0.1 store host is loopback, and so is
                        IoError);
 }
 
-TEST_CASE("interface: ranks on a TcpStore at 127.0.0.1 (also under a PrefixStore) publish loopback") {
+TEST_CASE(
+    "interface: ranks on a TcpStore at 127.0.0.1 (also under a PrefixStore) publish loopback") {
   TcpStoreServer server(TcpStoreServerOptions{});
   spawn(2, [&](int rank) {
     auto pg = make_ring_group(connect_to(server), rank, 2, "routed");

@@ -12,7 +12,7 @@ TEST_CASE("half: exact values and specials") {
   CHECK(float_to_half(1.0f).bits == 0x3c00);
   CHECK(float_to_half(-2.0f).bits == 0xc000);
   CHECK(float_to_half(65504.0f).bits == 0x7bff);
-  CHECK(float_to_half(65520.0f).bits == 0x7c00);  // rounds to inf
+  CHECK(float_to_half(65520.0f).bits == 0x7c00);               // rounds to inf
   CHECK(float_to_half(std::ldexp(1.0f, -24)).bits == 0x0001);  // smallest subnormal
   CHECK(float_to_half(std::ldexp(1.0f, -26)).bits == 0x0000);  // below half of it: zero
   CHECK(std::isnan(half_to_float(float_to_half(std::numeric_limits<float>::quiet_NaN()))));

@@ -12,8 +12,8 @@ using namespace ringgrad;
 TEST_CASE("philox4x32-10 matches the Random123 known-answer vectors") {
   auto z = philox4x32({0, 0, 0, 0}, {0, 0});
   CHECK(z == std::array<uint32_t, 4>{0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u});
-  auto f = philox4x32({0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu},
-                      {0xffffffffu, 0xffffffffu});
+  auto f =
+      philox4x32({0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu}, {0xffffffffu, 0xffffffffu});
   CHECK(f == std::array<uint32_t, 4>{0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu});
 }
 

@@ -226,7 +226,8 @@ TEST_CASE("gpu batchnorm: every entry point matches the CPU, per-channel tensors
   }
 }
 
-TEST_CASE("gpu elementwise: relu, add, add_, add_relu, scale_ and increment_ match the CPU exactly") {
+TEST_CASE(
+    "gpu elementwise: relu, add, add_, add_relu, scale_ and increment_ match the CPU exactly") {
   if (skip_without_cuda()) return;
   Generator g(5);
   const Shape s{3, 7, 11};

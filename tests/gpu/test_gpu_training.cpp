@@ -6,12 +6,12 @@
 #include "comm/process_group/process_group.h"
 #include "comm/store/hash_store.h"
 #include "nn/autograd/ops.h"
-#include "nn/train/checkpoint.h"
-#include "tests/nn/temp_dir.h"
 #include "nn/data/mnist.h"
 #include "nn/models/resnet.h"
 #include "nn/optim/sgd.h"
+#include "nn/train/checkpoint.h"
 #include "tests/gpu/gpu_fixtures.h"
+#include "tests/nn/temp_dir.h"
 
 using namespace ringgrad;
 using namespace ringgrad::nn;

@@ -51,9 +51,13 @@ int free_port_pair() {
 
 std::vector<std::string> check_node(int nnodes, int node_rank, int port,
                                     std::vector<std::string> extra = {}) {
-  std::vector<std::string> args = {"--check",     "--nnodes",    std::to_string(nnodes),
-                                   "--node-rank", std::to_string(node_rank),
-                                   "--master-port", std::to_string(port)};
+  std::vector<std::string> args = {"--check",
+                                   "--nnodes",
+                                   std::to_string(nnodes),
+                                   "--node-rank",
+                                   std::to_string(node_rank),
+                                   "--master-port",
+                                   std::to_string(port)};
   args.insert(args.end(), extra.begin(), extra.end());
   return launcher(args);
 }
@@ -115,7 +119,7 @@ TEST_CASE("check: a worker port held by another program fails that node's row") 
   const int port = free_port_pair();
   int base = 0;
   std::unique_ptr<HeldPort> held;
-  while (!held) {  // node 0 probes base, node 1 base + 1, which this test holds
+  while (!held) {               // node 0 probes base, node 1 base + 1, which this test holds
     base = HeldPort(0).port();  // released at once: node 0 binds it without SO_REUSEADDR
     held = std::make_unique<HeldPort>(base + 1);
     if (held->fd < 0) held.reset();

@@ -261,8 +261,8 @@ TEST_CASE("worker env: Slurm variables start a job without RANK, a conflicting R
 
 TEST_CASE("ringgrad-run: the token, a loopback bind address and --timeout reach the workers") {
   TempDir dir;
-  auto r = run(probe_job("2", dir, {}, {"--rdzv-conf", "token=s3cret", "--timeout", "7"}),
-               seconds(60));
+  auto r =
+      run(probe_job("2", dir, {}, {"--rdzv-conf", "token=s3cret", "--timeout", "7"}), seconds(60));
   REQUIRE_MESSAGE(r.status.ok(), r.err);
   for (int rank = 0; rank < 2; ++rank) {
     auto env = read_env_file(dir.path() + "/env." + std::to_string(rank) + ".0");
@@ -272,12 +272,13 @@ TEST_CASE("ringgrad-run: the token, a loopback bind address and --timeout reach 
   }
 }
 
-TEST_CASE("ringgrad-run: a second job on a busy c10d endpoint is refused at once, the first runs on") {
+TEST_CASE(
+    "ringgrad-run: a second job on a busy c10d endpoint is refused at once, the first runs on") {
   const std::string endpoint = "127.0.0.1:" + std::to_string(reserved_port());
   TempDir dir;
   auto job = [&](const std::string& id, const std::vector<std::string>& program) {
-    std::vector<std::string> args = {"--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint,
-                                     "--rdzv-id", id, "--nproc-per-node", "1"};
+    std::vector<std::string> args = {"--rdzv-backend", "c10d", "--rdzv-endpoint",  endpoint,
+                                     "--rdzv-id",      id,     "--nproc-per-node", "1"};
     args.insert(args.end(), program.begin(), program.end());
     return launcher(args);
   };
@@ -373,7 +374,7 @@ TEST_CASE("ringgrad-run: --timeout S brings down a job with a frozen worker afte
   pid_t frozen = 0;
   std::ifstream(dir.path() + "/pid.1.0") >> frozen;
   REQUIRE(frozen > 0);
-  ::kill(frozen, SIGSTOP);  // alive but silent: only the collective timeout can notice
+  ::kill(frozen, SIGSTOP);         // alive but silent: only the collective timeout can notice
   auto r = job.wait(seconds(60));  // without --timeout: 600 s
   REQUIRE_FALSE(r.timed_out);
   CHECK(r.status.code == 1);
@@ -384,7 +385,8 @@ TEST_CASE("ringgrad-run: --timeout S brings down a job with a frozen worker afte
   CHECK(all_gone(read_pids(dir.path(), "pid."), seconds(10)));
 }
 
-TEST_CASE("ringgrad-run: the workers' store listens on loopback under --standalone, token required") {
+TEST_CASE(
+    "ringgrad-run: the workers' store listens on loopback under --standalone, token required") {
   TempDir dir;
   Child job(ring_job(dir, {"--rdzv-conf", "token=s3cret"}));
   REQUIRE(all_joined(dir, 2));
@@ -422,22 +424,30 @@ TEST_CASE("ringgrad-run: values that would fail later or silently are refused up
       {{"--ssh-port", "70000"}, "--ssh-port: must be a whole number from 1 to 65535", {}},
       {{"--check-port", "-5"}, "--check-port: must be a whole number from 1 to 65535", {}},
       {{"--rdzv-backend", "c10d", "--rdzv-endpoint", "[::1]:29400"},
-       "IPv6 endpoints are not supported yet; use an IPv4 address or a host name", {}},
+       "IPv6 endpoints are not supported yet; use an IPv4 address or a host name",
+       {}},
       {{"--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:29734:5"}, "more than one ':'", {}},
       {{"--node-rank", "-1"}, "--node-rank: must be a whole number from 0 to 99999, got '-1'", {}},
-      {{"--node-rank", "2.5"}, "--node-rank: must be a whole number from 0 to 99999, got '2.5'", {}},
+      {{"--node-rank", "2.5"},
+       "--node-rank: must be a whole number from 0 to 99999, got '2.5'",
+       {}},
       {{"--master-port", "1e3"}, "--master-port: must be a whole number from 0 to 65535", {}},
       {{"--nproc-per-node", "100000"}, "need a count from 1 to 1024", {}},
       {{"--max-restarts", "1e400"}, "--max-restarts: must be a whole number from 0 to 10000", {}},
       {{"--nnodes", "2", "--node-rank", "0", "--monitor-interval", "60"},
-       "--monitor-interval 60 s: a node checks in once per interval", {}},
+       "--monitor-interval 60 s: a node checks in once per interval",
+       {}},
       {{"--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:0"},
-       "picks a port on one host only", {}},
-      {{"--rdzv-id", "../elsewhere", "--log-dir", "/tmp"}, "--rdzv-id '../elsewhere': give a name", {}},
+       "picks a port on one host only",
+       {}},
+      {{"--rdzv-id", "../elsewhere", "--log-dir", "/tmp"},
+       "--rdzv-id '../elsewhere': give a name",
+       {}},
       {{"--rdzv-id", ""}, "--rdzv-id '': give a name", {}},
       {{"--rdzv-id", ".."}, "other than '.' and '..'", {}},
       {{"--standalone"}, "RINGGRAD_STORE_TOKEN is set but empty", {{"RINGGRAD_STORE_TOKEN", ""}}},
-      {{"--standalone"}, "RINGGRAD_STORE_MAX_MB='0' must be a whole number from 1 to",
+      {{"--standalone"},
+       "RINGGRAD_STORE_MAX_MB='0' must be a whole number from 1 to",
        {{"RINGGRAD_STORE_MAX_MB", "0"}}},
   };
   for (const auto& c : cases) {
@@ -451,12 +461,13 @@ TEST_CASE("ringgrad-run: values that would fail later or silently are refused up
     auto errors = lines_with(r.err, "ringgrad-run: error:");
     REQUIRE(errors.size() == 1);
     CHECK_MESSAGE(errors[0].find(c.says) != std::string::npos, errors[0]);
-    CHECK(errors[0].size() < 240);  // a sentence, not a 309-digit limit
+    CHECK(errors[0].size() < 240);                        // a sentence, not a 309-digit limit
     CHECK(errors[0].find(".cpp:") == std::string::npos);  // no source locations for users
   }
 }
 
-TEST_CASE("ringgrad-run: a program that cannot start is named in the summary, without source lines") {
+TEST_CASE(
+    "ringgrad-run: a program that cannot start is named in the summary, without source lines") {
   auto r = run(launcher({"--standalone", "/nonexistent/prog"}), seconds(30));
   REQUIRE_FALSE(r.timed_out);
   CHECK(r.status.code == 1);

@@ -24,7 +24,8 @@ bool python_has_torch() {
 
 TEST_CASE("ringgrad-run launches a PyTorch Gloo all-reduce unchanged") {
   if (!python_has_torch()) {
-    return skip_test(std::string(kPython) + " cannot import torch.distributed (Debian: python3-torch)");
+    return skip_test(std::string(kPython) +
+                     " cannot import torch.distributed (Debian: python3-torch)");
   }
   auto r = run(launcher({"--standalone", "--nproc-per-node", "2", kPython, GLOO_SCRIPT_PATH}),
                seconds(120));

@@ -7,9 +7,8 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "core/rng.h"
 #include "nn/autograd/ops.h"
@@ -34,7 +33,8 @@ std::string torch_missing() {
       if (run({kPython, "-c", "import torch, torchvision"}, seconds(120)).status.ok()) return "";
     } catch (const std::exception&) {
     }
-    return std::string(kPython) + " cannot import torch and torchvision (Debian: python3-torch, "
+    return std::string(kPython) +
+           " cannot import torch and torchvision (Debian: python3-torch, "
            "python3-torchvision; scripts/test.sh installs them as root)";
   }();
   return why;
@@ -70,10 +70,10 @@ TEST_CASE("PyTorch scores a checkpoint that ringgrad-train wrote at ringgrad's t
                     log = dir.path() + "/log.jsonl";
   // One epoch over 6000 images keeps the test short; the 1000 test images are scored by both.
   interop({"subset", kFashionMnist, data, "6000", "1000"});
-  RunResult trained = run({RINGGRAD_TRAIN_PATH, "--data", data, "--model", "resnet8", "--epochs",
-                           "1", "--batch-size", "64", "--threads", "2", "--save", ckpt,
-                           "--log-json", log},
-                          seconds(600));
+  RunResult trained =
+      run({RINGGRAD_TRAIN_PATH, "--data", data, "--model", "resnet8", "--epochs", "1",
+           "--batch-size", "64", "--threads", "2", "--save", ckpt, "--log-json", log},
+          seconds(600));
   INFO(trained.err);
   REQUIRE(trained.status.ok());
   const double ours = logged_test_accuracy(log);

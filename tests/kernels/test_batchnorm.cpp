@@ -5,8 +5,8 @@
 #include <limits>
 
 #include "core/rng.h"
-#include "kernels/ops.h"
 #include "kernels/batchnorm_math.h"
+#include "kernels/ops.h"
 #include "tests/kernels/gradcheck.h"
 
 using namespace ringgrad;
@@ -24,8 +24,8 @@ Tensor channels(const std::vector<double>& v) {
 Tensor train_output(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps) {
   Tensor y = like(x), mean = Tensor::empty({x.size(1)}, x.dtype()), invstd = like(mean);
   Tensor no_running_mean, no_running_var;
-  kernels::batchnorm_forward_train(y, mean, invstd, no_running_mean, no_running_var, x, gamma,
-                                   beta, 0.1, eps);
+  kernels::batchnorm_forward_train(y, mean, invstd, no_running_mean, no_running_var, x, gamma, beta,
+                                   0.1, eps);
   return y;
 }
 
@@ -66,18 +66,17 @@ TEST_CASE("batchnorm train forward: two-element channels worked by hand") {
 TEST_CASE("batchnorm train forward: matches PyTorch 1.13") {
   // Expected values from PyTorch 1.13: F.batch_norm(x, rm, rv, g, b, training=True,
   // momentum=0.1, eps=1e-5) in float64 with these x, g, b and rm = [0, 1], rv = [1, 2].
-  Tensor x = Tensor::from_vector<double>({0.5, -1.0, 2.0, 3.0, 1.5, -0.5, 1.0, 0.0, -2.0, 2.5, 4.0,
-                                          1.0},
-                                         {2, 2, 1, 3});
+  Tensor x = Tensor::from_vector<double>(
+      {0.5, -1.0, 2.0, 3.0, 1.5, -0.5, 1.0, 0.0, -2.0, 2.5, 4.0, 1.0}, {2, 2, 1, 3});
   Tensor gamma = channels({1.5, -0.5}), beta = channels({0.25, 1.0});
   Tensor running_mean = channels({0, 1}), running_var = channels({1, 2});
   Tensor y = like(x), save_mean = channels({0, 0}), save_invstd = channels({0, 0});
   kernels::batchnorm_forward_train(y, save_mean, save_invstd, running_mean, running_var, x, gamma,
                                    beta, 0.1, 1e-5);
-  const std::vector<double> torch_y = {
-      0.7291560156200596, -0.995805640612155,  2.4541176718522744, 0.6278119613027777,
-      1.1431492456527779, 1.8302656247861113,  1.3041432343641313, 0.15416879687598808,
-      -2.145780078100298, 0.799591056086111,   0.2842537717361109, 1.3149283404361112};
+  const std::vector<double> torch_y = {0.7291560156200596, -0.995805640612155,  2.4541176718522744,
+                                       0.6278119613027777, 1.1431492456527779,  1.8302656247861113,
+                                       1.3041432343641313, 0.15416879687598808, -2.145780078100298,
+                                       0.799591056086111,  0.2842537717361109,  1.3149283404361112};
   check_close(y, Tensor::from_vector<double>(torch_y, {12}), 1e-12, "y");
   check_close(running_mean, channels({0.008333333333333333, 1.0916666666666668}), 1e-12, "rm");
   check_close(running_var, channels({1.1041666666666667, 2.0541666666666667}), 1e-12, "rv");
@@ -200,7 +199,8 @@ TEST_CASE("batchnorm split functions composed equal the whole forward and backwa
 TEST_CASE("batchnorm float32 agrees with float64") {
   Generator g(13);
   Tensor x = random_tensor({2, 4, 3, 3}, g, DType::f64, 2.0);
-  Tensor gamma = random_tensor({4}, g), beta = random_tensor({4}, g), dy = random_tensor(x.shape(), g);
+  Tensor gamma = random_tensor({4}, g), beta = random_tensor({4}, g),
+         dy = random_tensor(x.shape(), g);
   auto run = [&](DType t, Tensor& dx) {
     Tensor xt = x.to(t), gt = gamma.to(t), y = like(xt), mean = like(gt), invstd = like(gt);
     Tensor none_mean, none_var, no_dgamma, no_dbeta;
@@ -231,9 +231,9 @@ TEST_CASE("batchnorm rejects bad arguments with a message") {
   SUBCASE("one value per channel cannot be normalised in training") {
     Tensor x1 = Tensor::zeros({1, 3, 1, 1}, DType::f64), y1 = like(x1);
     Tensor m = like(mean), s = like(mean);
-    CHECK_THROWS_WITH_AS(kernels::batchnorm_forward_train(y1, m, s, none, none, x1, none, none,
-                                                          0.1, 1e-5),
-                         doctest::Contains("more than one value per channel"), Error);
+    CHECK_THROWS_WITH_AS(
+        kernels::batchnorm_forward_train(y1, m, s, none, none, x1, none, none, 0.1, 1e-5),
+        doctest::Contains("more than one value per channel"), Error);
   }
   SUBCASE("integer data") {
     Tensor xi = Tensor::zeros({2, 3, 2, 2}, DType::i32), yi = like(xi);

@@ -49,18 +49,26 @@ TEST_CASE("cast: f32 to bf16 rounds to nearest even") {
       one + std::ldexp(1.0f, -8),                          // tie: to the even 1.0
       one + 3 * std::ldexp(1.0f, -8),                      // tie: up to the even 1 + 2^-6
       one + std::ldexp(1.0f, -8) + std::ldexp(1.0f, -20),  // past the tie: up
-      -0.0f, kInf, -kInf, std::numeric_limits<float>::max()};  // FLT_MAX rounds to inf
+      -0.0f,
+      kInf,
+      -kInf,
+      std::numeric_limits<float>::max()};  // FLT_MAX rounds to inf
   const std::vector<uint16_t> expected = {0x3f80, 0x3f80, 0x3f82, 0x3f81,
                                           0x8000, 0x7f80, 0xff80, 0x7f80};
   CHECK(bits_of(cast_to(Tensor::from_vector(values, {8}), DType::bf16)) == expected);
-  CHECK(std::isnan(cast_to(Tensor::from_vector<float>({kNaN}, {1}), DType::bf16)
-                       .to(DType::f32).item()));
+  CHECK(std::isnan(
+      cast_to(Tensor::from_vector<float>({kNaN}, {1}), DType::bf16).to(DType::f32).item()));
 }
 
 TEST_CASE("cast: f32 to f16 rounds to nearest even, overflows to inf, keeps subnormals") {
-  const std::vector<float> values = {1.0f, 1.0f + std::ldexp(1.0f, -11),
-                                     1.0f + 3 * std::ldexp(1.0f, -11), 65504.0f, 65520.0f,
-                                     -70000.0f, std::ldexp(1.0f, -24), std::ldexp(1.0f, -26)};
+  const std::vector<float> values = {1.0f,
+                                     1.0f + std::ldexp(1.0f, -11),
+                                     1.0f + 3 * std::ldexp(1.0f, -11),
+                                     65504.0f,
+                                     65520.0f,
+                                     -70000.0f,
+                                     std::ldexp(1.0f, -24),
+                                     std::ldexp(1.0f, -26)};
   const std::vector<uint16_t> expected = {0x3c00, 0x3c00, 0x3c02, 0x7bff,
                                           0x7c00, 0xfc00, 0x0001, 0x0000};
   CHECK(bits_of(cast_to(Tensor::from_vector(values, {8}), DType::f16)) == expected);

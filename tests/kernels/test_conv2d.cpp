@@ -185,11 +185,11 @@ TEST_CASE("conv2d forward and backward match the direct f64 reference over many 
       {{3, 2, 1, 2}, {4, 2, 3, 3}, 1, 1, 1, 1, true},     // kernel rows 0, 2 see only padding
       {{2, 1, 1, 1}, {2, 1, 3, 3}, 4, 4, 3, 3, true},     // every output is padding: y = bias
       // Stride 1: dx is the conv of dy with the flipped kernel, padded kernel - 1 - pad ...
-      {{2, 3, 6, 5}, {4, 3, 3, 3}, 1, 1, 0, 0, false},    // ... by 2 (no padding here)
-      {{2, 2, 5, 6}, {3, 2, 3, 2}, 1, 1, 2, 1, true},     // ... by 0, 3x2 kernel
-      {{2, 2, 4, 4}, {3, 2, 2, 2}, 1, 1, 2, 0, false},    // pad_h > R - 1: dx by col2im
-      {{11, 5, 3, 3}, {4, 5, 3, 3}, 1, 1, 1, 1, true},    // ... and dw from its column matrix,
-                                                          // tiny images batched per GEMM
+      {{2, 3, 6, 5}, {4, 3, 3, 3}, 1, 1, 0, 0, false},  // ... by 2 (no padding here)
+      {{2, 2, 5, 6}, {3, 2, 3, 2}, 1, 1, 2, 1, true},   // ... by 0, 3x2 kernel
+      {{2, 2, 4, 4}, {3, 2, 2, 2}, 1, 1, 2, 0, false},  // pad_h > R - 1: dx by col2im
+      {{11, 5, 3, 3}, {4, 5, 3, 3}, 1, 1, 1, 1, true},  // ... and dw from its column matrix,
+                                                        // tiny images batched per GEMM
   };
   Generator gen(7);
   ThreadCountGuard guard;

@@ -59,7 +59,8 @@ TEST_CASE("add_relu: forward by hand, gradient of relu(a + b) through relu_backw
   CHECK(y.to_vector<float>() == std::vector<float>{0, 0, 1.5f, 3});
 
   Generator g(8);
-  Tensor ad = random_tensor({4, 9}, g), bd = random_tensor({4, 9}, g), dy = random_tensor({4, 9}, g);
+  Tensor ad = random_tensor({4, 9}, g), bd = random_tensor({4, 9}, g),
+         dy = random_tensor({4, 9}, g);
   Tensor yd = Tensor::empty({4, 9}, DType::f64), dsum = Tensor::empty({4, 9}, DType::f64);
   kernels::add_relu_forward(yd, ad, bd);
   kernels::relu_backward(dsum, dy, yd);

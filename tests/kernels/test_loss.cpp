@@ -35,9 +35,8 @@ TEST_CASE("cross entropy forward worked by hand") {
   const double loss = loss_of(logits, labels_of({0, 1}), &log_probs);
   CHECK(loss == doctest::Approx((std::log(2.0) + std::log(4.0 / 3.0)) / 2).epsilon(1e-14));
   check_close(log_probs,
-              Tensor::from_vector<double>({std::log(0.5), std::log(0.5), std::log(0.25),
-                                           std::log(0.75)},
-                                          {2, 2}),
+              Tensor::from_vector<double>(
+                  {std::log(0.5), std::log(0.5), std::log(0.25), std::log(0.75)}, {2, 2}),
               1e-14, "log_probs");
 }
 
@@ -117,8 +116,9 @@ TEST_CASE("count_correct never counts a row holding a NaN logit") {
 TEST_CASE("cross entropy rejects bad labels and shapes") {
   Tensor logits = Tensor::zeros({3, 4}), log_probs = Tensor::empty({3, 4});
   Tensor loss = Tensor::empty({});
-  CHECK_THROWS_WITH_AS(kernels::cross_entropy_forward(loss, log_probs, logits, labels_of({0, 5, 1})),
-                       doctest::Contains("label 5 in row 1"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(
+      kernels::cross_entropy_forward(loss, log_probs, logits, labels_of({0, 5, 1})),
+      doctest::Contains("label 5 in row 1"), InvalidArgument);
   CHECK_THROWS_WITH_AS(kernels::count_correct(logits, labels_of({0, 1, -1})),
                        doctest::Contains("label -1 in row 2"), InvalidArgument);
   CHECK_THROWS_AS(kernels::cross_entropy_forward(loss, log_probs, logits, labels_of({0, 1})),
@@ -127,7 +127,6 @@ TEST_CASE("cross entropy rejects bad labels and shapes") {
   CHECK_THROWS_WITH_AS(kernels::cross_entropy_forward(loss, log_probs, logits, int32_labels),
                        doctest::Contains("int64"), Error);
   Tensor wrong_log_probs = Tensor::empty({4, 3});
-  CHECK_THROWS_AS(kernels::cross_entropy_forward(loss, wrong_log_probs, logits,
-                                                 labels_of({0, 1, 2})),
-                  Error);
+  CHECK_THROWS_AS(
+      kernels::cross_entropy_forward(loss, wrong_log_probs, logits, labels_of({0, 1, 2})), Error);
 }

@@ -55,8 +55,8 @@ TEST_CASE("maxpool 3x3 s2 p1 worked by hand, forward and backward") {
   //   3 3 7 1      (0,0): {1,5,3,3} -> 5 at 1     (0,1): {5,2,0,3,7,1} -> 7 at 6
   //   4 6 2 8      (1,0): {3,3,4,6,0,9} -> 9 at 13
   //   0 9 1 2      (1,1): {3,7,1,6,2,8,9,1,2} -> 9 at 13 (shared with (1,0))
-  Tensor x = Tensor::from_vector<float>({1, 5, 2, 0, 3, 3, 7, 1, 4, 6, 2, 8, 0, 9, 1, 2},
-                                        {1, 1, 4, 4});
+  Tensor x =
+      Tensor::from_vector<float>({1, 5, 2, 0, 3, 3, 7, 1, 4, 6, 2, 8, 0, 9, 1, 2}, {1, 1, 4, 4});
   MaxPoolResult r = maxpool(x, window(3, 2, 1));
   CHECK(r.y.to_vector<float>() == std::vector<float>{5, 7, 9, 9});
   CHECK(r.indices.to_vector<int32_t>() == std::vector<int32_t>{1, 6, 13, 13});

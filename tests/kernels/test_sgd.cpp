@@ -109,19 +109,19 @@ TEST_CASE("sgd over several steps follows torch.optim.SGD's algorithm") {
 TEST_CASE("sgd matches PyTorch 1.13 over three steps") {
   // Expected from PyTorch 1.13: torch.optim.SGD([p], lr=0.1, momentum=0.9, ...) in float64,
   // p = [1, -2, 0.5], p.grad set to each row of `grads` before each opt.step().
-  const std::vector<std::vector<double>> grads = {{0.5, -1.0, 0.25}, {0.1, 0.3, -0.2},
-                                                  {-0.4, 0.0, 1.0}};
+  const std::vector<std::vector<double>> grads = {
+      {0.5, -1.0, 0.25}, {0.1, 0.3, -0.2}, {-0.4, 0.0, 1.0}};
   SUBCASE("nesterov=True, weight_decay=0.01") {
-    check_close(run_kernel(sgd(0.1, 0.9, 0, 0.01, true), {1, -2, 0.5}, grads, DType::f64),
-                Tensor::from_vector<double>({0.869465558191, -1.722250616382, 0.2743925290955},
-                                            {3}),
-                1e-13, "nesterov");
+    check_close(
+        run_kernel(sgd(0.1, 0.9, 0, 0.01, true), {1, -2, 0.5}, grads, DType::f64),
+        Tensor::from_vector<double>({0.869465558191, -1.722250616382, 0.2743925290955}, {3}), 1e-13,
+        "nesterov");
   }
   SUBCASE("dampening=0.5, weight_decay=0.01") {
-    check_close(run_kernel(sgd(0.1, 0.9, 0.5, 0.01, false), {1, -2, 0.5}, grads, DType::f64),
-                Tensor::from_vector<double>({0.87093963725, -1.7493667744999999, 0.399213568625},
-                                            {3}),
-                1e-13, "dampening");
+    check_close(
+        run_kernel(sgd(0.1, 0.9, 0.5, 0.01, false), {1, -2, 0.5}, grads, DType::f64),
+        Tensor::from_vector<double>({0.87093963725, -1.7493667744999999, 0.399213568625}, {3}),
+        1e-13, "dampening");
   }
 }
 

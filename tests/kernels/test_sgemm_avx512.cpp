@@ -105,7 +105,8 @@ TEST_CASE("sgemm_avx512 matches an f64 reference across transposes and tile edge
       for (int64_t m : {1, 8, 13})
         for (int64_t n : {1, 16, 17, 48, 50, 100})
           for (int64_t k : {1, 16, 17, 384, 385, 900})
-            cases.push_back({op_a, op_b, m, n, k, (m + n + k) % 3, 0, 1.5f, (k % 2) ? 0.0f : -0.5f});
+            cases.push_back(
+                {op_a, op_b, m, n, k, (m + n + k) % 3, 0, 1.5f, (k % 2) ? 0.0f : -0.5f});
   // Rows of B 512 floats apart take the packed-B path.
   cases.push_back({Op::none, Op::none, 9, 40, 20, 0, 512, 1.0f, 1.0f});
   cases.push_back({Op::none, Op::none, 9, 512, 400, 0, 512, -1.0f, 0.0f});

@@ -15,7 +15,8 @@ namespace ringgrad::nn::testing {
 class TempDir {
  public:
   TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "ringgrad-test-XXXXXX").string();
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "ringgrad-test-XXXXXX").string();
     RG_CHECK(::mkdtemp(pattern.data()) != nullptr, "mkdtemp(", pattern, ") failed");
     path_ = pattern;
   }

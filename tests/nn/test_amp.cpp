@@ -107,8 +107,8 @@ TEST_CASE("autocast: conv2d and linear run in half, batch_norm and cross_entropy
     REQUIRE(amp::autocast_dtype() == half);
     Variable conv = conv2d(Variable(b.x), net.conv_w, Variable(), p);
     CHECK(conv.value().dtype() == half);
-    Variable bn = batch_norm(conv, net.gamma, net.beta, net.running_mean, net.running_var, true,
-                             0.1, 1e-5);
+    Variable bn =
+        batch_norm(conv, net.gamma, net.beta, net.running_mean, net.running_var, true, 0.1, 1e-5);
     CHECK(bn.value().dtype() == DType::f32);
     CHECK(relu(bn).value().dtype() == DType::f32);  // outside both lists: its input's dtype
     Variable logits = linear(global_avg_pool(bn), net.fc_w, net.fc_b);

@@ -14,7 +14,8 @@ namespace {
 // A small residual network in f64 built from every differentiable op.
 struct TinyNet {
   Variable w1, gamma, beta, w2, fc_w, fc_b;
-  Tensor running_mean = Tensor::zeros({3}, DType::f64), running_var = Tensor::full({3}, 1.0, DType::f64);
+  Tensor running_mean = Tensor::zeros({3}, DType::f64),
+         running_var = Tensor::full({3}, 1.0, DType::f64);
   Tensor labels = Tensor::from_vector<int64_t>({1, 0, 3}, {3});
 
   explicit TinyNet(Generator& g)

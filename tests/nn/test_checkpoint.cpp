@@ -87,7 +87,8 @@ TEST_CASE("checkpoint: resuming with another seed, global batch or data set name
 
   CheckpointInfo seed = run_info();
   seed.seed = 4;
-  std::string msg = invalid_argument_of([&] { load_checkpoint(path, other.model, other.sgd, seed); });
+  std::string msg =
+      invalid_argument_of([&] { load_checkpoint(path, other.model, other.sgd, seed); });
   CHECK(msg.find("--seed 3, this run has 4") != std::string::npos);
   CHECK(msg.find("--init-from") != std::string::npos);
 
@@ -120,7 +121,8 @@ TEST_CASE("checkpoint: missing, stray or misshapen momentum buffers are refused,
   CHECK(load_safetensors(path).metadata.at("momentum_buffers") == "2");
   Trained other;
   auto refusal = [&] {
-    return invalid_argument_of([&] { load_checkpoint(edited, other.model, other.sgd, run_info()); });
+    return invalid_argument_of(
+        [&] { load_checkpoint(edited, other.model, other.sgd, run_info()); });
   };
   auto drop = [](const std::string& prefix) {
     return [prefix](NamedTensors& t, auto&) {
@@ -143,8 +145,9 @@ TEST_CASE("checkpoint: missing, stray or misshapen momentum buffers are refused,
     for (auto& [name, tensor] : t)
       if (name == "optimizer.momentum_buffer.weight") tensor = Tensor::zeros({4, 3});
   });
-  CHECK(refusal().find("'optimizer.momentum_buffer.weight' has shape [4, 3], its parameter [3, 4]") !=
-        std::string::npos);
+  CHECK(
+      refusal().find("'optimizer.momentum_buffer.weight' has shape [4, 3], its parameter [3, 4]") !=
+      std::string::npos);
 
   // A file older than the count: all buffers are needed when this run uses momentum.
   rewrite(path, edited, [](NamedTensors& t, std::map<std::string, std::string>& meta) {
@@ -201,9 +204,11 @@ TEST_CASE("checkpoint: a position this run never passes through is refused") {
     meta["epoch"] = "5";
     meta["batch_in_epoch"] = "10";
   });
-  CHECK(invalid_argument_of([&] { load_checkpoint(edited, other.model, other.sgd, run_info()); })
-            .find("is at step 60, past the 50 steps of this run") != std::string::npos);
-  rewrite(path, edited, [](auto&, std::map<std::string, std::string>& meta) { meta["step"] = "2x"; });
+  CHECK(invalid_argument_of([&] {
+          load_checkpoint(edited, other.model, other.sgd, run_info());
+        }).find("is at step 60, past the 50 steps of this run") != std::string::npos);
+  rewrite(path, edited,
+          [](auto&, std::map<std::string, std::string>& meta) { meta["step"] = "2x"; });
   CHECK_THROWS_WITH_AS(load_checkpoint(edited, other.model, other.sgd, run_info()),
                        doctest::Contains("metadata 'step' = '2x' is not a valid number"), IoError);
 }
@@ -240,7 +245,8 @@ TEST_CASE("checkpoint: weights that do not fit name every missing, misshapen, un
   const std::string msg = invalid_argument_of([&] { load_weights(path, model); });
   CHECK(msg.find(path) != std::string::npos);
   CHECK(msg.find("missing 'bias'") != std::string::npos);
-  CHECK(msg.find("misshapen 'weight' ([3, 5] in the file, [3, 4] in the model)") != std::string::npos);
+  CHECK(msg.find("misshapen 'weight' ([3, 5] in the file, [3, 4] in the model)") !=
+        std::string::npos);
   CHECK(msg.find("unexpected 'extra.weight'") != std::string::npos);
   CHECK(values(model) == before);  // nothing was copied
 }

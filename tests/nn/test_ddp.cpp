@@ -42,10 +42,9 @@ kernels::SgdParams sgd_options() {
 
 // K SGD steps of resnet8 on rows [offset, offset + rows) of each global batch of `data`.
 // group: null for one process; sync_bn makes the BN statistics global (as the reference's).
-std::vector<std::pair<std::string, Tensor>> train_steps(const Dataset& data, int steps,
-                                                        int64_t global_batch, int64_t offset,
-                                                        int64_t rows, comm::ProcessGroup* group,
-                                                        size_t bucket_cap = comm::kDefaultBucketCapBytes) {
+std::vector<std::pair<std::string, Tensor>> train_steps(
+    const Dataset& data, int steps, int64_t global_batch, int64_t offset, int64_t rows,
+    comm::ProcessGroup* group, size_t bucket_cap = comm::kDefaultBucketCapBytes) {
   Generator rng(42);
   auto model = make_model("resnet8", rng);
   std::unique_ptr<DistributedDataParallel> ddp;
@@ -84,7 +83,10 @@ void check_same_state(const std::vector<std::pair<std::string, Tensor>>& a,
 
 TEST_CASE("ddp: data-parallel steps equal one process on the global batch (sync BN, any buckets)") {
   Dataset data = synthetic_mnist(96, 5);
-  struct Case { int world; size_t bucket_cap; };
+  struct Case {
+    int world;
+    size_t bucket_cap;
+  };
   for (Case k : {Case{2, comm::kDefaultBucketCapBytes}, Case{3, comm::kDefaultBucketCapBytes},
                  Case{2, 1024}, Case{2, size_t{1} << 40}}) {
     const int world = k.world;
@@ -98,7 +100,8 @@ TEST_CASE("ddp: data-parallel steps equal one process on the global batch (sync 
     spawn(world, [&](int rank) {
       auto group = make_ring_group(store, rank, world, "equivalence");
       const int64_t rows = global / world;
-      results[rank] = train_steps(data, steps, global, rank * rows, rows, group.get(), k.bucket_cap);
+      results[rank] =
+          train_steps(data, steps, global, rank * rows, rows, group.get(), k.bucket_cap);
     });
     for (int r = 0; r < world; ++r) check_same_state(results[r], reference, 1e-5);
   }
@@ -126,7 +129,9 @@ TEST_CASE("ddp: the first bucket's all-reduce starts before backward has finishe
   });
 }
 
-TEST_CASE("reducer timeline: a bucket's done time is when its all-reduce completed, not when backward waited for it") {
+TEST_CASE(
+    "reducer timeline: a bucket's done time is when its all-reduce completed, not when backward "
+    "waited for it") {
   auto store = std::make_shared<comm::HashStore>();
   spawn(2, [&](int rank) {
     auto group = make_ring_group(store, rank, 2, "timeline");
@@ -336,7 +341,8 @@ TEST_CASE("ddp: find_unused_parameters with no_sync and alternating heads equals
     }
   }
   auto store = std::make_shared<comm::HashStore>();
-  std::vector<std::vector<std::vector<Tensor>>> got(2, std::vector<std::vector<Tensor>>(kIterations));
+  std::vector<std::vector<std::vector<Tensor>>> got(2,
+                                                    std::vector<std::vector<Tensor>>(kIterations));
   spawn(2, [&](int rank) {
     auto group = make_ring_group(store, rank, 2, "find_unused");
     Generator rng(7);
@@ -462,8 +468,8 @@ TEST_CASE("ddp: fp16 autocast with loss scaling, an overflow on one rank skips t
       stepped[rank * 2 + s] = scaler.step(sgd);
       scaler.update();
       if (s == 0)
-        unmoved[rank] = std::memcmp(before.raw_data(), fc_weight.value().raw_data(),
-                                    before.nbytes()) == 0;
+        unmoved[rank] =
+            std::memcmp(before.raw_data(), fc_weight.value().raw_data(), before.nbytes()) == 0;
       overflow = false;
     }
     scales[rank] = scaler.get_scale();

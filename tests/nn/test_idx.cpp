@@ -2,7 +2,6 @@
 // case, MNIST-format directories and normalisation, the synthetic set, and the real datasets
 // when they are installed.
 #include <doctest/doctest.h>
-
 #include <zlib.h>
 
 #include <cmath>
@@ -161,7 +160,8 @@ TEST_CASE("mnist: inconsistent or missing files fail with what to do") {
 
 TEST_CASE("mnist: normalisation statistics are the population mean and std of x / 255") {
   // Pixels 0, 0, 255, 255 -> x/255 = 0, 0, 1, 1: mean 0.5, std 0.5.
-  Normalization n = compute_normalization(Tensor::from_vector<uint8_t>({0, 255, 0, 255}, {1, 2, 2}));
+  Normalization n =
+      compute_normalization(Tensor::from_vector<uint8_t>({0, 255, 0, 255}, {1, 2, 2}));
   CHECK(n.mean == doctest::Approx(0.5));
   CHECK(n.std == doctest::Approx(0.5));
   // 51 = 0.2 * 255: values 0.2 and 0.6 -> mean 0.4, std 0.2.
@@ -199,7 +199,8 @@ TEST_CASE("mnist: the synthetic set is deterministic, in range and learnable") {
     double best_distance = INFINITY;
     for (int64_t k = 0; k < kMnistClasses; ++k) {
       double distance = 0;
-      for (int64_t p = 0; p < pixels; ++p) distance += std::pow(x[i * pixels + p] - mean[k * pixels + p], 2);
+      for (int64_t p = 0; p < pixels; ++p)
+        distance += std::pow(x[i * pixels + p] - mean[k * pixels + p], 2);
       if (distance < best_distance) best_distance = distance, best = k;
     }
     correct += best == y[i];

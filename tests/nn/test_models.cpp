@@ -74,7 +74,8 @@ TEST_CASE("models: load_state_dict copies by name and rejects mismatches") {
   auto sa = a->state_dict(), sb = b->state_dict();
   for (size_t i = 0; i < sa.size(); ++i) {
     REQUIRE(sa[i].second.nbytes() == sb[i].second.nbytes());
-    CHECK(std::memcmp(sa[i].second.raw_data(), sb[i].second.raw_data(), sa[i].second.nbytes()) == 0);
+    CHECK(std::memcmp(sa[i].second.raw_data(), sb[i].second.raw_data(), sa[i].second.nbytes()) ==
+          0);
   }
   auto wrong = a->state_dict();
   wrong[0].second = Tensor::zeros({3});

@@ -11,7 +11,10 @@ TEST_CASE("lr schedule: onecycle equals torch.optim.lr_scheduler.OneCycleLR") {
   // Reference values printed by PyTorch 1.13: OneCycleLR(SGD(lr=0.1, momentum=0.9),
   // max_lr=0.1, total_steps=100), lr and momentum of the param group before step i.
   LrSchedule s(LrScheduleKind::onecycle, 0.1, 100, 0);
-  struct Row { int step; double lr, momentum; };
+  struct Row {
+    int step;
+    double lr, momentum;
+  };
   const Row rows[] = {{0, 0.0040000000000000036, 0.95},
                       {1, 0.004281378056590748, 0.9497068978577179},
                       {10, 0.029516394846410082, 0.9234204220349895},

@@ -1,7 +1,6 @@
 // Tests for nn/serialize/safetensors: a file built byte by byte from the format description,
 // round trips of every dtype, each kind of corrupt input, and the atomic replace on save.
 #include <doctest/doctest.h>
-
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -55,15 +54,15 @@ bool contains(const std::string& text, const std::string& fragment) {
 
 }  // namespace
 
-TEST_CASE("safetensors: a file written byte by byte from the spec loads with names, shapes, values") {
+TEST_CASE(
+    "safetensors: a file written byte by byte from the spec loads with names, shapes, values") {
   TempDir dir;
   // Header listed out of data order, not 8-aligned, with trailing space padding and metadata.
-  const std::string header =
-      R"({"__metadata__":{"format":"pt","epoch":"3"},)"
-      R"("bias":{"dtype":"F32","shape":[2],"data_offsets":[24,32]},)"
-      R"("weight":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]},)"
-      R"("step":{"dtype":"I64","shape":[],"data_offsets":[32,40]},)"
-      R"("empty":{"dtype":"F16","shape":[0,4],"data_offsets":[40,40]}}   )";
+  const std::string header = R"({"__metadata__":{"format":"pt","epoch":"3"},)"
+                             R"("bias":{"dtype":"F32","shape":[2],"data_offsets":[24,32]},)"
+                             R"("weight":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]},)"
+                             R"("step":{"dtype":"I64","shape":[],"data_offsets":[32,40]},)"
+                             R"("empty":{"dtype":"F16","shape":[0,4],"data_offsets":[40,40]}}   )";
   const std::string data = raw_bytes(std::vector<float>{0.5f, -1.25f, 3, 4, 5, 6, 7.5f, -8}) +
                            raw_bytes(std::vector<int64_t>{1234567890123});
   const std::string path = dir.file("model.safetensors");
@@ -94,13 +93,14 @@ TEST_CASE("safetensors: every dtype round-trips bit for bit with metadata") {
   TempDir dir;
   const DType dtypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16,
                           DType::i32, DType::i64, DType::u8};
-  const Shape shapes[] = {Shape{2, 3}, Shape{5}, Shape{}, Shape{0, 4}, Shape{1, 2, 3, 1},
-                          Shape{3, 1}, Shape{7}};
+  const Shape shapes[] = {Shape{2, 3},       Shape{5},    Shape{}, Shape{0, 4},
+                          Shape{1, 2, 3, 1}, Shape{3, 1}, Shape{7}};
   NamedTensors saved;
   for (size_t k = 0; k < std::size(dtypes); ++k) {
     Tensor t = Tensor::empty(shapes[k], dtypes[k]);
     auto* bytes = static_cast<unsigned char*>(t.raw_data());
-    for (size_t i = 0; i < t.nbytes(); ++i) bytes[i] = static_cast<unsigned char>(k * 31 + i * 7 + 1);
+    for (size_t i = 0; i < t.nbytes(); ++i)
+      bytes[i] = static_cast<unsigned char>(k * 31 + i * 7 + 1);
     saved.emplace_back(str_cat("layer", k, ".", dtype_name(dtypes[k])), t);
   }
   const std::map<std::string, std::string> metadata{{"epoch", "7"}, {"note", "\"quoted\" ü"}};
@@ -150,8 +150,9 @@ TEST_CASE("safetensors: truncated files fail naming the file") {
     if (cut >= 8 && cut < header_end) CHECK(contains(message, "header length"));
     if (cut >= header_end) CHECK(contains(message, "is truncated: tensor 'f"));
   }
-  CHECK(contains(load_error(dir, whole.substr(0, whole.size() - 1)),
-                 "tensor 'fc.bias' needs bytes [24, 32) of the data section but the file has only 31"));
+  CHECK(contains(
+      load_error(dir, whole.substr(0, whole.size() - 1)),
+      "tensor 'fc.bias' needs bytes [24, 32) of the data section but the file has only 31"));
 }
 
 TEST_CASE("safetensors: malformed headers and layouts fail with a specific message") {
@@ -166,7 +167,8 @@ TEST_CASE("safetensors: malformed headers and layouts fail with a specific messa
   CHECK(contains(with_header(R"({"w":{"dtype":"Q4","shape":[8],"data_offsets":[0,32]}})"),
                  "unsupported dtype 'Q4'"));
   CHECK(contains(with_header(R"({"w":{"shape":[8],"data_offsets":[0,32]}})"), "has no \"dtype\""));
-  CHECK(contains(with_header(R"({"w":{"dtype":"F32","data_offsets":[0,32]}})"), "has no \"shape\""));
+  CHECK(
+      contains(with_header(R"({"w":{"dtype":"F32","data_offsets":[0,32]}})"), "has no \"shape\""));
   CHECK(contains(with_header(R"({"w":{"dtype":"F32","shape":[8]}})"), "has no \"data_offsets\""));
   CHECK(contains(with_header(R"({"w":{"dtype":"F32","shape":[-8],"data_offsets":[0,32]}})"),
                  "non-negative"));
@@ -219,8 +221,9 @@ TEST_CASE("safetensors: save replaces the file atomically and leaves no temp fil
   CHECK(load_safetensors(path).contains("small"));
   // A save that cannot create its temp file names the path and the errno text.
   const std::string nowhere = dir.file("no-such-dir/ckpt.safetensors");
-  const std::string message =
-      message_of<IoError>([&] { save_safetensors(nowhere, {{"w", Tensor::zeros({1})}}); });
+  const std::string message = message_of<IoError>([&] {
+    save_safetensors(nowhere, {{"w", Tensor::zeros({1})}});
+  });
   CHECK(contains(message, nowhere));
   CHECK(contains(message, "No such file"));
 

@@ -16,13 +16,15 @@ using namespace ringgrad::nn;
 TEST_CASE("training device: cpu, cuda and anything else") {
   CHECK(select_training_device("cpu") == Device::cpu());
   CHECK_THROWS_WITH_AS(select_training_device("tpu"),
-                       doctest::Contains("--device must be cpu or cuda, got 'tpu'"), InvalidArgument);
+                       doctest::Contains("--device must be cpu or cuda, got 'tpu'"),
+                       InvalidArgument);
   if (cuda_device_count() > 0) {
     MESSAGE("a CUDA device is visible: the refusal without one is not exercised here");
     CHECK(select_training_device("cuda").is_cuda());
     return;
   }
-  const std::string expected = "--device cuda: no usable CUDA device (" + cuda_unavailable_reason() + ")";
+  const std::string expected =
+      "--device cuda: no usable CUDA device (" + cuda_unavailable_reason() + ")";
   CHECK_THROWS_WITH_AS(select_training_device("cuda"), doctest::Contains(expected.c_str()), Error);
 }
 

@@ -11,9 +11,12 @@ namespace ringgrad::comm {
 
 const char* check_status_name(CheckStatus s) {
   switch (s) {
-    case CheckStatus::pass: return "PASS";
-    case CheckStatus::fail: return "FAIL";
-    case CheckStatus::info: return "INFO";
+    case CheckStatus::pass:
+      return "PASS";
+    case CheckStatus::fail:
+      return "FAIL";
+    case CheckStatus::info:
+      return "INFO";
   }
   return "?";
 }
@@ -38,9 +41,8 @@ std::string format_check_table(const std::vector<CheckRow>& rows) {
   line("NODE", "CHECK", "RESULT", "DETAIL");
   for (const auto& r : rows)
     line(r.node, r.check, std::string(check_status_name(r.status)) + "  ", r.detail);
-  const auto failed = std::count_if(rows.begin(), rows.end(), [](const CheckRow& r) {
-    return r.status == CheckStatus::fail;
-  });
+  const auto failed = std::count_if(
+      rows.begin(), rows.end(), [](const CheckRow& r) { return r.status == CheckStatus::fail; });
   if (failed == 0)
     out << "ringgrad-run --check: all " << rows.size() << " checks passed\n";
   else
@@ -51,8 +53,8 @@ std::string format_check_table(const std::vector<CheckRow>& rows) {
 namespace {
 
 std::string one_field(std::string s) {
-  std::replace_if(s.begin(), s.end(), [](char c) { return c == '\t' || c == '\n' || c == '\r'; },
-                  ' ');
+  std::replace_if(
+      s.begin(), s.end(), [](char c) { return c == '\t' || c == '\n' || c == '\r'; }, ' ');
   return s;
 }
 
@@ -107,7 +109,8 @@ int report_perf_port(const std::string& text, size_t i) {
   const std::string marker = "\n# perf-ports";
   const auto at = text.find(marker);
   if (at == std::string::npos) return 0;
-  std::istringstream ports(text.substr(at + marker.size(), text.find('\n', at + 1) - at - marker.size()));
+  std::istringstream ports(
+      text.substr(at + marker.size(), text.find('\n', at + 1) - at - marker.size()));
   int port = 0;
   for (size_t k = 0; k <= i; ++k)
     if (!(ports >> port)) return 0;

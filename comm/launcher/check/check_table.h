@@ -27,8 +27,8 @@ bool all_passed(const std::vector<CheckRow>& rows);  // no row is FAIL
 std::string format_check_table(const std::vector<CheckRow>& rows);
 
 // A report file: "# node N" (the node that wrote it), "# perf-ports P Q" (free ports node 0
-// found for the stores of the ring and the NCCL benchmark jobs), then one row per line, fields separated by tabs (tabs
-// and newlines in a detail become spaces).
+// found for the stores of the ring and the NCCL benchmark jobs), then one row per line, fields
+// separated by tabs (tabs and newlines in a detail become spaces).
 std::string serialize_check_report(int node_rank, const std::vector<int>& perf_ports,
                                    const std::vector<CheckRow>& rows);
 // The rows of a report; throws InvalidArgument naming the line that is malformed.

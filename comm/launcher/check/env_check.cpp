@@ -80,8 +80,8 @@ CheckRow perf_row(const LaunchConfig& c, const EnvCheckOptions& o, const std::st
   }
   ScratchFile json("perf-json");
   std::string error;
-  std::vector<std::string> command = {o.perf, "-b", "8", "-e", "64M", "-f", "4", "-c", "1",
-                                      "--backend", backend, "--json", json.path()};
+  std::vector<std::string> command = {o.perf, "-b", "8",         "-e",    "64M",    "-f",       "4",
+                                      "-c",   "1",  "--backend", backend, "--json", json.path()};
   if (backend == "nccl") command.insert(command.end(), {"--device", "cuda"});
   const int rc = launch(job_like(c, command, store_port), error);
   nlohmann::json result;
@@ -90,8 +90,8 @@ CheckRow perf_row(const LaunchConfig& c, const EnvCheckOptions& o, const std::st
   } catch (const std::exception&) {  // not written here: rank 0 ran elsewhere, or failed early
   }
   if (rc != 0) {
-    row.detail = error.empty() ? str_cat("the job failed (exit ", rc, "); see its output above")
-                               : error;
+    row.detail =
+        error.empty() ? str_cat("the job failed (exit ", rc, "); see its output above") : error;
     if (result.contains("wrong") && result["wrong"].get<int64_t>() > 0)
       row.detail = str_cat(result["wrong"].get<int64_t>(), " wrong values (#wrong above)");
     return row;

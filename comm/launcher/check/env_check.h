@@ -20,9 +20,9 @@ namespace ringgrad::comm {
 constexpr std::chrono::milliseconds kCheckRendezvousTimeout{60'000};
 
 struct EnvCheckOptions {
-  std::string self;       // this ringgrad-run, started again as `--check-node REPORT`
-  std::string perf;       // all_reduce_perf (build/bin, next to ringgrad-run)
-  int worker_port = 0;    // --check-port: node k probes port worker_port + k (0: any free)
+  std::string self;     // this ringgrad-run, started again as `--check-node REPORT`
+  std::string perf;     // all_reduce_perf (build/bin, next to ringgrad-run)
+  int worker_port = 0;  // --check-port: node k probes port worker_port + k (0: any free)
 };
 
 // Returns 0 when every row passed, 1 otherwise. Never throws for a failed check: a

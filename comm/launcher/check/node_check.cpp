@@ -147,8 +147,8 @@ std::vector<CheckRow> node_check_rows(const std::vector<NodeRecord>& nodes) {
         if (r.reached[from].empty()) {
           reached.push_back(from);
         } else {
-          failures += str_cat(failures.empty() ? "" : "; ", "from node ", from, ": ",
-                              r.reached[from]);
+          failures +=
+              str_cat(failures.empty() ? "" : "; ", "from node ", from, ": ", r.reached[from]);
         }
       }
       if (failures.empty())
@@ -159,8 +159,8 @@ std::vector<CheckRow> node_check_rows(const std::vector<NodeRecord>& nodes) {
     }
     const std::string& reference = nodes[0].facts.build;
     if (r.facts.build == reference)
-      rows.push_back({node, "version", CheckStatus::pass,
-                      n == 0 ? reference : std::string("same as node 0")});
+      rows.push_back(
+          {node, "version", CheckStatus::pass, n == 0 ? reference : std::string("same as node 0")});
     else
       rows.push_back({node, "version", CheckStatus::fail,
                       str_cat("'", r.facts.build, "' differs from node 0's '", reference, "'")});

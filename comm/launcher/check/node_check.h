@@ -16,15 +16,15 @@ namespace ringgrad::comm {
 struct NodeCheckOptions {
   std::string report_path;
   int port_base = 0;  // node k listens on port_base + k; 0: a free port of the kernel's choice
-  std::chrono::milliseconds timeout{60'000};        // store waits
+  std::chrono::milliseconds timeout{60'000};         // store waits
   std::chrono::milliseconds connect_timeout{5'000};  // one worker-port probe
 };
 
 // What one node found (every node's record reaches every node through the store).
 struct NodeRecord {
   NodeFacts facts;
-  std::string address;      // where the others reach it (the ring transport's interface)
-  std::string listen;       // "host:port", empty when it could not listen
+  std::string address;  // where the others reach it (the ring transport's interface)
+  std::string listen;   // "host:port", empty when it could not listen
   std::string listen_error;
   std::vector<std::string> reached;  // per source node: "" connected, else why not
 };

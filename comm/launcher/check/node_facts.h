@@ -11,7 +11,7 @@ struct NodeFacts {
   int cpus = 0;       // CPUs this process may run on (its affinity mask)
   int cpus_online = 0;
   int cuda_devices = 0;
-  std::string cuda;   // "2 x NVIDIA H200, driver 13.0, runtime 13.0, NCCL 2.27.3" or why none
+  std::string cuda;  // "2 x NVIDIA H200, driver 13.0, runtime 13.0, NCCL 2.27.3" or why none
   bool cuda_built = false;
 };
 

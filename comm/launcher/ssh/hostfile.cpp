@@ -40,8 +40,7 @@ std::vector<HostfileEntry> parse_hostfile(const std::string& text, const std::st
       char* end = nullptr;
       errno = 0;
       const long slots = std::strtol(value.c_str(), &end, 10);
-      if (value.empty() || *end != '\0' || errno == ERANGE || slots < 1 ||
-          slots > kMaxProcsPerNode)
+      if (value.empty() || *end != '\0' || errno == ERANGE || slots < 1 || slots > kMaxProcsPerNode)
         RG_THROW(InvalidArgument, "hostfile ", where, ": slots '", value.substr(0, 24),
                  "' must be a whole number from 1 to ", kMaxProcsPerNode);
       entry.slots = static_cast<int>(slots);

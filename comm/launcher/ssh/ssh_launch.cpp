@@ -72,8 +72,8 @@ struct Session {
   // launcher's own lines get "[host]: ".
   void print(int stream, const std::string& line) const {
     const std::string labelled = "[" + host + ":";
-    std::string out = line.compare(0, labelled.size(), labelled) == 0 ? line
-                                                                       : "[" + host + "]: " + line;
+    std::string out =
+        line.compare(0, labelled.size(), labelled) == 0 ? line : "[" + host + "]: " + line;
     out += '\n';
     const int fd = stream == 1 ? STDOUT_FILENO : STDERR_FILENO;
     for (size_t done = 0; done < out.size();) {
@@ -117,8 +117,8 @@ struct Session {
     std::string said;
     for (const auto& l : early_err) said += (said.empty() ? "" : " / ") + l;
     if (said.empty()) said = "(it printed nothing)";
-    return str_cat(what, ": ssh ended with ", status->describe(), " before the job started: ",
-                   said);
+    return str_cat(what, ": ssh ended with ", status->describe(),
+                   " before the job started: ", said);
   }
 };
 
@@ -145,18 +145,27 @@ std::vector<std::string> ssh_command(const SshLaunchConfig& c, size_t node,
                                      const std::vector<std::string>& environment) {
   RG_CHECK_LT(node, c.hosts.size(), "ssh_command: node out of range");
   const HostfileEntry& h = c.hosts[node];
-  std::vector<std::string> remote = {
-      c.remote_binary, "--nnodes", str_cat(c.hosts.size()), "--node-rank", str_cat(node),
-      "--nproc-per-node", str_cat(h.slots), "--master-addr", master_address(c.hosts),
-      "--master-port", str_cat(c.master_port), "--console-label", h.host, "--stop-on-stdin-eof"};
+  std::vector<std::string> remote = {c.remote_binary,
+                                     "--nnodes",
+                                     str_cat(c.hosts.size()),
+                                     "--node-rank",
+                                     str_cat(node),
+                                     "--nproc-per-node",
+                                     str_cat(h.slots),
+                                     "--master-addr",
+                                     master_address(c.hosts),
+                                     "--master-port",
+                                     str_cat(c.master_port),
+                                     "--console-label",
+                                     h.host,
+                                     "--stop-on-stdin-eof"};
   remote.insert(remote.end(), c.launcher_flags.begin(), c.launcher_flags.end());
   remote.push_back("--");
   remote.insert(remote.end(), c.command.begin(), c.command.end());
-  std::string line = str_cat("cd ", shell_quote(c.remote_workdir), " && if [ ! -x ",
-                             shell_quote(c.remote_binary), " ]; then echo ",
-                             shell_quote(c.remote_binary + ": no such executable on this host"),
-                             " >&2; exit 127; fi && echo ", shell_quote(kConnectedMarker),
-                             " && exec env");
+  std::string line =
+      str_cat("cd ", shell_quote(c.remote_workdir), " && if [ ! -x ", shell_quote(c.remote_binary),
+              " ]; then echo ", shell_quote(c.remote_binary + ": no such executable on this host"),
+              " >&2; exit 127; fi && echo ", shell_quote(kConnectedMarker), " && exec env");
   for (const auto& name : c.export_vars) line += " " + shell_quote(env_value(environment, name));
   for (const auto& word : remote) line += " " + shell_quote(word);
   // BatchMode first (ssh keeps the first value of an option): a password prompt would hang.
@@ -230,7 +239,8 @@ int run_ssh_launch(const SshLaunchConfig& c) {
   }
   if (stop_signal) return 128 + stop_signal;
   if (!first_failure) return 0;
-  std::fprintf(stderr, "ringgrad-run: error: %s\n", sessions[*first_failure].failure_line().c_str());
+  std::fprintf(stderr, "ringgrad-run: error: %s\n",
+               sessions[*first_failure].failure_line().c_str());
   return 1;
 }
 

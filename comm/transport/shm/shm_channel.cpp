@@ -38,14 +38,20 @@ bool kernel_can_read(const char* data) {
 
 ShmChannel::ShmChannel(ShmRing out, ShmRing in, const std::atomic<uint32_t>* peer_sleeping,
                        UniqueFd peer_doorbell, pid_t peer_pid, bool peer_reads_me)
-    : out_(out), in_(in), peer_sleeping_(peer_sleeping), peer_doorbell_(std::move(peer_doorbell)),
-      peer_pid_(peer_pid), peer_reads_me_(peer_reads_me) {}
+    : out_(out),
+      in_(in),
+      peer_sleeping_(peer_sleeping),
+      peer_doorbell_(std::move(peer_doorbell)),
+      peer_pid_(peer_pid),
+      peer_reads_me_(peer_reads_me) {}
 
 void ShmChannel::post_send(const void* data, size_t bytes) {
   sends_.push_back({static_cast<const char*>(data), bytes});
 }
 
-void ShmChannel::post_recv(void* data, size_t bytes) { recvs_.push_back({static_cast<char*>(data), bytes}); }
+void ShmChannel::post_recv(void* data, size_t bytes) {
+  recvs_.push_back({static_cast<char*>(data), bytes});
+}
 
 bool ShmChannel::progress() {
   const bool moved = push_sends() | pull_recvs();
@@ -60,7 +66,8 @@ bool ShmChannel::push_sends() {
     Send& s = sends_[framed_];
     if (!s.framed) {
       if (out_.writable() < sizeof(FrameHeader)) break;
-      const bool from_me = peer_reads_me_ && s.left >= kCopyFromSenderBytes && kernel_can_read(s.data);
+      const bool from_me =
+          peer_reads_me_ && s.left >= kCopyFromSenderBytes && kernel_can_read(s.data);
       const FrameHeader header{s.left, from_me ? reinterpret_cast<uint64_t>(s.data) : 0};
       out_.push(&header, sizeof header);
       s.framed = moved = true;
@@ -71,7 +78,8 @@ bool ShmChannel::push_sends() {
     if (s.left > 0) break;  // the ring is full
   }
   const uint64_t copied = frames_sent_ ? out_.frames_copied() : 0;
-  while (!sends_.empty() && framed_ > 0 && sends_.front().left == 0 && sends_.front().frame <= copied) {
+  while (!sends_.empty() && framed_ > 0 && sends_.front().left == 0 &&
+         sends_.front().frame <= copied) {
     sends_.pop_front(), --framed_;
     moved = true;
   }
@@ -91,7 +99,8 @@ bool ShmChannel::pull_recvs() {
       if (in_.readable() < sizeof(FrameHeader)) break;
       FrameHeader header{};
       in_.pop(&header, sizeof header);
-      frame_left_ = header.bytes, frame_address_ = header.address, frame_in_place_ = header.address != 0;
+      frame_left_ = header.bytes, frame_address_ = header.address,
+      frame_in_place_ = header.address != 0;
       continue;
     }
     const size_t want = static_cast<size_t>(std::min<uint64_t>(r.left, frame_left_));

@@ -31,7 +31,9 @@ constexpr size_t kSleepingOffset = kCacheLine;
 constexpr size_t kSlotsOffset = 2 * kCacheLine;
 
 size_t slot_bytes(size_t ring_bytes) { return sizeof(RingControl) + ring_bytes; }
-size_t inbox_bytes(size_t slots, size_t ring_bytes) { return kSlotsOffset + slots * slot_bytes(ring_bytes); }
+size_t inbox_bytes(size_t slots, size_t ring_bytes) {
+  return kSlotsOffset + slots * slot_bytes(ring_bytes);
+}
 void* slot_at(const ShmSegment& inbox, size_t slot, size_t ring_bytes) {
   return static_cast<char*>(inbox.data()) + kSlotsOffset + slot * slot_bytes(ring_bytes);
 }
@@ -39,10 +41,10 @@ void* slot_at(const ShmSegment& inbox, size_t slot, size_t ring_bytes) {
 // What each side of a pair sends the other; the memfd and the eventfd travel with it.
 struct Offer {
   uint32_t magic;
-  uint32_t ok;     // 0: this rank has no inbox (it said why), the pair stays on the socket
+  uint32_t ok;  // 0: this rank has no inbox (it said why), the pair stays on the socket
   uint64_t inbox_bytes;
   uint64_t ring_bytes;
-  uint32_t slot;   // the receiver's ring in the sender's inbox
+  uint32_t slot;  // the receiver's ring in the sender's inbox
   uint32_t unused;
   uint64_t probe_address;  // where the sender keeps probe_token
   uint64_t probe_token;
@@ -94,15 +96,26 @@ ShmMesh::ShmMesh(int rank, const std::vector<ShmPeerLink>& links, size_t ring_by
   if (ok) {
     auto* header = static_cast<InboxHeader*>(inbox_.data());
     *header = {kOfferMagic, static_cast<uint32_t>(links.size()), ring_bytes};
-    sleeping_ = reinterpret_cast<std::atomic<uint32_t>*>(static_cast<char*>(inbox_.data()) + kSleepingOffset);
+    sleeping_ = reinterpret_cast<std::atomic<uint32_t>*>(static_cast<char*>(inbox_.data()) +
+                                                         kSleepingOffset);
   }
   // Every offer goes out before any is read: each is a few bytes, so no send waits on a read.
   for (size_t slot = 0; slot < links.size(); ++slot) {
-    const Offer mine{kOfferMagic, ok ? 1u : 0u, bytes, ring_bytes, static_cast<uint32_t>(slot), 0,
-                     reinterpret_cast<uint64_t>(&probe_token_), probe_token_};
-    const std::string what = str_cat("rank ", rank, " offering shared memory to rank ", links[slot].peer);
-    if (ok) net::write_with_fds(*links[slot].socket, &mine, sizeof mine, {inbox_.fd().get(), doorbell_.get()}, deadline, what);
-    else net::write_fully(*links[slot].socket, &mine, sizeof mine, deadline, what);
+    const Offer mine{kOfferMagic,
+                     ok ? 1u : 0u,
+                     bytes,
+                     ring_bytes,
+                     static_cast<uint32_t>(slot),
+                     0,
+                     reinterpret_cast<uint64_t>(&probe_token_),
+                     probe_token_};
+    const std::string what =
+        str_cat("rank ", rank, " offering shared memory to rank ", links[slot].peer);
+    if (ok)
+      net::write_with_fds(*links[slot].socket, &mine, sizeof mine,
+                          {inbox_.fd().get(), doorbell_.get()}, deadline, what);
+    else
+      net::write_fully(*links[slot].socket, &mine, sizeof mine, deadline, what);
   }
   std::vector<ShmPeerLink> paired;  // the links that share memory
   std::vector<Offer> offers;
@@ -111,12 +124,15 @@ ShmMesh::ShmMesh(int rank, const std::vector<ShmPeerLink>& links, size_t ring_by
   for (size_t slot = 0; slot < links.size(); ++slot) {
     const int peer = links[slot].peer;
     Offer theirs{};
-    const std::string what = str_cat("rank ", rank, " reading the shared-memory offer of rank ", peer);
+    const std::string what =
+        str_cat("rank ", rank, " reading the shared-memory offer of rank ", peer);
     std::vector<UniqueFd> fds;
-    for (int fd : net::read_with_fds(*links[slot].socket, &theirs, sizeof theirs, 2, deadline, what))
+    for (int fd :
+         net::read_with_fds(*links[slot].socket, &theirs, sizeof theirs, 2, deadline, what))
       fds.emplace_back(fd);
     if (theirs.magic != kOfferMagic || theirs.ring_bytes != ring_bytes ||
-        (theirs.ok && (fds.size() != 2 || theirs.inbox_bytes < inbox_bytes(theirs.slot + 1, ring_bytes))))
+        (theirs.ok &&
+         (fds.size() != 2 || theirs.inbox_bytes < inbox_bytes(theirs.slot + 1, ring_bytes))))
       RG_THROW(IoError, what, ": a malformed offer (another ringgrad version?)");
     if (!ok || !theirs.ok) {
       if (required && ok)
@@ -134,7 +150,8 @@ ShmMesh::ShmMesh(int rank, const std::vector<ShmPeerLink>& links, size_t ring_by
   std::vector<pid_t> pids;
   for (size_t i = 0; i < paired.size(); ++i) {
     pids.push_back(peer_pid(*paired[i].socket));
-    const char can_read = can_read_memory_of(pids[i], offers[i].probe_address, offers[i].probe_token) ? 1 : 0;
+    const char can_read =
+        can_read_memory_of(pids[i], offers[i].probe_address, offers[i].probe_token) ? 1 : 0;
     net::write_fully(*paired[i].socket, &can_read, 1, deadline,
                      str_cat("rank ", rank, " answering the offer of rank ", paired[i].peer));
   }
@@ -145,11 +162,11 @@ ShmMesh::ShmMesh(int rank, const std::vector<ShmPeerLink>& links, size_t ring_by
     const ShmSegment& theirs_inbox = peer_inboxes_[i];
     auto* peer_sleeping = reinterpret_cast<const std::atomic<uint32_t>*>(
         static_cast<const char*>(theirs_inbox.data()) + kSleepingOffset);
-    channels_.emplace_back(paired[i].peer,
-                           std::make_unique<ShmChannel>(
-                               ShmRing(slot_at(theirs_inbox, offers[i].slot, ring_bytes), ring_bytes),
-                               ShmRing(slot_at(inbox_, slots[i], ring_bytes), ring_bytes), peer_sleeping,
-                               std::move(doorbells[i]), pids[i], reads_me == 1));
+    channels_.emplace_back(
+        paired[i].peer, std::make_unique<ShmChannel>(
+                            ShmRing(slot_at(theirs_inbox, offers[i].slot, ring_bytes), ring_bytes),
+                            ShmRing(slot_at(inbox_, slots[i], ring_bytes), ring_bytes),
+                            peer_sleeping, std::move(doorbells[i]), pids[i], reads_me == 1));
   }
   // The peers hold their own descriptors (or mappings) now; a mapping outlives its descriptor.
   inbox_.close_fd();
@@ -171,7 +188,8 @@ void ShmMesh::begin_sleep() {
 void ShmMesh::end_sleep() {
   sleeping_->store(0, std::memory_order_relaxed);
   uint64_t count = 0;
-  [[maybe_unused]] ssize_t rc = ::read(doorbell_.get(), &count, sizeof count);  // reset; EAGAIN is fine
+  [[maybe_unused]] ssize_t rc =
+      ::read(doorbell_.get(), &count, sizeof count);  // reset; EAGAIN is fine
 }
 
 }  // namespace ringgrad::comm::shm

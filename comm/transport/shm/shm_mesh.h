@@ -55,8 +55,8 @@ class ShmMesh {
  private:
   ShmSegment inbox_;
   std::atomic<uint32_t>* sleeping_ = nullptr;  // in inbox_'s header
-  UniqueFd doorbell_;                           // an eventfd
-  uint64_t probe_token_ = 0;                    // what a peer must read from our memory
+  UniqueFd doorbell_;                          // an eventfd
+  uint64_t probe_token_ = 0;                   // what a peer must read from our memory
   std::vector<ShmSegment> peer_inboxes_;
   std::vector<std::pair<int, std::unique_ptr<ShmChannel>>> channels_;  // by peer rank
 };

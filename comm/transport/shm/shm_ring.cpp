@@ -20,7 +20,8 @@ constexpr size_t kPublishBytes = 64 << 10;
 
 ShmRing::ShmRing(void* control, size_t capacity)
     : control_(static_cast<RingControl*>(control)),
-      data_(static_cast<char*>(control) + sizeof(RingControl)), capacity_(capacity) {
+      data_(static_cast<char*>(control) + sizeof(RingControl)),
+      capacity_(capacity) {
   RG_CHECK(capacity > 0 && (capacity & (capacity - 1)) == 0, "ring capacity ", capacity,
            " is not a power of two");
 }
@@ -84,6 +85,8 @@ void ShmRing::count_frame_copied() {
                                 std::memory_order_release);
 }
 
-uint64_t ShmRing::frames_copied() const { return control_->frames_copied.load(std::memory_order_acquire); }
+uint64_t ShmRing::frames_copied() const {
+  return control_->frames_copied.load(std::memory_order_acquire);
+}
 
 }  // namespace ringgrad::comm::shm

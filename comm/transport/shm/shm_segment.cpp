@@ -39,7 +39,8 @@ std::string available_memory() {
 }  // namespace
 
 ShmSegment::ShmSegment(ShmSegment&& other) noexcept
-    : fd_(std::move(other.fd_)), data_(std::exchange(other.data_, nullptr)),
+    : fd_(std::move(other.fd_)),
+      data_(std::exchange(other.data_, nullptr)),
       bytes_(std::exchange(other.bytes_, 0)) {}
 
 ShmSegment& ShmSegment::operator=(ShmSegment&& other) noexcept {
@@ -67,8 +68,8 @@ ShmSegment ShmSegment::create(size_t bytes, const std::string& name) {
   if (rc != 0) {
     const int err = errno;
     RG_THROW(IoError, "cannot reserve ", format_bytes(static_cast<double>(bytes)),
-             " of shared memory (", step, ": ", std::strerror(err), "; available: ",
-             available_memory(), ")");
+             " of shared memory (", step, ": ", std::strerror(err),
+             "; available: ", available_memory(), ")");
   }
   s.data_ = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, s.fd_.get(), 0);
   if (s.data_ == MAP_FAILED) {
@@ -81,9 +82,10 @@ ShmSegment ShmSegment::create(size_t bytes, const std::string& name) {
 }
 
 ShmSegment ShmSegment::map(const UniqueFd& fd, size_t bytes) {
-  struct stat st{};
+  struct stat st {};
   if (::fstat(fd.get(), &st) != 0 || static_cast<size_t>(st.st_size) < bytes)
-    RG_THROW(IoError, "the shared segment a peer passed holds ", st.st_size, " bytes, expected ", bytes);
+    RG_THROW(IoError, "the shared segment a peer passed holds ", st.st_size, " bytes, expected ",
+             bytes);
   ShmSegment s;
   s.data_ = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
   if (s.data_ == MAP_FAILED) {

@@ -31,7 +31,7 @@ class ShmSegment {
   void* data() const { return data_; }
   size_t bytes() const { return bytes_; }
   const UniqueFd& fd() const { return fd_; }  // valid for a created segment, until close_fd()
-  void close_fd() { fd_.reset(); }             // the mapping stays
+  void close_fd() { fd_.reset(); }            // the mapping stays
 
  private:
   UniqueFd fd_;

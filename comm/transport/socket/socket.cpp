@@ -5,8 +5,8 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
-#include <netdb.h>
 #include <net/if.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -68,8 +68,8 @@ std::vector<InterfaceAddress> list_ipv4_interfaces() {
     char text[INET_ADDRSTRLEN];
     auto* sin = reinterpret_cast<sockaddr_in*>(it->ifa_addr);
     ::inet_ntop(AF_INET, &sin->sin_addr, text, sizeof text);
-    out.push_back({it->ifa_name, text, (it->ifa_flags & IFF_UP) != 0,
-                   (it->ifa_flags & IFF_LOOPBACK) != 0});
+    out.push_back(
+        {it->ifa_name, text, (it->ifa_flags & IFF_UP) != 0, (it->ifa_flags & IFF_LOOPBACK) != 0});
   }
   ::freeifaddrs(head);
   return out;
@@ -90,8 +90,9 @@ std::string source_address_towards(const std::string& host) {
   const int err = errno;
   ::freeaddrinfo(found);
   if (rc != 0)
-    RG_THROW(IoError, "choosing the ring interface: no route to the store host '", host, "': ",
-             errno_text(err), " (set RINGGRAD_SOCKET_IFNAME; available: ", describe_interfaces(), ")");
+    RG_THROW(IoError, "choosing the ring interface: no route to the store host '", host,
+             "': ", errno_text(err),
+             " (set RINGGRAD_SOCKET_IFNAME; available: ", describe_interfaces(), ")");
   sockaddr_in local{};
   socklen_t len = sizeof local;
   ::getsockname(probe.fd(), reinterpret_cast<sockaddr*>(&local), &len);
@@ -138,7 +139,8 @@ LocalInterface select_interface(const std::optional<std::string>& ifname_setting
     std::stringstream names(*ifname_setting);
     for (std::string name; std::getline(names, name, ',');)
       for (const auto& a : all)
-        if (a.name == name && a.up) return {a.name, a.address, "RINGGRAD_SOCKET_IFNAME=" + *ifname_setting};
+        if (a.name == name && a.up)
+          return {a.name, a.address, "RINGGRAD_SOCKET_IFNAME=" + *ifname_setting};
     RG_THROW(InvalidArgument, "RINGGRAD_SOCKET_IFNAME='", *ifname_setting,
              "' matches no up IPv4 interface; available: ", describe_interfaces());
   }
@@ -245,8 +247,7 @@ void write_fully(const Socket& s, const void* data, size_t bytes, Clock::time_po
       p += n;
       bytes -= static_cast<size_t>(n);
     } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-      if (!poll_until(s.fd(), POLLOUT, deadline))
-        RG_THROW(TimeoutError, what, ": send timed out");
+      if (!poll_until(s.fd(), POLLOUT, deadline)) RG_THROW(TimeoutError, what, ": send timed out");
     } else {
       RG_THROW(IoError, what, ": send failed: ", errno_text(errno));
     }
@@ -289,8 +290,9 @@ void write_with_fds(const Socket& s, const void* data, size_t bytes, const std::
   std::memcpy(CMSG_DATA(c), fds.data(), fds.size() * sizeof(int));
   for (;;) {  // the descriptors travel with the first byte; the rest, if any, as plain bytes
     const ssize_t n = ::sendmsg(s.fd(), &msg, MSG_NOSIGNAL);
-    if (n > 0) return write_fully(s, static_cast<const char*>(data) + n, bytes - static_cast<size_t>(n),
-                                  deadline, what);
+    if (n > 0)
+      return write_fully(s, static_cast<const char*>(data) + n, bytes - static_cast<size_t>(n),
+                         deadline, what);
     if (n < 0 && errno != EAGAIN && errno != EINTR)
       RG_THROW(IoError, what, ": send failed: ", errno_text(errno));
     if (!poll_until(s.fd(), POLLOUT, deadline)) RG_THROW(TimeoutError, what, ": send timed out");
@@ -312,8 +314,10 @@ std::vector<int> read_with_fds(const Socket& s, void* data, size_t bytes, size_t
     const ssize_t n = ::recvmsg(s.fd(), &msg, MSG_CMSG_CLOEXEC);
     if (n == 0) RG_THROW(IoError, what, ": the peer closed the connection");
     if (n < 0) {
-      if (errno != EAGAIN && errno != EINTR) RG_THROW(IoError, what, ": receive failed: ", errno_text(errno));
-      if (!poll_until(s.fd(), POLLIN, deadline)) RG_THROW(TimeoutError, what, ": receive timed out");
+      if (errno != EAGAIN && errno != EINTR)
+        RG_THROW(IoError, what, ": receive failed: ", errno_text(errno));
+      if (!poll_until(s.fd(), POLLIN, deadline))
+        RG_THROW(TimeoutError, what, ": receive timed out");
       continue;
     }
     for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
@@ -330,7 +334,8 @@ std::vector<int> read_with_fds(const Socket& s, void* data, size_t bytes, size_t
   }
   if (fds.size() > max_fds) {
     for (int fd : fds) ::close(fd);
-    RG_THROW(IoError, what, ": the peer passed ", fds.size(), " descriptors, expected at most ", max_fds);
+    RG_THROW(IoError, what, ": the peer passed ", fds.size(), " descriptors, expected at most ",
+             max_fds);
   }
   return fds;
 }

@@ -46,15 +46,18 @@ void parse_published(const std::string& text, Endpoint& endpoint, std::string& h
   fields >> shm;
   offers_shm = shm == "shm";
   const auto colon = address.rfind(':');
-  RG_CHECK(complete && colon != std::string::npos, "malformed ring address '", text, "' in the store");
+  RG_CHECK(complete && colon != std::string::npos, "malformed ring address '", text,
+           "' in the store");
   endpoint = {address.substr(0, colon), std::stoi(address.substr(colon + 1))};
 }
 
 }  // namespace
 
 SocketTransport::SocketTransport(std::shared_ptr<Store> store, std::string key_prefix, int rank,
-                           int size, const SocketTransportOptions& options)
-    : Transport(rank, size), store_(std::move(store)), prefix_(std::move(key_prefix)),
+                                 int size, const SocketTransportOptions& options)
+    : Transport(rank, size),
+      store_(std::move(store)),
+      prefix_(std::move(key_prefix)),
       peers_(static_cast<size_t>(size)) {
   RG_CHECK(size >= 1 && rank >= 0 && rank < size, "rank ", rank, " outside world size ", size);
   interface_ = select_interface(options.ifname, options.store_host);
@@ -72,22 +75,25 @@ SocketTransport::SocketTransport(std::shared_ptr<Store> store, std::string key_p
     try {
       unix_listener = listen_unix(me.unix_name);
     } catch (const IoError& e) {  // say, a sandbox that forbids unix sockets: TCP will do
-      log_warn("ring transport '", prefix_, "': rank ", rank, ": ", e.what(), "; peers on this host use TCP");
+      log_warn("ring transport '", prefix_, "': rank ", rank, ": ", e.what(),
+               "; peers on this host use TCP");
     }
   }
-  log_info("ring transport '", prefix_, "': rank ", rank, "/", size, " on ", me.hostname, " uses interface ",
-           interface_.name, " (", interface_.address, ":", port, "; ", interface_.reason, ")");
-  me.offers_shm = options.same_host == SameHostLink::automatic || options.same_host == SameHostLink::shm;
-  store_->set(prefix_ + "addr/" + std::to_string(rank), me.endpoint.str() + " " + me.hostname + " " +
-                                                            me.host_identity + " " + me.unix_name +
-                                                            (me.offers_shm ? " shm" : " -"));
+  log_info("ring transport '", prefix_, "': rank ", rank, "/", size, " on ", me.hostname,
+           " uses interface ", interface_.name, " (", interface_.address, ":", port, "; ",
+           interface_.reason, ")");
+  me.offers_shm =
+      options.same_host == SameHostLink::automatic || options.same_host == SameHostLink::shm;
+  store_->set(prefix_ + "addr/" + std::to_string(rank),
+              me.endpoint.str() + " " + me.hostname + " " + me.host_identity + " " + me.unix_name +
+                  (me.offers_shm ? " shm" : " -"));
   connect_mesh(options, listener, unix_listener);
 }
 
 SocketTransport::~SocketTransport() = default;
 
 void SocketTransport::connect_mesh(const SocketTransportOptions& options, const Socket& listener,
-                                const Socket& unix_listener) {
+                                   const Socket& unix_listener) {
   const auto deadline = Clock::now() + options.setup_timeout;
   std::vector<std::string> keys;
   for (int r = 0; r < size(); ++r) keys.push_back(prefix_ + "addr/" + std::to_string(r));
@@ -111,28 +117,33 @@ void SocketTransport::connect_mesh(const SocketTransportOptions& options, const 
   const Hello mine{kHelloMagic, rank(), -1, size(), options.generation, fnv1a(options.run_id)};
   // Higher ranks connect to lower ones; acks flow only after accepts, so no wait cycle exists.
   for (int r = 0; r < rank(); ++r) {
-    const std::string what = "connecting rank " + std::to_string(rank()) + " to " + describe_peer(r);
+    const std::string what =
+        "connecting rank " + std::to_string(rank()) + " to " + describe_peer(r);
     peers_[r].socket = connect_to(r, options.same_host != SameHostLink::tcp, deadline, what);
     Hello hello = mine;
     hello.to_rank = r;
     write_fully(peers_[r].socket, &hello, sizeof hello, deadline, what);
   }
   for (int accepted = 0; accepted < size() - 1 - rank();) {
-    Socket s = accept_until({&listener, &unix_listener}, deadline,
-                            "rank " + std::to_string(rank()) + " waiting for higher ranks to connect");
+    Socket s =
+        accept_until({&listener, &unix_listener}, deadline,
+                     "rank " + std::to_string(rank()) + " waiting for higher ranks to connect");
     Hello hello{};
     read_fully(s, &hello, sizeof hello, deadline, "reading a connection handshake");
     const int from = hello.from_rank;
     std::string problem;
-    if (hello.magic != kHelloMagic) problem = "not a ringgrad transport handshake";
-    else if (hello.run_id_hash != mine.run_id_hash) problem = "another run id";
+    if (hello.magic != kHelloMagic)
+      problem = "not a ringgrad transport handshake";
+    else if (hello.run_id_hash != mine.run_id_hash)
+      problem = "another run id";
     else if (hello.generation != mine.generation)
       problem = "generation " + std::to_string(hello.generation) + ", expected " +
                 std::to_string(mine.generation) + " (a stale worker?)";
     else if (hello.to_rank != rank() || hello.size != size() || from <= rank() || from >= size())
       problem = "ranks do not fit (from " + std::to_string(from) + " to " +
                 std::to_string(hello.to_rank) + ", size " + std::to_string(hello.size) + ")";
-    else if (peers_[from].socket.valid()) problem = "rank " + std::to_string(from) + " connected twice";
+    else if (peers_[from].socket.valid())
+      problem = "rank " + std::to_string(from) + " connected twice";
     if (!problem.empty()) {
       log_warn("ring transport: rank ", rank(), " refused a connection: ", problem);
       continue;
@@ -153,8 +164,9 @@ void SocketTransport::connect_mesh(const SocketTransportOptions& options, const 
     if (r != rank()) tune_stream(peers_[r].socket, options.socket_buffer_bytes);
   connect_shared_memory(options.same_host, deadline);
   for (int r = 0; r < size(); ++r)
-    if (r != rank()) log_debug("ring transport '", prefix_, "': rank ", rank(), " reaches ", describe_peer(r),
-                               " over ", link_name(link(r)));
+    if (r != rank())
+      log_debug("ring transport '", prefix_, "': rank ", rank(), " reaches ", describe_peer(r),
+                " over ", link_name(link(r)));
   if (size() > 1)
     log_info("ring transport '", prefix_, "': rank ", rank(), ": ", describe_links(),
              " (RINGGRAD_TRANSPORT=shm|unix|tcp|auto)");
@@ -170,14 +182,17 @@ void SocketTransport::connect_shared_memory(SameHostLink mode, Clock::time_point
   for (int r = 0; r < size(); ++r) {
     if (r == rank()) continue;
     const Peer& p = peers_[r];
-    if (p.over_unix && p.offers_shm) links.push_back({r, &p.socket});
+    if (p.over_unix && p.offers_shm)
+      links.push_back({r, &p.socket});
     else if (mode == SameHostLink::shm && p.host_identity == peers_[rank()].host_identity)
-      RG_THROW(IoError, "RINGGRAD_TRANSPORT=shm: rank ", rank(), " cannot share memory with ", describe_peer(r),
-               " on this host: ", p.over_unix ? "that rank does not offer it (its RINGGRAD_TRANSPORT is unix or tcp?)"
-                                              : "they are connected over TCP (no unix socket between them)");
+      RG_THROW(IoError, "RINGGRAD_TRANSPORT=shm: rank ", rank(), " cannot share memory with ",
+               describe_peer(r), " on this host: ",
+               p.over_unix ? "that rank does not offer it (its RINGGRAD_TRANSPORT is unix or tcp?)"
+                           : "they are connected over TCP (no unix socket between them)");
   }
   if (links.empty()) return;
-  shm_ = std::make_unique<shm::ShmMesh>(rank(), links, kShmRingBytes, mode == SameHostLink::shm, deadline);
+  shm_ = std::make_unique<shm::ShmMesh>(rank(), links, kShmRingBytes, mode == SameHostLink::shm,
+                                        deadline);
   for (const auto& l : links) peers_[l.peer].shm = shm_->channel(l.peer);
   all_shm_ = true;
   for (int r = 0; r < size(); ++r) all_shm_ = all_shm_ && (r == rank() || peers_[r].shm);
@@ -185,9 +200,12 @@ void SocketTransport::connect_shared_memory(SameHostLink mode, Clock::time_point
 
 const char* link_name(Link link) {
   switch (link) {
-    case Link::tcp: return "tcp";
-    case Link::unix_socket: return "unix";
-    case Link::shm: return "shm";
+    case Link::tcp:
+      return "tcp";
+    case Link::unix_socket:
+      return "unix";
+    case Link::shm:
+      return "shm";
   }
   return "?";
 }
@@ -203,7 +221,8 @@ std::string SocketTransport::describe_links() const {
     std::string ranks;
     for (int r = 0; r < size(); ++r)
       if (r != rank() && link(r) == l) ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
-    if (!ranks.empty()) out += (out.empty() ? "" : "; ") + std::string(link_name(l)) + " to " + ranks;
+    if (!ranks.empty())
+      out += (out.empty() ? "" : "; ") + std::string(link_name(l)) + " to " + ranks;
   }
   return out.empty() ? "no peers" : out;
 }
@@ -212,7 +231,7 @@ std::string SocketTransport::describe_links() const {
 // (and we may use one), else TCP. A unix connect that fails falls back to TCP: the peer accepts
 // on both, so the two sides need not agree beforehand.
 Socket SocketTransport::connect_to(int peer, bool unix_allowed, Clock::time_point deadline,
-                                const std::string& what) {
+                                   const std::string& what) {
   Peer& p = peers_[peer];
   const std::string& mine = peers_[rank()].host_identity;
   if (unix_allowed && mine != "-" && p.host_identity == mine && p.unix_name != "-") {
@@ -242,8 +261,10 @@ void SocketTransport::refuse_loopback_across_hosts() const {
   RG_THROW(InvalidArgument, "ring process group setup: ranks ", on_loopback,
            " listen on loopback, which other hosts cannot reach, but the group spans hosts (",
            hosts, "); rank ", rank(), " chose ", interface_.name, " (", interface_.address, "; ",
-           interface_.reason, "). Set RINGGRAD_SOCKET_IFNAME to an interface the hosts share "
-           "(here: ", describe_interfaces(), ")");
+           interface_.reason,
+           "). Set RINGGRAD_SOCKET_IFNAME to an interface the hosts share "
+           "(here: ",
+           describe_interfaces(), ")");
 }
 
 std::string SocketTransport::host_of(int r) const {

@@ -33,12 +33,12 @@ const char* link_name(Link link);  // "tcp", "unix", "shm"
 enum class SameHostLink { automatic, shm, unix_socket, tcp };
 
 struct SocketTransportOptions {
-  std::string run_id;          // must match on every rank (the handshake refuses strangers)
-  int64_t generation = 0;      // a worker of another restart generation is refused
+  std::string run_id;      // must match on every rank (the handshake refuses strangers)
+  int64_t generation = 0;  // a worker of another restart generation is refused
   Milliseconds setup_timeout{300'000};
   int socket_buffer_bytes = 4 << 20;
   std::optional<std::string> ifname;  // RINGGRAD_SOCKET_IFNAME
-  std::string store_host;  // the store's host (MASTER_ADDR); "" for an in-process store
+  std::string store_host;             // the store's host (MASTER_ADDR); "" for an in-process store
   SameHostLink same_host = SameHostLink::automatic;  // RINGGRAD_TRANSPORT
 };
 
@@ -47,7 +47,7 @@ class SocketTransport : public Transport {
   // Blocks until every rank is connected or throws TimeoutError naming the missing ranks.
   // Throws InvalidArgument when a rank listens on loopback while the ranks span hosts.
   SocketTransport(std::shared_ptr<Store> store, std::string key_prefix, int rank, int size,
-               const SocketTransportOptions& options);
+                  const SocketTransportOptions& options);
   ~SocketTransport() override;
 
   void begin(const std::string& operation, Clock::time_point deadline) override;
@@ -78,11 +78,11 @@ class SocketTransport : public Transport {
     Socket socket;
     Endpoint endpoint;
     std::string hostname;
-    std::string host_identity;  // see host_identity(); "-" when unknown
-    std::string unix_name;      // its unix listener; "-" when it has none
-    bool offers_shm = false;    // its RINGGRAD_TRANSPORT lets it share memory
-    bool over_unix = false;     // this connection is a unix socket
-    shm::ShmChannel* shm = nullptr;  // owned by shm_; it queues this peer's sends and receives
+    std::string host_identity;            // see host_identity(); "-" when unknown
+    std::string unix_name;                // its unix listener; "-" when it has none
+    bool offers_shm = false;              // its RINGGRAD_TRANSPORT lets it share memory
+    bool over_unix = false;               // this connection is a unix socket
+    shm::ShmChannel* shm = nullptr;       // owned by shm_; it queues this peer's sends and receives
     std::vector<PendingIo> sends, recvs;  // FIFO (sockets); *_head is the oldest unfinished entry
     size_t send_head = 0, recv_head = 0;
     uint64_t recvs_posted = 0, recvs_waited = 0, recvs_done = 0;  // counts, for wait_recv
@@ -90,26 +90,27 @@ class SocketTransport : public Transport {
 
   void connect_mesh(const SocketTransportOptions& options, const Socket& listener,
                     const Socket& unix_listener);
-  Socket connect_to(int peer, bool unix_allowed, Clock::time_point deadline, const std::string& what);
+  Socket connect_to(int peer, bool unix_allowed, Clock::time_point deadline,
+                    const std::string& what);
   void refuse_loopback_across_hosts() const;
   void connect_shared_memory(SameHostLink mode, Clock::time_point deadline);
   bool pending(int peer) const;    // sends or receives queued
   bool receiving(int peer) const;  // receives queued
-  bool progress_peer(int peer);           // one non-blocking pass; true if bytes moved
+  bool progress_peer(int peer);    // one non-blocking pass; true if bytes moved
   bool progress_socket(Peer& p, int peer);
   bool progress_all();
-  void block_until_ready();               // poll() the peers with pending I/O (and the doorbell)
+  void block_until_ready();  // poll() the peers with pending I/O (and the doorbell)
   template <class Done>
-  void progress_until(Done done);          // moves I/O until done(); see kSpin
+  void progress_until(Done done);  // moves I/O until done(); see kSpin
   [[noreturn]] void fail_peer(int peer, const std::string& what);
   std::string first_failure_note();
 
   std::shared_ptr<Store> store_;
   std::string prefix_;
   LocalInterface interface_;
-  std::vector<Peer> peers_;  // indexed by rank; peers_[rank()] unused
+  std::vector<Peer> peers_;            // indexed by rank; peers_[rank()] unused
   std::unique_ptr<shm::ShmMesh> shm_;  // null: no shared memory with any peer
-  bool all_shm_ = false;                // every peer is on shared memory (no socket to poll)
+  bool all_shm_ = false;               // every peer is on shared memory (no socket to poll)
   std::string operation_ = "setup";
   Clock::time_point deadline_;
   Clock::time_point begun_;

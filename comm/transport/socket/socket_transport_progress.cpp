@@ -3,8 +3,6 @@
 // call) or through its shared-memory rings; when nothing moves we yield and retry for a while
 // (see kSpin) and then sleep in poll() on the sockets and the shared-memory doorbell until the
 // deadline.
-#include "comm/transport/socket/socket_transport.h"
-
 #include <poll.h>
 #include <sched.h>
 #include <sys/socket.h>
@@ -15,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "comm/transport/socket/socket_transport.h"
 #include "core/error.h"
 
 namespace ringgrad::comm::net {
@@ -39,7 +38,8 @@ constexpr uint32_t kPassesPerClockRead = 16;
 template <class Io>
 int gather(const std::vector<Io>& queue, size_t head, iovec (&iov)[kMaxIov]) {
   int n = 0;
-  for (size_t i = head; i < queue.size() && n < kMaxIov; ++i, ++n) iov[n] = {queue[i].data, queue[i].left};
+  for (size_t i = head; i < queue.size() && n < kMaxIov; ++i, ++n)
+    iov[n] = {queue[i].data, queue[i].left};
   return n;
 }
 
@@ -168,7 +168,10 @@ void SocketTransport::block_until_ready() {
     const Peer& p = peers_[r];
     if (r == rank() || !pending(r)) continue;
     shm_pending |= p.shm != nullptr;
-    const short events = p.shm ? POLLIN : static_cast<short>((p.sends.empty() ? 0 : POLLOUT) | (p.recvs.empty() ? 0 : POLLIN));
+    const short events =
+        p.shm
+            ? POLLIN
+            : static_cast<short>((p.sends.empty() ? 0 : POLLOUT) | (p.recvs.empty() ? 0 : POLLIN));
     fds[n] = {p.socket.fd(), events, 0};
     watched[n++] = r;
   }
@@ -177,11 +180,12 @@ void SocketTransport::block_until_ready() {
   if (left.count() <= 0) {
     std::string waiting;
     for (int i = 0; i < n; ++i)
-      waiting += (i ? ", " : "") + std::string(receiving(watched[i]) ? "receiving from " : "sending to ") +
+      waiting += (i ? ", " : "") +
+                 std::string(receiving(watched[i]) ? "receiving from " : "sending to ") +
                  describe_peer(watched[i]);
     RG_THROW(TimeoutError, operation_, " on rank ", rank(), " timed out after ",
-             format_duration(std::chrono::duration_cast<Milliseconds>(Clock::now() - begun_)),
-             " ", waiting, "; that rank is stuck, slow or issued different collectives");
+             format_duration(std::chrono::duration_cast<Milliseconds>(Clock::now() - begun_)), " ",
+             waiting, "; that rank is stuck, slow or issued different collectives");
   }
   if (shm_pending) {
     fds[n] = {shm_->doorbell_fd(), POLLIN, 0};
@@ -191,7 +195,8 @@ void SocketTransport::block_until_ready() {
   const int rc = ::poll(fds, static_cast<nfds_t>(n + (shm_pending ? 1 : 0)),
                         static_cast<int>(std::min<long long>(left.count() + 1, 1000)));
   if (shm_pending) shm_->end_sleep();
-  if (rc < 0 && errno != EINTR) RG_THROW(IoError, operation_, ": poll failed: ", std::strerror(errno));
+  if (rc < 0 && errno != EINTR)
+    RG_THROW(IoError, operation_, ": poll failed: ", std::strerror(errno));
   for (int i = 0; i < n && rc > 0; ++i) {
     const int r = watched[i];
     if (!peers_[r].shm || fds[i].revents == 0) continue;
@@ -223,7 +228,8 @@ void SocketTransport::progress_until(Done done) {
 
 void SocketTransport::wait_recv(int peer) {
   Peer& p = peers_[peer];
-  RG_CHECK(p.recvs_waited < p.recvs_posted, operation_, ": wait_recv(", peer, ") with no receive posted");
+  RG_CHECK(p.recvs_waited < p.recvs_posted, operation_, ": wait_recv(", peer,
+           ") with no receive posted");
   const uint64_t target = ++p.recvs_waited;
   progress_until([&] { return peers_[peer].recvs_done >= target; });
 }
@@ -239,7 +245,8 @@ void SocketTransport::wait_all() {
 
 std::string SocketTransport::first_failure_note() {
   try {
-    if (store_->check({prefix_ + "abort"})) return store_->get(prefix_ + "abort", Milliseconds(1000));
+    if (store_->check({prefix_ + "abort"}))
+      return store_->get(prefix_ + "abort", Milliseconds(1000));
   } catch (const std::exception&) {
     // The store may have died with the failed rank; the local message stands on its own.
   }

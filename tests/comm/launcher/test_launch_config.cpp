@@ -3,8 +3,8 @@
 // functions (comm/launcher/hostfile, the ssh command of comm/launcher/ssh_launch).
 #include <doctest/doctest.h>
 
-#include "comm/launcher/ssh/hostfile.h"
 #include "comm/launcher/launch_config.h"
+#include "comm/launcher/ssh/hostfile.h"
 #include "comm/launcher/ssh/ssh_launch.h"
 #include "tests/comm/store_fixtures.h"
 
@@ -32,8 +32,9 @@ TEST_CASE("launch config: --nnodes, --nproc-per-node, endpoints") {
     CAPTURE(bad);
     CHECK_THROWS_AS(parse_endpoint(bad, 29400), InvalidArgument);
   }
-  CHECK(message_of<InvalidArgument>([] { parse_endpoint("[::1]:5", 29400); })
-            .find("IPv6 endpoints are not supported yet") != std::string::npos);
+  CHECK(message_of<InvalidArgument>([] {
+          parse_endpoint("[::1]:5", 29400);
+        }).find("IPv6 endpoints are not supported yet") != std::string::npos);
 }
 
 TEST_CASE("launch config: --rdzv-conf, --redirects/--tee, --local-ranks-filter") {
@@ -51,8 +52,9 @@ TEST_CASE("launch config: --rdzv-conf, --redirects/--tee, --local-ranks-filter")
   for (const char* bad : {"nan", "inf", "1e300", "0", "5s", ""}) {  // never a garbage duration
     CAPTURE(bad);
     for (const char* key : {"timeout", "connect_timeout", "keep_alive_timeout"})
-      CHECK(message_of<InvalidArgument>([&] { apply_rdzv_conf(c, {{key, bad}}); })
-                .find("need a finite number of seconds above 0") != std::string::npos);
+      CHECK(message_of<InvalidArgument>([&] {
+              apply_rdzv_conf(c, {{key, bad}});
+            }).find("need a finite number of seconds above 0") != std::string::npos);
   }
   apply_rdzv_conf(c, {{"last_call_timeout", "0"}});  // no last call: allowed
   CHECK(c.last_call_timeout.count() == 0);
@@ -140,8 +142,9 @@ TEST_CASE("launch config: cross-flag rules") {
   slow.monitor_interval = std::chrono::milliseconds(10'000);  // keep_alive_timeout: 30 s
   validate(slow);
   slow.monitor_interval = std::chrono::milliseconds(11'000);
-  rejects(slow, "--monitor-interval 11 s: a node checks in once per interval, so with "
-                "keep_alive_timeout 30 s the others would take it for lost");
+  rejects(slow,
+          "--monitor-interval 11 s: a node checks in once per interval, so with "
+          "keep_alive_timeout 30 s the others would take it for lost");
   slow.max_nodes = 1;  // no other node to miss its beats
   validate(slow);
 }
@@ -172,14 +175,16 @@ TEST_CASE("hostfile: each error names the file, the line and the problem") {
   rejects("a slots=99999999999\n", "slots '99999999999' must be a whole number");
   rejects("a slots=2000\n", "slots '2000' must be a whole number from 1 to 1024");
   // Each host may become the others' --master-addr: what could never be one is refused here.
-  rejects("::1 slots=2\n", "hostfile hf:1: '::1': '::1' is not a host name or IPv4 address "
-                           "(IPv6 addresses are not supported yet)");
+  rejects("::1 slots=2\n",
+          "hostfile hf:1: '::1': '::1' is not a host name or IPv4 address "
+          "(IPv6 addresses are not supported yet)");
   rejects("a\nme@b\n", "hostfile hf:2: 'me@b': 'me@b' is not a host name");
   rejects("-v slots=1\n", "'-v' is not a host name");  // it would be an option to ssh
   rejects("a\nb\na slots=2\n", "hf:3: host 'a' is listed twice");
   rejects("# only comments\n\n", "hostfile hf: no hosts in it");
-  CHECK(message_of<IoError>([] { read_hostfile("/nonexistent/hosts"); })
-            .find("cannot read hostfile '/nonexistent/hosts'") != std::string::npos);
+  CHECK(message_of<IoError>([] {
+          read_hostfile("/nonexistent/hosts");
+        }).find("cannot read hostfile '/nonexistent/hosts'") != std::string::npos);
 }
 
 TEST_CASE("ssh launch: the command each host runs") {
@@ -211,6 +216,6 @@ TEST_CASE("ssh launch: the command each host runs") {
                     "'--console-label' 'b' '--stop-on-stdin-eof' '--max-restarts' '1' '--' "
                     "'./train' '--epochs' '2'") != std::string::npos);
   CHECK(remote.find("BAR") == std::string::npos);  // only what --export names
-  CHECK(message_of<InvalidArgument>([&] { ssh_command(c, 0, {}); })
-            .find("--export FOO: not set") != std::string::npos);
+  CHECK(message_of<InvalidArgument>([&] { ssh_command(c, 0, {}); }).find("--export FOO: not set") !=
+        std::string::npos);
 }
