@@ -35,8 +35,8 @@ struct RingInSegment {
   ShmRing producer, consumer;
   explicit RingInSegment(size_t capacity)
       : segment(ShmSegment::create(sizeof(RingControl) + capacity, "test-ring")),
-        producer(segment.data(), capacity),
-        consumer(segment.data(), capacity) {}
+        producer(segment.data(), capacity, ShmRing::End::producer),
+        consumer(segment.data(), capacity, ShmRing::End::consumer) {}
 };
 
 // Pushes `total` pattern bytes in pieces of `piece` (the last one shorter) until all went.
@@ -103,7 +103,8 @@ TEST_CASE("shm ring: fills, refuses when full, empties, and wraps around in orde
   CHECK(ring.producer.push(in.data() + 64, 36) == 36);  // wraps past the end of the ring
   CHECK(ring.consumer.pop(out.data() + 40, 100) == 60);
   CHECK(std::memcmp(in.data(), out.data(), 100) == 0);
-  CHECK_THROWS_AS(ShmRing(ring.segment.data(), 48), Error);  // not a power of two
+  CHECK_THROWS_AS(ShmRing(ring.segment.data(), 48, ShmRing::End::producer),
+                  Error);  // not a power of two
 }
 
 TEST_CASE("shm ring: 16 MiB through a 4 KiB ring between two threads, odd piece sizes") {

@@ -53,10 +53,15 @@ void ShmChannel::post_recv(void* data, size_t bytes) {
   recvs_.push_back({static_cast<char*>(data), bytes});
 }
 
+// Each direction publishes once, as soon as its part of the pass is done: the peer then sees a
+// whole batch of frames at one look, and our sends are visible while we copy its bytes out.
 bool ShmChannel::progress() {
-  const bool moved = push_sends() | pull_recvs();
-  if (moved) wake_peer();
-  return moved;
+  const bool pushed = push_sends();
+  if (pushed) out_.publish();
+  const bool pulled = pull_recvs();
+  if (pulled) in_.publish();
+  if (pushed || pulled) wake_peer();
+  return pushed || pulled;
 }
 
 // Frames every queued send that fits, then retires the oldest ones that are complete.
@@ -65,15 +70,15 @@ bool ShmChannel::push_sends() {
   for (; framed_ < sends_.size(); ++framed_) {
     Send& s = sends_[framed_];
     if (!s.framed) {
-      if (out_.writable() < sizeof(FrameHeader)) break;
+      if (!out_.can_move(sizeof(FrameHeader))) break;
       const bool from_me =
           peer_reads_me_ && s.left >= kCopyFromSenderBytes && kernel_can_read(s.data);
       const FrameHeader header{s.left, from_me ? reinterpret_cast<uint64_t>(s.data) : 0};
-      out_.push(&header, sizeof header);
+      out_.write(&header, sizeof header);
       s.framed = moved = true;
       if (from_me) s.frame = ++frames_sent_, s.left = 0;
     }
-    const size_t n = out_.push(s.data, s.left);
+    const size_t n = out_.write(s.data, s.left);
     s.data += n, s.left -= n, moved |= n > 0;
     if (s.left > 0) break;  // the ring is full
   }
@@ -96,15 +101,16 @@ bool ShmChannel::pull_recvs() {
       continue;
     }
     if (frame_left_ == 0) {
-      if (in_.readable() < sizeof(FrameHeader)) break;
+      if (!in_.can_move(sizeof(FrameHeader))) break;
       FrameHeader header{};
-      in_.pop(&header, sizeof header);
+      in_.read(&header, sizeof header);
       frame_left_ = header.bytes, frame_address_ = header.address,
       frame_in_place_ = header.address != 0;
+      moved = true;  // its room is free (published at the end of the pass)
       continue;
     }
     const size_t want = static_cast<size_t>(std::min<uint64_t>(r.left, frame_left_));
-    const size_t n = frame_in_place_ ? copy_from_peer(r.data, want) : in_.pop(r.data, want);
+    const size_t n = frame_in_place_ ? copy_from_peer(r.data, want) : in_.read(r.data, want);
     if (n == 0) break;  // the ring is empty
     r.data += n, r.left -= n, frame_left_ -= n, frame_address_ += n;
     moved = true;

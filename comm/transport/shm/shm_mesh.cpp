@@ -163,10 +163,12 @@ ShmMesh::ShmMesh(int rank, const std::vector<ShmPeerLink>& links, size_t ring_by
     auto* peer_sleeping = reinterpret_cast<const std::atomic<uint32_t>*>(
         static_cast<const char*>(theirs_inbox.data()) + kSleepingOffset);
     channels_.emplace_back(
-        paired[i].peer, std::make_unique<ShmChannel>(
-                            ShmRing(slot_at(theirs_inbox, offers[i].slot, ring_bytes), ring_bytes),
-                            ShmRing(slot_at(inbox_, slots[i], ring_bytes), ring_bytes),
-                            peer_sleeping, std::move(doorbells[i]), pids[i], reads_me == 1));
+        paired[i].peer,
+        std::make_unique<ShmChannel>(
+            ShmRing(slot_at(theirs_inbox, offers[i].slot, ring_bytes), ring_bytes,
+                    ShmRing::End::producer),
+            ShmRing(slot_at(inbox_, slots[i], ring_bytes), ring_bytes, ShmRing::End::consumer),
+            peer_sleeping, std::move(doorbells[i]), pids[i], reads_me == 1));
   }
   // The peers hold their own descriptors (or mappings) now; a mapping outlives its descriptor.
   inbox_.close_fd();

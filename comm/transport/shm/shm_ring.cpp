@@ -18,66 +18,80 @@ constexpr size_t kPublishBytes = 64 << 10;
 
 }  // namespace
 
-ShmRing::ShmRing(void* control, size_t capacity)
+ShmRing::ShmRing(void* control, size_t capacity, End end)
     : control_(static_cast<RingControl*>(control)),
       data_(static_cast<char*>(control) + sizeof(RingControl)),
-      capacity_(capacity) {
+      capacity_(capacity),
+      end_(end) {
   RG_CHECK(capacity > 0 && (capacity & (capacity - 1)) == 0, "ring capacity ", capacity,
            " is not a power of two");
 }
 
 size_t ShmRing::push(const void* data, size_t bytes) {
-  auto* from = static_cast<const char*>(data);
-  size_t done = 0;
-  while (done < bytes) {
-    size_t room = capacity_ - (mine_ - theirs_);
-    if (room == 0) {
-      theirs_ = control_->tail.load(std::memory_order_acquire);
-      room = capacity_ - (mine_ - theirs_);
-      if (room == 0) break;
-    }
-    const size_t n = std::min({bytes - done, room, kPublishBytes});
-    const size_t at = mine_ & (capacity_ - 1);
-    const size_t first = std::min(n, capacity_ - at);  // up to the end of the ring, then wrap
-    std::memcpy(data_ + at, from + done, first);
-    std::memcpy(data_, from + done + first, n - first);
-    mine_ += n;
-    done += n;
-    control_->head.store(mine_, std::memory_order_release);
-  }
-  return done;
+  RG_CHECK(end_ == End::producer, "push on the consumer end of a ring");
+  const size_t n = transfer(static_cast<char*>(const_cast<void*>(data)), bytes);
+  publish();
+  return n;
 }
 
 size_t ShmRing::pop(void* data, size_t bytes) {
-  auto* to = static_cast<char*>(data);
+  RG_CHECK(end_ == End::consumer, "pop on the producer end of a ring");
+  const size_t n = transfer(static_cast<char*>(data), bytes);
+  publish();
+  return n;
+}
+
+size_t ShmRing::write(const void* data, size_t bytes) {
+  RG_CHECK(end_ == End::producer, "write on the consumer end of a ring");
+  return transfer(static_cast<char*>(const_cast<void*>(data)), bytes);
+}
+
+size_t ShmRing::read(void* data, size_t bytes) {
+  RG_CHECK(end_ == End::consumer, "read on the producer end of a ring");
+  return transfer(static_cast<char*>(data), bytes);
+}
+
+size_t ShmRing::transfer(char* outside, size_t bytes) {
   size_t done = 0;
   while (done < bytes) {
-    size_t ready = theirs_ - mine_;
-    if (ready == 0) {
-      theirs_ = control_->head.load(std::memory_order_acquire);
-      ready = theirs_ - mine_;
-      if (ready == 0) break;
+    size_t available = room_or_data();
+    if (available == 0) {
+      publish();  // the other end may be waiting for what this one moved so far
+      look();
+      available = room_or_data();
+      if (available == 0) break;
     }
-    const size_t n = std::min({bytes - done, ready, kPublishBytes});
+    const size_t n = std::min({bytes - done, available, kPublishBytes});
     const size_t at = mine_ & (capacity_ - 1);
-    const size_t first = std::min(n, capacity_ - at);
-    std::memcpy(to + done, data_ + at, first);
-    std::memcpy(to + done + first, data_, n - first);
+    const size_t first = std::min(n, capacity_ - at);  // up to the end of the ring, then wrap
+    if (end_ == End::producer) {
+      std::memcpy(data_ + at, outside + done, first);
+      std::memcpy(data_, outside + done + first, n - first);
+    } else {
+      std::memcpy(outside + done, data_ + at, first);
+      std::memcpy(outside + done + first, data_, n - first);
+    }
     mine_ += n;
     done += n;
-    control_->tail.store(mine_, std::memory_order_release);
+    if (mine_ - published_ >= kPublishBytes) publish();
   }
   return done;
 }
 
-size_t ShmRing::writable() {
-  theirs_ = control_->tail.load(std::memory_order_acquire);
-  return capacity_ - (mine_ - theirs_);
+void ShmRing::publish() {
+  if (published_ == mine_) return;
+  published_ = mine_;
+  (end_ == End::producer ? control_->head : control_->tail).store(mine_, std::memory_order_release);
 }
 
-size_t ShmRing::readable() {
-  theirs_ = control_->head.load(std::memory_order_acquire);
-  return theirs_ - mine_;
+void ShmRing::look() {
+  theirs_ =
+      (end_ == End::producer ? control_->tail : control_->head).load(std::memory_order_acquire);
+}
+
+bool ShmRing::can_move(size_t bytes) {
+  if (room_or_data() < bytes) look();
+  return room_or_data() >= bytes;
 }
 
 void ShmRing::count_frame_copied() {

@@ -28,18 +28,26 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free, "lock-free 64-bit atom
 // end and one consumer end, each used by one thread.
 class ShmRing {
  public:
+  enum class End { producer, consumer };
   ShmRing() = default;
   // `control` is a zero-filled RingControl followed by `capacity` bytes.
-  ShmRing(void* control, size_t capacity);
+  ShmRing(void* control, size_t capacity, End end);
 
-  // Producer: copies as many of `bytes` as there is room for; returns how many.
+  // Producer: copies as many of `bytes` as there is room for and publishes them; returns how many.
   size_t push(const void* data, size_t bytes);
-  // Consumer: copies up to `bytes` of what the producer pushed; returns how many.
+  // Consumer: copies up to `bytes` of what the producer pushed and frees their room; returns how
+  // many.
   size_t pop(void* data, size_t bytes);
+  // As push and pop, but what fits in one publishing chunk is left unpublished until publish():
+  // several small pieces (a frame header, a fingerprint, a payload) then cost the other side
+  // one look at the shared counter instead of one per piece, and one cache-line transfer.
+  size_t write(const void* data, size_t bytes);
+  size_t read(void* data, size_t bytes);
+  void publish();  // makes what write/read moved visible to the other end
 
-  // Producer: room for this many bytes now. Consumer: this many bytes ready now.
-  size_t writable();
-  size_t readable();
+  // Producer: whether `bytes` fit now. Consumer: whether `bytes` are ready now. Looks at the
+  // other end's counter only when its last look says no.
+  bool can_move(size_t bytes);
   // Consumer: counts one frame copied; producer: how many were (see RingControl).
   void count_frame_copied();
   uint64_t frames_copied() const;
@@ -47,13 +55,22 @@ class ShmRing {
   size_t capacity() const { return capacity_; }
 
  private:
+  // Copies up to `bytes` between `outside` and the ring, in the direction of this end.
+  size_t transfer(char* outside, size_t bytes);
+  size_t room_or_data() const {  // as this end last saw the other's counter
+    return end_ == End::producer ? capacity_ - (mine_ - theirs_) : theirs_ - mine_;
+  }
+  void look();  // rereads the other end's counter
+
   RingControl* control_ = nullptr;
   char* data_ = nullptr;
   size_t capacity_ = 0;
+  End end_ = End::producer;
   // This end's counter and its last look at the other end's (so a pass that finds enough room
   // or data does not touch the other side's cache line).
   uint64_t mine_ = 0;
   uint64_t theirs_ = 0;
+  uint64_t published_ = 0;  // mine_ as the other end last saw it
 };
 
 }  // namespace ringgrad::comm::shm
