@@ -20,8 +20,8 @@ SubsetTransport::SubsetTransport(Transport& inner, std::vector<int> members)
       inner_(inner),
       members_(std::move(members)) {}
 
-void SubsetTransport::begin(const std::string& operation, Clock::time_point deadline) {
-  inner_.begin(operation, deadline);
+void SubsetTransport::begin(OperationName operation, Clock::time_point deadline) {
+  inner_.begin(std::move(operation), deadline);
 }
 void SubsetTransport::post_send(int peer, const void* data, size_t bytes) {
   inner_.post_send(members_[peer], data, bytes);

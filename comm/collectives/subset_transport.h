@@ -15,7 +15,7 @@ class SubsetTransport : public Transport {
   // `members`: ranks of `inner`, ascending, this rank among them.
   SubsetTransport(Transport& inner, std::vector<int> members);
 
-  void begin(const std::string& operation, Clock::time_point deadline) override;
+  void begin(OperationName operation, Clock::time_point deadline) override;
   void post_send(int peer, const void* data, size_t bytes) override;
   void post_recv(int peer, void* data, size_t bytes) override;
   void wait_recv(int peer) override;

@@ -13,9 +13,9 @@ CheckedTransport::CheckedTransport(Transport& inner)
       fingerprint_recv_(static_cast<size_t>(inner.size()), 0) {}
 
 void CheckedTransport::start(const Fingerprint& mine, const std::vector<int>& peers,
-                             const std::string& operation, Clock::time_point deadline) {
-  inner_.begin(operation, deadline);
-  mine_ = mine;
+                             Clock::time_point deadline) {
+  mine_ = mine;  // lives until the next start, as the name must
+  inner_.begin(OperationName([this] { return describe(mine_); }), deadline);
   peers_ = peers;
   for (int peer : peers_) {
     inner_.post_send(peer, &mine_, sizeof mine_);
@@ -25,8 +25,8 @@ void CheckedTransport::start(const Fingerprint& mine, const std::vector<int>& pe
   }
 }
 
-void CheckedTransport::begin(const std::string& operation, Clock::time_point deadline) {
-  inner_.begin(operation, deadline);
+void CheckedTransport::begin(OperationName operation, Clock::time_point deadline) {
+  inner_.begin(std::move(operation), deadline);
 }
 
 void CheckedTransport::post_send(int peer, const void* data, size_t bytes) {

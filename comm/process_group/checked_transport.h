@@ -17,12 +17,12 @@ class CheckedTransport : public Transport {
  public:
   explicit CheckedTransport(Transport& inner);
 
-  // `peers`: every other rank for a collective, the one partner for send/recv.
-  void start(const Fingerprint& mine, const std::vector<int>& peers, const std::string& operation,
-             Clock::time_point deadline);
+  // `peers`: every other rank for a collective, the one partner for send/recv. The transport's
+  // errors name the operation as describe(mine) says, built only if one happens.
+  void start(const Fingerprint& mine, const std::vector<int>& peers, Clock::time_point deadline);
   void finish();  // checks every fingerprint not yet compared, then completes all I/O
 
-  void begin(const std::string& operation, Clock::time_point deadline) override;
+  void begin(OperationName operation, Clock::time_point deadline) override;
   void post_send(int peer, const void* data, size_t bytes) override;
   void post_recv(int peer, void* data, size_t bytes) override;
   void wait_recv(int peer) override;

@@ -49,6 +49,16 @@ net::SameHostLink same_host_link() {
            "' is not one of: auto, shm, unix, tcp");
 }
 
+// A collective's Work, described from its fingerprint only when someone asks.
+class CollectiveWork : public Work {
+ public:
+  explicit CollectiveWork(const Fingerprint& fingerprint) : fingerprint_(fingerprint) {}
+
+ private:
+  std::string describe() const override { return comm::describe(fingerprint_); }
+  Fingerprint fingerprint_;
+};
+
 }  // namespace
 
 RingProcessGroup::RingProcessGroup(std::shared_ptr<Store> store, int rank, int size,
@@ -105,14 +115,19 @@ RingProcessGroup::Request RingProcessGroup::request(CollectiveKind kind, const T
 
 // ---- enqueue ----
 
-WorkPtr RingProcessGroup::enqueue(const Request& request, Device device, Run host,
-                                  StagedRun staged) {
-  Run run = std::move(host);
-  if (request.staged)
-    run = [this, device, staged = std::move(staged)](Transport& t, collectives::Scratch& s) {
-      collectives::Staging slots = staging(device, s);
-      staged(t, slots);
-    };
+// Only the form that runs becomes a std::function: making both cost an allocation and the
+// tensors' reference counts on every call.
+template <class Host, class Staged>
+WorkPtr RingProcessGroup::enqueue(const Request& request, Device device, Host host, Staged staged) {
+  if (!request.staged) return enqueue_run(request, Run(std::move(host)));
+  return enqueue_run(
+      request, [this, device, staged = std::move(staged)](Transport& t, collectives::Scratch& s) {
+        collectives::Staging slots = staging(device, s);
+        staged(t, slots);
+      });
+}
+
+WorkPtr RingProcessGroup::enqueue_run(const Request& request, Run run) {
   std::unique_lock<std::mutex> lock(mu_);
   // Collectives count per group; a send and its recv count per ordered pair of ranks.
   uint64_t& counter = request.direction == Direction::send   ? sent_to_[request.peer]
@@ -123,7 +138,7 @@ WorkPtr RingProcessGroup::enqueue(const Request& request, Device device, Run hos
   fp.staged = request.staged ? 1 : 0;
   if (request.direction != Direction::all)
     fp.sender = request.direction == Direction::send ? rank() : request.peer;
-  auto work = std::make_shared<Work>(describe(fp));
+  WorkPtr work = std::make_shared<CollectiveWork>(fp);
   Task task{work, fp, request.peer, request.timeout.count() > 0 ? request.timeout : timeout_,
             std::move(run)};
   const bool small =
@@ -194,17 +209,16 @@ void RingProcessGroup::worker_loop() {
 }
 
 void RingProcessGroup::execute(Task& task) {
-  const std::string operation = task.work->description();
   if (!failure_.empty()) {
     task.work->complete(std::make_exception_ptr(
-        Error(str_cat(operation, " refused: process group '", name_, "' (rank ", rank(),
-                      ") is unusable after an earlier failure: ", failure_))));
+        Error(str_cat(task.work->description(), " refused: process group '", name_, "' (rank ",
+                      rank(), ") is unusable after an earlier failure: ", failure_))));
     return;
   }
   try {
     const auto deadline = Clock::now() + task.timeout;
     if (task.peer >= 0) partner_[0] = task.peer;
-    checked_.start(task.fingerprint, task.peer >= 0 ? partner_ : all_peers_, operation, deadline);
+    checked_.start(task.fingerprint, task.peer >= 0 ? partner_ : all_peers_, deadline);
     task.run(checked_, scratch_);
     checked_.finish();
     task.work->complete();
@@ -325,7 +339,7 @@ WorkPtr RingProcessGroup::barrier(const BarrierOptions& opts) {
   Request r{CollectiveKind::barrier};
   r.timeout = opts.timeout;
   return enqueue(
-      r, Device::cpu(), [](Transport&, Scratch&) {}, nullptr);
+      r, Device::cpu(), [](Transport&, Scratch&) {}, [](Transport&, Staging&) {});
 }
 
 WorkPtr RingProcessGroup::send(const Tensor& tensor, int dst, const SendRecvOptions& opts) {

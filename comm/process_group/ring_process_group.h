@@ -67,9 +67,9 @@ class RingProcessGroup : public ProcessGroup {
   WorkPtr point_to_point(Direction direction, const Tensor& tensor, int peer,
                          const SendRecvOptions& opts);
 
-  // How a task runs on the host, and how its CUDA form runs through the staging slots.
+  // How a task runs on the host (its CUDA form runs through the staging slots, taking a
+  // collectives::Staging& instead of the Scratch&).
   using Run = std::function<void(Transport&, collectives::Scratch&)>;
-  using StagedRun = std::function<void(Transport&, collectives::Staging&)>;
   struct Task {
     WorkPtr work;
     Fingerprint fingerprint;
@@ -79,7 +79,9 @@ class RingProcessGroup : public ProcessGroup {
   };
   // Numbers the request, then runs `host` (or, for a staged request, `staged` through the
   // slots of `device`) on the worker, in issue order.
-  WorkPtr enqueue(const Request& request, Device device, Run host, StagedRun staged);
+  template <class Host, class Staged>
+  WorkPtr enqueue(const Request& request, Device device, Host host, Staged staged);
+  WorkPtr enqueue_run(const Request& request, Run run);
   // Worker thread only: the staging slots for tensors on `device` (made on first use).
   collectives::Staging staging(Device device, collectives::Scratch& scratch);
   bool run_inline_if_idle(std::unique_lock<std::mutex>& lock, Task& task);

@@ -13,6 +13,11 @@ namespace {
 constexpr auto kSpin = std::chrono::microseconds(30);
 }
 
+const std::string& Work::description() const {
+  if (lazy_) std::call_once(described_, [this] { description_ = describe(); });
+  return description_;
+}
+
 void Work::complete(std::exception_ptr error) {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -35,7 +40,7 @@ void Work::wait(Milliseconds timeout) {
   if (timeout == Milliseconds::max()) {
     cv_.wait(lock, [&] { return done(); });
   } else if (!cv_.wait_for(lock, timeout, [&] { return done(); })) {
-    RG_THROW(TimeoutError, description_, " not finished after ", format_duration(timeout),
+    RG_THROW(TimeoutError, description(), " not finished after ", format_duration(timeout),
              " of waiting (it keeps running until its own deadline)");
   }
   if (error_) std::rethrow_exception(error_);

@@ -21,7 +21,9 @@ class Work {
   explicit Work(std::string description) : description_(std::move(description)) {}
   virtual ~Work() = default;
 
-  const std::string& description() const { return description_; }
+  // "allreduce #5 (sum, float32, 12 elements)". Thread-safe; a subclass that overrides
+  // describe() has it built here on first use.
+  const std::string& description() const;
   virtual bool is_completed() const { return done_.load(std::memory_order_acquire); }
   // Blocks until the collective finished and rethrows its error. The collective enforces its
   // own deadline, so this returns within it.
@@ -38,8 +40,16 @@ class Work {
     return completed_at_;
   }
 
+ protected:
+  // For a Work whose description is built only when someone reads it (an error, a timeout):
+  // formatting it for every call costs a good part of a small collective.
+  Work() : lazy_(true) {}
+  virtual std::string describe() const { return {}; }
+
  private:
-  std::string description_;
+  const bool lazy_ = false;
+  mutable std::once_flag described_;
+  mutable std::string description_;
   std::atomic<bool> done_{false};
   std::mutex mu_;
   std::condition_variable cv_;

@@ -8,11 +8,29 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <utility>
 
 namespace ringgrad::comm {
 
 using Clock = std::chrono::steady_clock;
+
+// What a transport calls the running operation in its errors: a fixed text, or a function that
+// builds it, called only when an error needs it (for a small collective, formatting its
+// description costs more than moving its bytes). What the function reads must stay valid until
+// the next begin().
+class OperationName {
+ public:
+  OperationName(std::string text) : text_(std::move(text)) {}  // NOLINT: implicit by design
+  OperationName(const char* text) : text_(text) {}             // NOLINT: implicit by design
+  explicit OperationName(std::function<std::string()> build) : build_(std::move(build)) {}
+  std::string str() const { return build_ ? build_() : text_; }
+
+ private:
+  std::string text_;
+  std::function<std::string()> build_;
+};
 
 class Transport {
  public:
@@ -21,8 +39,8 @@ class Transport {
   int rank() const { return rank_; }
   int size() const { return size_; }
 
-  // Names the operation ("allreduce#5") for error messages and sets its deadline.
-  virtual void begin(const std::string& operation, Clock::time_point deadline) = 0;
+  // Names the operation ("allreduce #5 (...)") for error messages and sets its deadline.
+  virtual void begin(OperationName operation, Clock::time_point deadline) = 0;
 
   // Queue bytes for `peer`. Per peer, sends complete in the order they were posted, and so do
   // receives; the buffers must stay valid until a wait covers them. Never blocks.

@@ -356,8 +356,8 @@ class PretendHosts : public Transport {
  public:
   PretendHosts(Transport& inner, std::vector<std::string> hosts)
       : Transport(inner.rank(), inner.size()), inner_(inner), hosts_(std::move(hosts)) {}
-  void begin(const std::string& op, Clock::time_point deadline) override {
-    inner_.begin(op, deadline);
+  void begin(OperationName op, Clock::time_point deadline) override {
+    inner_.begin(std::move(op), deadline);
   }
   void post_send(int peer, const void* d, size_t n) override { inner_.post_send(peer, d, n); }
   void post_recv(int peer, void* d, size_t n) override { inner_.post_recv(peer, d, n); }

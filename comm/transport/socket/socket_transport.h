@@ -50,7 +50,7 @@ class SocketTransport : public Transport {
                   const SocketTransportOptions& options);
   ~SocketTransport() override;
 
-  void begin(const std::string& operation, Clock::time_point deadline) override;
+  void begin(OperationName operation, Clock::time_point deadline) override;
   void post_send(int peer, const void* data, size_t bytes) override;
   void post_recv(int peer, void* data, size_t bytes) override;
   void wait_recv(int peer) override;
@@ -111,7 +111,7 @@ class SocketTransport : public Transport {
   std::vector<Peer> peers_;            // indexed by rank; peers_[rank()] unused
   std::unique_ptr<shm::ShmMesh> shm_;  // null: no shared memory with any peer
   bool all_shm_ = false;               // every peer is on shared memory (no socket to poll)
-  std::string operation_ = "setup";
+  OperationName operation_ = "setup";
   Clock::time_point deadline_;
   Clock::time_point begun_;
 };

@@ -64,8 +64,8 @@ inline void cpu_relax() {
 
 }  // namespace
 
-void SocketTransport::begin(const std::string& operation, Clock::time_point deadline) {
-  operation_ = operation;
+void SocketTransport::begin(OperationName operation, Clock::time_point deadline) {
+  operation_ = std::move(operation);
   deadline_ = deadline;
   begun_ = Clock::now();
 }
@@ -183,7 +183,7 @@ void SocketTransport::block_until_ready() {
       waiting += (i ? ", " : "") +
                  std::string(receiving(watched[i]) ? "receiving from " : "sending to ") +
                  describe_peer(watched[i]);
-    RG_THROW(TimeoutError, operation_, " on rank ", rank(), " timed out after ",
+    RG_THROW(TimeoutError, operation_.str(), " on rank ", rank(), " timed out after ",
              format_duration(std::chrono::duration_cast<Milliseconds>(Clock::now() - begun_)), " ",
              waiting, "; that rank is stuck, slow or issued different collectives");
   }
@@ -196,7 +196,7 @@ void SocketTransport::block_until_ready() {
                         static_cast<int>(std::min<long long>(left.count() + 1, 1000)));
   if (shm_pending) shm_->end_sleep();
   if (rc < 0 && errno != EINTR)
-    RG_THROW(IoError, operation_, ": poll failed: ", std::strerror(errno));
+    RG_THROW(IoError, operation_.str(), ": poll failed: ", std::strerror(errno));
   for (int i = 0; i < n && rc > 0; ++i) {
     const int r = watched[i];
     if (!peers_[r].shm || fds[i].revents == 0) continue;
@@ -228,7 +228,7 @@ void SocketTransport::progress_until(Done done) {
 
 void SocketTransport::wait_recv(int peer) {
   Peer& p = peers_[peer];
-  RG_CHECK(p.recvs_waited < p.recvs_posted, operation_, ": wait_recv(", peer,
+  RG_CHECK(p.recvs_waited < p.recvs_posted, operation_.str(), ": wait_recv(", peer,
            ") with no receive posted");
   const uint64_t target = ++p.recvs_waited;
   progress_until([&] { return peers_[peer].recvs_done >= target; });
@@ -255,8 +255,8 @@ std::string SocketTransport::first_failure_note() {
 
 void SocketTransport::fail_peer(int peer, const std::string& what) {
   std::string note = first_failure_note();
-  RG_THROW(IoError, "peer ", describe_peer(peer), " closed the connection during ", operation_,
-           " (rank ", rank(), ", ", what, ", after ",
+  RG_THROW(IoError, "peer ", describe_peer(peer), " closed the connection during ",
+           operation_.str(), " (rank ", rank(), ", ", what, ", after ",
            format_duration(std::chrono::duration_cast<Milliseconds>(Clock::now() - begun_)), ")",
            note.empty() ? "" : "; first failure in the group: " + note);
 }
