@@ -107,6 +107,25 @@ TEST_CASE("shm ring: fills, refuses when full, empties, and wraps around in orde
                   Error);  // not a power of two
 }
 
+TEST_CASE("shm ring: align_for skips both ends to the next cache line, only if the bytes fit") {
+  RingInSegment ring(256);
+  std::vector<unsigned char> in(256), out(256);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = pattern(i);
+  CHECK(ring.producer.push(in.data(), 5) == 5);
+  CHECK(ring.producer.align_for(16));  // to byte 64
+  CHECK(ring.producer.push(in.data() + 5, 16) == 16);
+  CHECK(ring.consumer.pop(out.data(), 5) == 5);
+  CHECK(ring.consumer.align_for(16));                   // past the same 59 bytes of padding
+  CHECK(ring.consumer.pop(out.data() + 5, 100) == 16);  // exactly what followed them
+  CHECK(std::memcmp(in.data(), out.data(), 21) == 0);
+  CHECK(ring.producer.push(in.data(), 170) == 170);  // at 250 now, 86 bytes of room
+  CHECK_FALSE(ring.producer.align_for(81));          // 6 bytes of padding + 81 do not fit...
+  CHECK(ring.producer.align_for(80));                // ...6 + 80 do
+  CHECK_FALSE(ring.consumer.align_for(150));         // 48 of padding + 150 > the 170 ready
+  CHECK(ring.consumer.pop(out.data(), 170) == 170);  // and align_for(150) skipped nothing
+  CHECK(std::memcmp(in.data(), out.data(), 170) == 0);
+}
+
 TEST_CASE("shm ring: 16 MiB through a 4 KiB ring between two threads, odd piece sizes") {
   RingInSegment ring(4096);
   const uint64_t total = 16 << 20;

@@ -18,6 +18,8 @@ namespace {
 // copy instead of two, and no need for both ranks to run at once (docs/measurements.md).
 // Below it the system call costs more than the copy it saves.
 constexpr size_t kCopyFromSenderBytes = 64 << 10;
+// Sends up to this size queued one after another may share a frame (ShmChannel::joinable).
+constexpr size_t kJoinBytes = 4 << 10;
 
 struct FrameHeader {
   uint64_t bytes;
@@ -64,19 +66,41 @@ bool ShmChannel::progress() {
   return pushed || pulled;
 }
 
-// Frames every queued send that fits, then retires the oldest ones that are complete.
+// How many queued sends, from the first unframed one on, go as one frame: consecutive small
+// sends that fit in the ring whole, now. The receiver sees a byte stream, so a fingerprint and
+// the 8 bytes after it can be one frame, and so one cache line for the peer to fetch.
+size_t ShmChannel::joinable() {
+  size_t bytes = 0, k = framed_;
+  for (; k < sends_.size(); ++k) {
+    const size_t next = sends_[k].left;
+    if (next > kJoinBytes || !out_.can_move(sizeof(FrameHeader) + bytes + next)) break;
+    bytes += next;
+  }
+  return k - framed_;
+}
+
+// Frames every queued send that fits, then retires the oldest ones that are complete. Every
+// frame starts on a cache line of its own.
 bool ShmChannel::push_sends() {
   bool moved = false;
   for (; framed_ < sends_.size(); ++framed_) {
     Send& s = sends_[framed_];
     if (!s.framed) {
-      if (!out_.can_move(sizeof(FrameHeader))) break;
+      if (!out_.align_for(sizeof(FrameHeader))) break;
       const bool from_me =
           peer_reads_me_ && s.left >= kCopyFromSenderBytes && kernel_can_read(s.data);
-      const FrameHeader header{s.left, from_me ? reinterpret_cast<uint64_t>(s.data) : 0};
+      const size_t joined = from_me ? 1 : std::max<size_t>(1, joinable());
+      FrameHeader header{0, from_me ? reinterpret_cast<uint64_t>(s.data) : 0};
+      for (size_t k = 0; k < joined; ++k) header.bytes += sends_[framed_ + k].left;
       out_.write(&header, sizeof header);
       s.framed = moved = true;
       if (from_me) s.frame = ++frames_sent_, s.left = 0;
+      for (size_t k = 0; joined > 1 && k < joined; ++k) {  // all fit: joinable() checked
+        Send& j = sends_[framed_ + k];
+        out_.write(j.data, j.left);
+        j.data += j.left, j.left = 0, j.framed = true;
+      }
+      framed_ += joined - 1;  // `s` is done too then; the last joined one is the current entry
     }
     const size_t n = out_.write(s.data, s.left);
     s.data += n, s.left -= n, moved |= n > 0;
@@ -101,7 +125,7 @@ bool ShmChannel::pull_recvs() {
       continue;
     }
     if (frame_left_ == 0) {
-      if (!in_.can_move(sizeof(FrameHeader))) break;
+      if (!in_.align_for(sizeof(FrameHeader))) break;
       FrameHeader header{};
       in_.read(&header, sizeof header);
       frame_left_ = header.bytes, frame_address_ = header.address,

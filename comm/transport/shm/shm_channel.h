@@ -50,6 +50,7 @@ class ShmChannel {
     char* data;
     size_t left;
   };
+  size_t joinable();
   bool push_sends();
   bool pull_recvs();
   size_t copy_from_peer(char* to, size_t bytes);

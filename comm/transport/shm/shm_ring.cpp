@@ -94,6 +94,13 @@ bool ShmRing::can_move(size_t bytes) {
   return room_or_data() >= bytes;
 }
 
+bool ShmRing::align_for(size_t bytes) {
+  const size_t padding = static_cast<size_t>(0 - mine_) & (kCacheLine - 1);
+  if (!can_move(padding + bytes)) return false;
+  mine_ += padding;
+  return true;
+}
+
 void ShmRing::count_frame_copied() {
   control_->frames_copied.store(control_->frames_copied.load(std::memory_order_relaxed) + 1,
                                 std::memory_order_release);

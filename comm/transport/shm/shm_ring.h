@@ -48,6 +48,10 @@ class ShmRing {
   // Producer: whether `bytes` fit now. Consumer: whether `bytes` are ready now. Looks at the
   // other end's counter only when its last look says no.
   bool can_move(size_t bytes);
+  // Skips to the next cache-line boundary if `bytes` can be moved from there now (both ends
+  // skip alike, so the padding is never read); false, staying put, if not. A frame that starts
+  // on a line of its own costs the consumer one line fewer when it is small.
+  bool align_for(size_t bytes);
   // Consumer: counts one frame copied; producer: how many were (see RingControl).
   void count_frame_copied();
   uint64_t frames_copied() const;
