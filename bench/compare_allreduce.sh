@@ -14,6 +14,11 @@
 # memcpy rate (numpy, 128 MiB) as the memory limit of a copy; then scripts/plot.sh draws busbw
 # against size, one PNG per world size, into PLOT_DIR (BUILD_DIR/plots).
 # Usage: bench/compare_allreduce.sh [BUILD_DIR=build] [MAX_BYTES=134217728]
+# RT=10 runs every column's ranks under chrt -f 10 (ahead of other work on a shared machine)
+# where they do not outnumber the cores; with more ranks than cores they stay at normal priority,
+# since real-time ranks that spin (Gloo's, MPI's) would starve the ranks they wait for.
+# GLIBC_TUNABLES=glibc.malloc.hugetlb=1 in the environment puts every column's large buffers on
+# transparent huge pages (docs/measurements.md: copies from a peer's memory get much faster).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
@@ -50,11 +55,15 @@ if ! mpicc -O2 -o "$TMP/mpi_allreduce" bench/mpi_allreduce.c 2>"$TMP/mpicc.err";
   HAVE_MPI=0; echo "# Open MPI: mpicc failed ($(head -1 "$TMP/mpicc.err")); install libopenmpi-dev"
 fi
 
+priority() {  # WORLD -> the command prefix that sets the ranks' scheduling (see RT above)
+  if [ -n "${RT:-}" ] && [ "$1" -le "$(nproc)" ]; then echo "chrt -f $RT"; fi
+}
+
 ours() {  # WORLD TRANSPORT -> "size time busbw" lines
   local n=$1 pids=()
   for ((r = 0; r < n; ++r)); do
     RANK=$r WORLD_SIZE=$n MASTER_ADDR=127.0.0.1 MASTER_PORT=$PORT RINGGRAD_LOG=warn RINGGRAD_TRANSPORT=$2 \
-      timeout 600 "$BUILD/bin/all_reduce_perf" -b $MIN -e "$MAX" -f $FACTOR -n $ITERS -w $WARMUP -c 1 \
+      $(priority $n) timeout 600 "$BUILD/bin/all_reduce_perf" -b $MIN -e "$MAX" -f $FACTOR -n $ITERS -w $WARMUP -c 1 \
       --json "$TMP/ours$r.json" >/dev/null & pids+=($!)
   done
   wait "${pids[@]}"; PORT=$((PORT + 1)); cp "$TMP/ours0.json" "$TMP/ours_$2_world$n.json"
@@ -67,7 +76,7 @@ gloo() {
   local n=$1 pids=()
   for ((r = 0; r < n; ++r)); do
     RANK=$r WORLD_SIZE=$n MASTER_ADDR=127.0.0.1 MASTER_PORT=$PORT GLOO_SOCKET_IFNAME=lo \
-      timeout 600 /usr/bin/python3 bench/gloo_allreduce.py $MIN "$MAX" $FACTOR $ITERS $WARMUP \
+      $(priority $n) timeout 600 /usr/bin/python3 bench/gloo_allreduce.py $MIN "$MAX" $FACTOR $ITERS $WARMUP \
       >"$TMP/gloo$r.txt" & pids+=($!)
   done
   wait "${pids[@]}"; PORT=$((PORT + 1)); cat "$TMP/gloo0.txt"
@@ -76,7 +85,7 @@ mpi() {  # WORLD tcp|sm
   [ $HAVE_MPI = 1 ] || return 0
   local btl=(--mca btl tcp,self --mca btl_tcp_if_include lo)
   [ "$2" = sm ] && btl=()
-  timeout 600 mpirun --allow-run-as-root --oversubscribe -np "$1" "${btl[@]}" \
+  $(priority $1) timeout 600 mpirun --allow-run-as-root --oversubscribe -np "$1" "${btl[@]}" \
     "$TMP/mpi_allreduce" $MIN "$MAX" $FACTOR $ITERS $WARMUP
 }
 
