@@ -1,11 +1,12 @@
 // ShmChannel: this rank's end of the shared-memory link with one peer on the host: its send and
 // receive queues, framed onto two ShmRings (out: in the peer's inbox; in: in this rank's).
-// Every send becomes a frame: a FrameHeader, then either the bytes themselves (through the ring:
-// two copies, one on each side) or, for a large send when the peer may read this process's
-// memory, nothing more: the receiver copies the bytes straight out of the sender's buffer with
-// process_vm_readv (cross-memory attach, one copy, as Open MPI's vader does) and counts the
-// frame in RingControl::frames_copied, which completes the send. Frames keep the byte-stream
-// contract: a receive may take part of a frame, or parts of several.
+// Sends become frames: a FrameHeader, then either the bytes themselves (through the ring: two
+// copies, one on each side; small sends queued together share one frame) or, for a large send
+// when the peer may read this process's memory, nothing more: the receiver copies the bytes
+// straight out of the sender's buffer with process_vm_readv (cross-memory attach, one copy, as
+// Open MPI's vader does) and counts the frame in RingControl::frames_copied, which completes
+// the send. Every frame starts on a cache line. Frames keep the byte-stream contract: a
+// receive may take part of a frame, or parts of several.
 // Single-threaded, non-blocking; the owner (SocketTransport) calls progress() and sleeps.
 #pragma once
 #include <sys/types.h>
