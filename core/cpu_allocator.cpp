@@ -2,6 +2,8 @@
 // per tensor, not per element, so contention is negligible).
 #include "core/cpu_allocator.h"
 
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <mutex>
 #include <unordered_map>
@@ -9,6 +11,15 @@
 
 #include "core/env.h"
 #include "core/error.h"
+
+// Note [Huge pages]
+// A large tensor on 4 KiB pages costs one TLB entry per 4 KiB, and every copy the kernel makes
+// of it for another process (process_vm_readv in the shared-memory transport, which pins the
+// source page by page) walks 512 page entries per 2 MiB. Debian's kernels hand out transparent
+// huge pages only to memory that asks (/sys/kernel/mm/transparent_hugepage/enabled is
+// "madvise"), so large blocks start on a 2 MiB boundary and ask with MADV_HUGEPAGE; where huge
+// pages are off the advice is ignored. Measured in docs/measurements.md (shared memory section).
+// Small blocks stay on ordinary pages: rounding them up would waste memory for no gain.
 
 namespace ringgrad {
 
@@ -49,8 +60,10 @@ void* cpu_allocate(size_t bytes) {
     }
     c.stats.system_allocations++;
   }
-  void* p = std::aligned_alloc(kCpuAlignment, size);
+  const bool huge = size >= kHugePageBytes;
+  void* p = std::aligned_alloc(huge ? kHugePageBytes : kCpuAlignment, size);
   if (!p) RG_THROW(Error, "out of host memory allocating ", size, " bytes");
+  if (huge) ::madvise(p, size, MADV_HUGEPAGE);  // advice only: no huge pages is not an error
   return p;
 }
 

@@ -1,8 +1,14 @@
 // Tests for core/tensor, storage and the CPU caching allocator.
 #include <doctest/doctest.h>
 
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <string>
+
 #include "core/cpu_allocator.h"
 #include "core/tensor.h"
+#include "tests/skip.h"
 
 using namespace ringgrad;
 
@@ -96,6 +102,31 @@ TEST_CASE("cpu allocator: released blocks are reused, so steady state never mall
   auto after = cpu_cache_stats();
   CHECK(after.system_allocations == before.system_allocations);
   CHECK(after.cache_hits == before.cache_hits + 10);
+}
+
+TEST_CASE("cpu allocator: a large block starts on a huge page and asks for huge pages") {
+  std::ifstream mode_file("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string mode((std::istreambuf_iterator<char>(mode_file)), {});
+  if (mode.empty() || mode.find("[never]") != std::string::npos)
+    return testing::skip_test("transparent huge pages are off or absent on this kernel");
+  const size_t bytes = 3 * kHugePageBytes + 4096;
+  void* p = cpu_allocate(bytes);
+  CHECK(reinterpret_cast<uintptr_t>(p) % kHugePageBytes == 0);
+  // /proc/self/smaps: the mapping that holds the block says whether it may get huge pages.
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool inside = false, eligible = false;
+  const auto addr = reinterpret_cast<uintptr_t>(p);
+  while (std::getline(smaps, line)) {
+    uintptr_t lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2 && line.find(':') > line.find(' ')) {
+      inside = lo <= addr && addr < hi;
+    } else if (inside && line.rfind("THPeligible:", 0) == 0) {
+      eligible = line.find('1') != std::string::npos;
+    }
+  }
+  CHECK(eligible);
+  cpu_release(p, bytes);
 }
 
 TEST_CASE("device: parse") {
