@@ -116,6 +116,46 @@ TEST_CASE("two network namespaces as two hosts: rendezvous and worker store over
   CHECK(groups == std::set<std::string>{"0", "1"});
 }
 
+TEST_CASE(
+    "mixed links in one group: two ranks share memory, a third in another namespace is reached "
+    "over TCP, and every all-reduce is right") {
+  NamespacePair hosts;
+  if (!hosts.ok()) {
+    return skip_test("no network namespaces: " + hosts.why_not());
+  }
+  auto node = [&](const std::string& ns, const char* nproc) {
+    return std::vector<std::string>{
+        "ip", "netns", "exec", ns, launcher({})[0], "--nnodes", "2", "--nproc-per-node", nproc,
+        "--rdzv-backend", "c10d", "--rdzv-endpoint", std::string(kAddrA) + ":29401", "--rdzv-id",
+        "mixed", "--rdzv-conf", "timeout=30", ALL_REDUCE_PERF_PATH,
+        // every size class: direct, recursive doubling and the ring; values checked (-c 1)
+        "-b", "8", "-e", "4M", "-f", "32", "-n", "2", "-w", "1", "-c", "1", "-d", "all"};
+  };
+  Child a(node(hosts.a(), "2")), b(node(hosts.b(), "1"));
+  auto ra = a.wait(seconds(90));
+  auto rb = b.wait(seconds(90));
+  REQUIRE_MESSAGE(ra.status.ok(), ra.err);
+  REQUIRE_MESSAGE(rb.status.ok(), rb.err);
+  // Node ranks go by join order, so either node may print the table (ranks 0..n of the job).
+  // all_reduce_perf's header names each rank's links; its table counts wrong elements.
+  const std::string out = ra.out + rb.out;
+  INFO("the two nodes printed: ", out);
+  const auto shm_ranks = lines_with(out, "#  Rank ");
+  int shared = 0, tcp_only = 0;
+  for (const std::string& line : shm_ranks) {
+    if (line.find("backend ring: shm to ") != std::string::npos &&
+        line.find("; tcp to ") != std::string::npos)
+      ++shared;
+    if (line.find("backend ring: tcp to ") != std::string::npos &&
+        line.find(',') != std::string::npos)
+      ++tcp_only;
+  }
+  CHECK(shm_ranks.size() == 3);
+  CHECK(shared == 2);
+  CHECK(tcp_only == 1);
+  CHECK(out.find("# Out of bounds values : 0 OK") != std::string::npos);
+}
+
 TEST_CASE("an endpoint without a route fails after the connect timeout, naming host:port") {
   NamespacePair hosts;
   if (!hosts.ok()) {
