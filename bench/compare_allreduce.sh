@@ -17,8 +17,8 @@
 # RT=10 runs every column's ranks under chrt -f 10 (ahead of other work on a shared machine)
 # where they do not outnumber the cores; with more ranks than cores they stay at normal priority,
 # since real-time ranks that spin (Gloo's, MPI's) would starve the ranks they wait for.
-# GLIBC_TUNABLES=glibc.malloc.hugetlb=1 in the environment puts every column's large buffers on
-# transparent huge pages (docs/measurements.md: copies from a peer's memory get much faster).
+# Our large buffers are on transparent huge pages by default (core/cpu_allocator.cpp); the
+# environment's GLIBC_TUNABLES=glibc.malloc.hugetlb=1 puts the other columns' there too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
