@@ -15,37 +15,24 @@ using c10d::OpType;
 // The element type ringgrad reduces for a torch dtype, if it has one.
 std::optional<DType> ringgrad_dtype(at::ScalarType t) {
   switch (t) {
-    case at::kFloat:
-      return DType::f32;
-    case at::kDouble:
-      return DType::f64;
-    case at::kHalf:
-      return DType::f16;
-    case at::kBFloat16:
-      return DType::bf16;
-    case at::kInt:
-      return DType::i32;
-    case at::kLong:
-      return DType::i64;
-    case at::kByte:
-      return DType::u8;
-    default:
-      return std::nullopt;
+    case at::kFloat: return DType::f32;
+    case at::kDouble: return DType::f64;
+    case at::kHalf: return DType::f16;
+    case at::kBFloat16: return DType::bf16;
+    case at::kInt: return DType::i32;
+    case at::kLong: return DType::i64;
+    case at::kByte: return DType::u8;
+    default: return std::nullopt;
   }
 }
 
 comm::ReduceOp ringgrad_op(const c10d::ReduceOp& op, const char* operation) {
   switch (op.op_) {
-    case c10d::ReduceOp::SUM:
-      return comm::ReduceOp::sum;
-    case c10d::ReduceOp::AVG:
-      return comm::ReduceOp::avg;
-    case c10d::ReduceOp::PRODUCT:
-      return comm::ReduceOp::prod;
-    case c10d::ReduceOp::MIN:
-      return comm::ReduceOp::min;
-    case c10d::ReduceOp::MAX:
-      return comm::ReduceOp::max;
+    case c10d::ReduceOp::SUM: return comm::ReduceOp::sum;
+    case c10d::ReduceOp::AVG: return comm::ReduceOp::avg;
+    case c10d::ReduceOp::PRODUCT: return comm::ReduceOp::prod;
+    case c10d::ReduceOp::MIN: return comm::ReduceOp::min;
+    case c10d::ReduceOp::MAX: return comm::ReduceOp::max;
     default:
       TORCH_CHECK(false, "ringgrad: ", operation, " does not support this ReduceOp (",
                   static_cast<int>(op.op_), "); it takes SUM, AVG, PRODUCT, MIN and MAX");

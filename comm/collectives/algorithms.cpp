@@ -30,14 +30,10 @@ int count_hosts(const Transport& t) {
 
 AllreduceFn allreduce_function(AllreduceAlgorithm algorithm) {
   switch (algorithm) {
-    case AllreduceAlgorithm::recursive_doubling:
-      return &recursive_doubling_allreduce;
-    case AllreduceAlgorithm::direct:
-      return &direct_allreduce;
-    case AllreduceAlgorithm::hierarchical:
-      return &hierarchical_allreduce;
-    case AllreduceAlgorithm::ring:
-      break;
+    case AllreduceAlgorithm::recursive_doubling: return &recursive_doubling_allreduce;
+    case AllreduceAlgorithm::direct: return &direct_allreduce;
+    case AllreduceAlgorithm::hierarchical: return &hierarchical_allreduce;
+    case AllreduceAlgorithm::ring: break;
   }
   return &ring_allreduce;
 }

@@ -56,10 +56,8 @@ void reduce_typed(void* dst, const void* a, const void* b, size_t count, ReduceO
       return combine(d, x, y, count, [](V p, V q) { return static_cast<V>(p + q); });
     case ReduceOp::prod:
       return combine(d, x, y, count, [](V p, V q) { return static_cast<V>(p * q); });
-    case ReduceOp::max:
-      return combine(d, x, y, count, [](V p, V q) { return max_of(p, q); });
-    case ReduceOp::min:
-      return combine(d, x, y, count, [](V p, V q) { return min_of(p, q); });
+    case ReduceOp::max: return combine(d, x, y, count, [](V p, V q) { return max_of(p, q); });
+    case ReduceOp::min: return combine(d, x, y, count, [](V p, V q) { return min_of(p, q); });
   }
 }
 
@@ -76,40 +74,26 @@ void divide_typed(void* data, size_t count, int divisor) {
 
 void reduce_into(void* dst, const void* a, const void* b, size_t count, DType dtype, ReduceOp op) {
   switch (dtype) {
-    case DType::f32:
-      return reduce_typed<float>(dst, a, b, count, op);
-    case DType::f64:
-      return reduce_typed<double>(dst, a, b, count, op);
-    case DType::f16:
-      return reduce_typed<Half>(dst, a, b, count, op);
-    case DType::bf16:
-      return reduce_typed<BFloat16>(dst, a, b, count, op);
-    case DType::i32:
-      return reduce_typed<int32_t>(dst, a, b, count, op);
-    case DType::i64:
-      return reduce_typed<int64_t>(dst, a, b, count, op);
-    case DType::u8:
-      return reduce_typed<uint8_t>(dst, a, b, count, op);
+    case DType::f32: return reduce_typed<float>(dst, a, b, count, op);
+    case DType::f64: return reduce_typed<double>(dst, a, b, count, op);
+    case DType::f16: return reduce_typed<Half>(dst, a, b, count, op);
+    case DType::bf16: return reduce_typed<BFloat16>(dst, a, b, count, op);
+    case DType::i32: return reduce_typed<int32_t>(dst, a, b, count, op);
+    case DType::i64: return reduce_typed<int64_t>(dst, a, b, count, op);
+    case DType::u8: return reduce_typed<uint8_t>(dst, a, b, count, op);
   }
   RG_THROW(InvalidArgument, "reduce_into: unsupported dtype");
 }
 
 void divide_by(void* data, size_t count, DType dtype, int divisor) {
   switch (dtype) {
-    case DType::f32:
-      return divide_typed<float>(data, count, divisor);
-    case DType::f64:
-      return divide_typed<double>(data, count, divisor);
-    case DType::f16:
-      return divide_typed<Half>(data, count, divisor);
-    case DType::bf16:
-      return divide_typed<BFloat16>(data, count, divisor);
-    case DType::i32:
-      return divide_typed<int32_t>(data, count, divisor);
-    case DType::i64:
-      return divide_typed<int64_t>(data, count, divisor);
-    case DType::u8:
-      return divide_typed<uint8_t>(data, count, divisor);
+    case DType::f32: return divide_typed<float>(data, count, divisor);
+    case DType::f64: return divide_typed<double>(data, count, divisor);
+    case DType::f16: return divide_typed<Half>(data, count, divisor);
+    case DType::bf16: return divide_typed<BFloat16>(data, count, divisor);
+    case DType::i32: return divide_typed<int32_t>(data, count, divisor);
+    case DType::i64: return divide_typed<int64_t>(data, count, divisor);
+    case DType::u8: return divide_typed<uint8_t>(data, count, divisor);
   }
   RG_THROW(InvalidArgument, "divide_by: unsupported dtype");
 }

@@ -17,20 +17,13 @@ bool has_root(CollectiveKind k) {
 
 const char* collective_kind_name(CollectiveKind kind) {
   switch (kind) {
-    case CollectiveKind::allreduce:
-      return "allreduce";
-    case CollectiveKind::broadcast:
-      return "broadcast";
-    case CollectiveKind::reduce:
-      return "reduce";
-    case CollectiveKind::allgather:
-      return "allgather";
-    case CollectiveKind::reduce_scatter:
-      return "reduce_scatter";
-    case CollectiveKind::barrier:
-      return "barrier";
-    case CollectiveKind::send_recv:
-      return "send/recv";
+    case CollectiveKind::allreduce: return "allreduce";
+    case CollectiveKind::broadcast: return "broadcast";
+    case CollectiveKind::reduce: return "reduce";
+    case CollectiveKind::allgather: return "allgather";
+    case CollectiveKind::reduce_scatter: return "reduce_scatter";
+    case CollectiveKind::barrier: return "barrier";
+    case CollectiveKind::send_recv: return "send/recv";
   }
   return "unknown collective";
 }

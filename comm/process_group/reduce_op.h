@@ -9,16 +9,11 @@ enum class ReduceOp : uint8_t { sum, avg, prod, min, max };
 
 inline const char* reduce_op_name(ReduceOp op) {  // "sum", "avg", ...
   switch (op) {
-    case ReduceOp::sum:
-      return "sum";
-    case ReduceOp::avg:
-      return "avg";
-    case ReduceOp::prod:
-      return "prod";
-    case ReduceOp::min:
-      return "min";
-    case ReduceOp::max:
-      return "max";
+    case ReduceOp::sum: return "sum";
+    case ReduceOp::avg: return "avg";
+    case ReduceOp::prod: return "prod";
+    case ReduceOp::min: return "min";
+    case ReduceOp::max: return "max";
   }
   return "?";
 }

@@ -364,8 +364,7 @@ void TcpStoreServer::Impl::handle(const std::shared_ptr<Connection>& conn,
       in.expect_end();
       conn->reply(out.i64(static_cast<int64_t>(data.size())).frame());
       return;
-    case StoreOp::hello:
-      RG_THROW(ProtocolError, "second hello on one connection");
+    case StoreOp::hello: RG_THROW(ProtocolError, "second hello on one connection");
   }
   RG_THROW(ProtocolError, "unknown store op ", static_cast<int>(op));
 }

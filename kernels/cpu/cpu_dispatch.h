@@ -43,14 +43,10 @@ void dispatch_float(DType t, const char* op, F&& f) {
 template <class F>
 void dispatch_floating(DType t, const char* op, F&& f) {
   switch (t) {
-    case DType::f32:
-      return f(float{});
-    case DType::f64:
-      return f(double{});
-    case DType::f16:
-      return f(Half{});
-    case DType::bf16:
-      return f(BFloat16{});
+    case DType::f32: return f(float{});
+    case DType::f64: return f(double{});
+    case DType::f16: return f(Half{});
+    case DType::bf16: return f(BFloat16{});
     default:
       RG_THROW(InvalidArgument, op,
                ": needs a floating dtype (float32, float64, float16, "

@@ -36,14 +36,10 @@ cublasHandle_t handle_for(int device) {
 
 cudaDataType_t cuda_type(DType t) {
   switch (t) {
-    case DType::f32:
-      return CUDA_R_32F;
-    case DType::f16:
-      return CUDA_R_16F;
-    case DType::bf16:
-      return CUDA_R_16BF;
-    default:
-      break;
+    case DType::f32: return CUDA_R_32F;
+    case DType::f16: return CUDA_R_16F;
+    case DType::bf16: return CUDA_R_16BF;
+    default: break;
   }
   RG_THROW(InvalidArgument, "cuBLAS GEMM: unsupported dtype ", dtype_name(t),
            " (float32, float16, bfloat16)");

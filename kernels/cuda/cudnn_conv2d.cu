@@ -35,14 +35,10 @@ cudnnHandle_t handle_for(int device) {
 
 cudnnDataType_t cudnn_type(DType t) {
   switch (t) {
-    case DType::f32:
-      return CUDNN_DATA_FLOAT;
-    case DType::f16:
-      return CUDNN_DATA_HALF;
-    case DType::bf16:
-      return CUDNN_DATA_BFLOAT16;
-    default:
-      break;
+    case DType::f32: return CUDNN_DATA_FLOAT;
+    case DType::f16: return CUDNN_DATA_HALF;
+    case DType::bf16: return CUDNN_DATA_BFLOAT16;
+    default: break;
   }
   RG_THROW(InvalidArgument, "cuDNN conv2d: unsupported dtype ", dtype_name(t),
            " (float32, float16, bfloat16)");

@@ -11,20 +11,31 @@ namespace {
 Tensor empty_like(const Tensor& t) { return Tensor::empty(t.shape(), t.dtype(), t.device()); }
 Tensor empty_if(bool needed, const Tensor& like) { return needed ? empty_like(like) : Tensor(); }
 
+// The gradients of a weighted op (conv2d, linear) with inputs x, w and maybe a bias: buffers
+// only for the inputs that want one, handed back in input order.
+struct WeightGrads {
+  Tensor dx, dw, db;
+  WeightGrads(const Node& node, const Tensor& x, const Tensor& w, bool has_bias)
+      : dx(empty_if(node.inputs[0] != nullptr, x)),
+        dw(empty_if(node.inputs[1] != nullptr, w)),
+        db(has_bias && node.inputs[2] ? Tensor::empty({w.size(0)}, w.dtype(), w.device())
+                                      : Tensor()) {}
+  void hand_back(std::vector<Tensor>& grads, bool has_bias) const {
+    grads[0] = dx;
+    grads[1] = dw;
+    if (has_bias) grads[2] = db;
+  }
+};
+
 struct Conv2dNode : Node {
   Tensor x, w;
   bool has_bias = false;
   kernels::Conv2dParams params;
   const char* name() const override { return "conv2d"; }
   void backward(const Tensor& dy, std::vector<Tensor>& grads) override {
-    Tensor dx = empty_if(inputs[0] != nullptr, x);
-    Tensor dw = empty_if(inputs[1] != nullptr, w);
-    Tensor db =
-        has_bias && inputs[2] ? Tensor::empty({w.size(0)}, w.dtype(), w.device()) : Tensor();
-    kernels::conv2d_backward(dx, dw, db, dy, x, w, params);
-    grads[0] = dx;
-    grads[1] = dw;
-    if (has_bias) grads[2] = db;
+    WeightGrads g(*this, x, w, has_bias);
+    kernels::conv2d_backward(g.dx, g.dw, g.db, dy, x, w, params);
+    g.hand_back(grads, has_bias);
   }
 };
 
@@ -33,14 +44,9 @@ struct LinearNode : Node {
   bool has_bias = false;
   const char* name() const override { return "linear"; }
   void backward(const Tensor& dy, std::vector<Tensor>& grads) override {
-    Tensor dx = empty_if(inputs[0] != nullptr, x);
-    Tensor dw = empty_if(inputs[1] != nullptr, w);
-    Tensor db =
-        has_bias && inputs[2] ? Tensor::empty({w.size(0)}, w.dtype(), w.device()) : Tensor();
-    kernels::linear_backward(dx, dw, db, dy, x, w);
-    grads[0] = dx;
-    grads[1] = dw;
-    if (has_bias) grads[2] = db;
+    WeightGrads g(*this, x, w, has_bias);
+    kernels::linear_backward(g.dx, g.dw, g.db, dy, x, w);
+    g.hand_back(grads, has_bias);
   }
 };
 

@@ -9,6 +9,7 @@
 
 #include "comm/store/tcp_store.h"
 #include "comm/store/tcp_store_server.h"
+#include "tests/message_of.h"
 
 namespace ringgrad::comm::testing {
 
@@ -23,16 +24,6 @@ inline std::unique_ptr<TcpStore> connect_to(const TcpStoreServer& server,
   return std::make_unique<TcpStore>(o);
 }
 
-// Runs `fn`, expects it to throw E, and returns the message for further checks.
-template <class E>
-std::string message_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const E& e) {
-    return e.what();
-  }
-  FAIL("expected an exception");
-  return {};
-}
+using ringgrad::testing::message_of;
 
 }  // namespace ringgrad::comm::testing

@@ -153,25 +153,21 @@ TEST_CASE("store server: survives 100,000 random and mutated frames") {
             .frame();
       case 2:
         return FrameWriter().u8(uint8_t(StoreOp::compare_set)).str(key).str("").str("x").frame();
-      case 3:
-        return FrameWriter().u8(uint8_t(StoreOp::check)).strs({key, key + "/n"}).frame();
-      default:
-        return FrameWriter().u8(uint8_t(StoreOp::num_keys)).frame();
+      case 3: return FrameWriter().u8(uint8_t(StoreOp::check)).strs({key, key + "/n"}).frame();
+      default: return FrameWriter().u8(uint8_t(StoreOp::num_keys)).frame();
     }
   };
   auto template_frame = [&]() {
     const std::string key = "fuzz/" + std::to_string(below(50));
     switch (below(3)) {
-      case 0:
-        return FrameWriter().u8(uint8_t(StoreOp::get)).str(key).i64(below(20)).frame();
+      case 0: return FrameWriter().u8(uint8_t(StoreOp::get)).str(key).i64(below(20)).frame();
       case 1:
         return FrameWriter()
             .u8(uint8_t(StoreOp::wait))
             .strs({key, key + "/n"})
             .i64(below(20))
             .frame();
-      default:
-        return prompt_frame(key);
+      default: return prompt_frame(key);
     }
   };
   auto mutate = [&](std::string f) {
@@ -180,11 +176,9 @@ TEST_CASE("store server: survives 100,000 random and mutated frames") {
         for (int i = 0, n = 1 + int(below(4)); i < n; ++i)
           f[below(f.size())] ^= char(1 + below(255));
         return f;
-      case 1:
-        return f.substr(0, 4 + below(f.size() - 4));  // truncated (header kept)
-      case 2:
-        return f + random_bytes(1 + below(16));  // trailing garbage in the stream
-      default: {                                 // a lying length header
+      case 1: return f.substr(0, 4 + below(f.size() - 4));  // truncated (header kept)
+      case 2: return f + random_bytes(1 + below(16));       // trailing garbage in the stream
+      default: {                                            // a lying length header
         const uint32_t n = below(2) ? uint32_t(rng()) : uint32_t(below(f.size() + 8));
         for (int i = 0; i < 4; ++i) f[i] = char((n >> (8 * i)) & 0xff);
         return f;

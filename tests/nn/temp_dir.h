@@ -1,5 +1,6 @@
 // Test helpers for the data and serialization suites: a scratch directory removed with all its
-// contents on scope exit, byte-level file writing, and capturing an exception's message.
+// contents on scope exit, byte-level file writing, and capturing an exception's message
+// (tests/message_of.h).
 #pragma once
 #include <doctest/doctest.h>
 
@@ -9,6 +10,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "tests/message_of.h"
 
 namespace ringgrad::nn::testing {
 
@@ -44,16 +46,6 @@ inline std::string read_bytes(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-// Runs `fn`, requires it to throw E, and returns the message.
-template <class E, class F>
-std::string message_of(F&& fn) {
-  try {
-    fn();
-  } catch (const E& e) {
-    return e.what();
-  }
-  FAIL("expected an exception that did not come");
-  return {};
-}
+using ringgrad::testing::message_of;
 
 }  // namespace ringgrad::nn::testing

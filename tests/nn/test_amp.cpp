@@ -305,7 +305,7 @@ TEST_CASE("grad scaler: disabled (bf16) it passes the loss and the step through"
 }
 
 TEST_CASE("grad scaler: its state goes through a checkpoint bit for bit") {
-  testing::TempDir dir;
+  nn::testing::TempDir dir;
   Generator g(4);
   Linear model(4, 3, g);
   Sgd sgd(model.parameters(), kernels::SgdParams());

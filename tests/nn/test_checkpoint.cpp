@@ -75,7 +75,7 @@ std::vector<float> values(Module& m) {
 }  // namespace
 
 TEST_CASE("checkpoint: resuming with another seed, global batch or data set names both values") {
-  testing::TempDir dir;
+  nn::testing::TempDir dir;
   Trained run;
   const std::string path = dir.file("ck.safetensors");
   save_checkpoint(path, run.model, run.sgd, {1, 2, 12}, run_info());
@@ -114,7 +114,7 @@ TEST_CASE("checkpoint: resuming with another seed, global batch or data set name
 }
 
 TEST_CASE("checkpoint: missing, stray or misshapen momentum buffers are refused, not zeroed") {
-  testing::TempDir dir;
+  nn::testing::TempDir dir;
   Trained run;
   const std::string path = dir.file("ck.safetensors"), edited = dir.file("edited.safetensors");
   save_checkpoint(path, run.model, run.sgd, {0, 1, 1}, run_info());
@@ -164,7 +164,7 @@ TEST_CASE("checkpoint: missing, stray or misshapen momentum buffers are refused,
 }
 
 TEST_CASE("checkpoint: no momentum buffers yet (every fp16 step skipped so far) resumes") {
-  testing::TempDir dir;
+  nn::testing::TempDir dir;
   Generator g(5);
   Linear model(4, 3, g);
   kernels::SgdParams momentum;
@@ -177,7 +177,7 @@ TEST_CASE("checkpoint: no momentum buffers yet (every fp16 step skipped so far) 
 }
 
 TEST_CASE("checkpoint: a position this run never passes through is refused") {
-  testing::TempDir dir;
+  nn::testing::TempDir dir;
   Trained run;
   const std::string path = dir.file("ck.safetensors"), edited = dir.file("edited.safetensors");
   save_checkpoint(path, run.model, run.sgd, {1, 10, 20}, run_info());  // the end of epoch 2
@@ -214,7 +214,7 @@ TEST_CASE("checkpoint: a position this run never passes through is refused") {
 }
 
 TEST_CASE("checkpoint: a weights-only file is refused by resume and initialises a fresh run") {
-  testing::TempDir dir;
+  nn::testing::TempDir dir;
   Trained run;
   const std::string weights = dir.file("weights.safetensors");
   save_safetensors(weights, run.model.state_dict());  // as a PyTorch state dict: no metadata
@@ -236,7 +236,7 @@ TEST_CASE("checkpoint: a weights-only file is refused by resume and initialises 
 }
 
 TEST_CASE("checkpoint: weights that do not fit name every missing, misshapen, unexpected tensor") {
-  testing::TempDir dir;
+  nn::testing::TempDir dir;
   const std::string path = dir.file("w.safetensors");
   save_safetensors(path, {{"weight", Tensor::zeros({3, 5})}, {"extra.weight", Tensor::zeros({1})}});
   Generator g(1);

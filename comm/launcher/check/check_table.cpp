@@ -11,12 +11,9 @@ namespace ringgrad::comm {
 
 const char* check_status_name(CheckStatus s) {
   switch (s) {
-    case CheckStatus::pass:
-      return "PASS";
-    case CheckStatus::fail:
-      return "FAIL";
-    case CheckStatus::info:
-      return "INFO";
+    case CheckStatus::pass: return "PASS";
+    case CheckStatus::fail: return "FAIL";
+    case CheckStatus::info: return "INFO";
   }
   return "?";
 }

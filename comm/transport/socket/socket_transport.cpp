@@ -200,12 +200,9 @@ void SocketTransport::connect_shared_memory(SameHostLink mode, Clock::time_point
 
 const char* link_name(Link link) {
   switch (link) {
-    case Link::tcp:
-      return "tcp";
-    case Link::unix_socket:
-      return "unix";
-    case Link::shm:
-      return "shm";
+    case Link::tcp: return "tcp";
+    case Link::unix_socket: return "unix";
+    case Link::shm: return "shm";
   }
   return "?";
 }
