@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Quick-start command 2: install what is missing, build, and run the whole test suite (CTest).
 # Tests that need a GPU, real MNIST or root skip themselves and say why. PyTorch (Debian's
-# 1.13, for the drop-in-launcher and weights-interchange tests) and Open MPI (mpirun) are
-# installed too, so those tests run rather than skip.
+# 1.13, for the drop-in-launcher and weights-interchange tests), Open MPI (mpirun) and
+# clang-format (the layout check) are installed too, so those tests run rather than skip.
 #   SANITIZE=address,undefined or SANITIZE=thread: build into build-asan-ubsan/ or build-tsan/
 #   (CUDA off) and run the tests under that sanitizer, workers included (scripts/sanitizer_env.sh).
 set -euo pipefail
@@ -19,7 +19,7 @@ if [[ -n ${SANITIZE:-} ]]; then
     -DRINGGRAD_ENABLE_CUDA=OFF -DRINGGRAD_BUILD_BENCH=OFF"
   source scripts/sanitizer_env.sh
 fi
-bash scripts/install_packages.sh python3-torch python3-torchvision openmpi-bin
+bash scripts/install_packages.sh python3-torch python3-torchvision openmpi-bin clang-format
 bash scripts/build.sh
 cd "${BUILD_DIR:-build}"
 ctest --output-on-failure --timeout 900 -j "${JOBS:-$(nproc)}" "$@"
