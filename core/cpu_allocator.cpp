@@ -61,7 +61,10 @@ void* cpu_allocate(size_t bytes) {
     c.stats.system_allocations++;
   }
   const bool huge = size >= kHugePageBytes;
-  void* p = std::aligned_alloc(huge ? kHugePageBytes : kCpuAlignment, size);
+  // posix_memalign, not aligned_alloc: the latter wants the size a multiple of the alignment,
+  // which a 2 MiB alignment would round up (ASan reports it), while the start is all we need.
+  void* p = nullptr;
+  if (::posix_memalign(&p, huge ? kHugePageBytes : kCpuAlignment, size) != 0) p = nullptr;
   if (!p) RG_THROW(Error, "out of host memory allocating ", size, " bytes");
   if (huge) ::madvise(p, size, MADV_HUGEPAGE);  // advice only: no huge pages is not an error
   return p;
