@@ -15,10 +15,12 @@ if ! git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
   echo "SKIPPED: not a git checkout, so no list of tracked files"; exit 77
 fi
 mapfile -t files < <(git ls-files '*.cpp' '*.h' '*.cu' '*.cuh' '*.c')
-bad=()
-for f in "${files[@]}"; do
-  clang-format --dry-run -Werror "$f" >/dev/null 2>&1 || bad+=("$f")
-done
+# One clang-format for all files; each violation is reported as "FILE:LINE:COL: error: ...".
+report=$(clang-format --dry-run -Werror "${files[@]}" 2>&1); status=$?
+mapfile -t bad < <(sed -n 's/^\([^:]*\):[0-9]*:[0-9]*: error: .*/\1/p' <<<"$report" | sort -u)
+if ((status != 0 && ${#bad[@]} == 0)); then  # it failed for another reason (say, a bad config)
+  echo "FAIL: clang-format exited $status:"; head -5 <<<"$report"; exit 1
+fi
 if ((${#bad[@]})); then
   echo "FAIL: ${#bad[@]} of ${#files[@]} files are not laid out by .clang-format; run clang-format -i on:"
   printf '  %s\n' "${bad[@]}"
