@@ -19,7 +19,6 @@
 #include "comm/store/worker_store.h"
 #include "core/cuda_memory.h"
 #include "core/env.h"
-#include "core/half.h"
 #include "core/hostname.h"
 #include "core/logging.h"
 #include "core/output_path.h"

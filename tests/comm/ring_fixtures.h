@@ -12,7 +12,6 @@
 
 #include "comm/process_group/process_group.h"
 #include "comm/store/hash_store.h"
-#include "core/half.h"
 #include "core/logging.h"
 
 namespace ringgrad::comm::testing {
