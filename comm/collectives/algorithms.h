@@ -16,7 +16,7 @@ namespace ringgrad::comm::collectives {
 
 struct Scratch {
   using Buffer = std::vector<unsigned char>;
-  Buffer segments;  // received segments waiting to be combined
+  Buffer segments;  // received buffers waiting to be combined, or partial results
   Buffer partials;  // out-of-place reduce-scatter's running sums
 };
 
@@ -43,7 +43,7 @@ void hierarchical_allreduce(Transport& t, const void* input, void* output, size_
 
 // Result only on `root` (output there); other ranks' outputs hold partial sums afterwards.
 void ring_reduce(Transport& t, const void* input, void* output, size_t count, DType dtype,
-                 ReduceOp op, int root, Scratch& scratch);
+                 ReduceOp op, int root);
 
 // input: n * count elements; output: count elements = chunk `rank` of the reduction.
 // In place when output == input + rank * count (NCCL's convention).
@@ -52,7 +52,7 @@ void ring_reduce_scatter(Transport& t, const void* input, void* output, size_t c
 
 // input: `bytes` per rank; output: n * bytes, rank r's block at r * bytes. In place when
 // input == output + rank * bytes.
-void ring_allgather(Transport& t, const void* input, void* output, size_t bytes, Scratch& scratch);
+void ring_allgather(Transport& t, const void* input, void* output, size_t bytes);
 
 // Root's input reaches every rank's output along a pipelined chain (root -> root+1 -> ...).
 void ring_broadcast(Transport& t, const void* input, void* output, size_t bytes, int root);

@@ -28,7 +28,7 @@ void hierarchical_allreduce(Transport& t, const void* input, void* output, size_
   const ReduceOp combine = op == ReduceOp::avg ? ReduceOp::sum : op;
 
   SubsetTransport host(t, host_mates);
-  ring_reduce(host, input, output, count, dtype, combine, 0, scratch);
+  ring_reduce(host, input, output, count, dtype, combine, 0);
   if (host.rank() == 0) {
     SubsetTransport across(t, leaders);
     const auto algorithm =

@@ -41,7 +41,7 @@ Block chunk_of(const void* base, const ChunkLayout& chunks, size_t elem, int c) 
 // only when `forward_finished` (the all-gather follows).
 void reduce_scatter_phase(Transport& t, const Ring& ring, const void* input, void* output,
                           const ChunkLayout& chunks, DType dtype, ReduceOp op,
-                          bool forward_finished, Scratch& scratch) {
+                          bool forward_finished) {
   const size_t elem = dtype_size(dtype);
   const Block own = chunk_of(input, chunks, elem, ring.rank);  // step 0 sends chunk r as is
   t.post_send(ring.right, own.data, own.bytes);
@@ -51,26 +51,26 @@ void reduce_scatter_phase(Transport& t, const Ring& ring, const void* input, voi
     const Fold fold{chunk_of(input, chunks, elem, recv_chunk).data, dtype, op,
                     last && op == ReduceOp::avg ? ring.n : 1};
     pipelined_step(t, ring.left, ring.right, chunk_of(output, chunks, elem, recv_chunk), &fold,
-                   !last || forward_finished, scratch.segments);
+                   !last || forward_finished);
   }
 }
 
 }  // namespace
 
 void ring_allreduce(Transport& t, const void* input, void* output, size_t count, DType dtype,
-                    ReduceOp op, Scratch& scratch) {
+                    ReduceOp op, Scratch& /*the ring needs none: it folds as it receives*/) {
   const Ring ring(t);
   const size_t elem = dtype_size(dtype);
   if (ring.n == 1) return copy_if_distinct(output, input, count * elem);
   const ChunkLayout chunks{count, static_cast<size_t>(ring.n)};
-  reduce_scatter_phase(t, ring, input, output, chunks, dtype, op, true, scratch);
+  reduce_scatter_phase(t, ring, input, output, chunks, dtype, op, true);
   // Phase 2, all-gather, steps n-1..2n-3 (s = t - (n-1) below): rank r receives the finished
   // chunk (r - s) mod n and forwards it, except at the last step. Bytes are stored, never
   // recomputed, so every rank ends bitwise identical.
   for (int s = 0; s < ring.n - 1; ++s) {
     const int recv_chunk = ring_mod(ring.rank - s, ring.n);
     pipelined_step(t, ring.left, ring.right, chunk_of(output, chunks, elem, recv_chunk), nullptr,
-                   s < ring.n - 2, scratch.segments);
+                   s < ring.n - 2);
   }
   t.wait_all();
 }
@@ -78,12 +78,12 @@ void ring_allreduce(Transport& t, const void* input, void* output, size_t count,
 // The reduce-scatter phase of the all-reduce, then every rank sends its finished chunk to the
 // root.
 void ring_reduce(Transport& t, const void* input, void* output, size_t count, DType dtype,
-                 ReduceOp op, int root, Scratch& scratch) {
+                 ReduceOp op, int root) {
   const Ring ring(t);
   const size_t elem = dtype_size(dtype);
   if (ring.n == 1) return copy_if_distinct(output, input, count * elem);
   const ChunkLayout chunks{count, static_cast<size_t>(ring.n)};
-  reduce_scatter_phase(t, ring, input, output, chunks, dtype, op, false, scratch);
+  reduce_scatter_phase(t, ring, input, output, chunks, dtype, op, false);
   t.wait_all();
   auto finished_by = [&](int owner) {
     return chunk_of(output, chunks, elem, ring_mod(owner + 1, ring.n));
@@ -119,14 +119,14 @@ void ring_reduce_scatter(Transport& t, const void* input, void* output, size_t c
     const Fold fold{bytes_at(input, recv_block * block), dtype, op,
                     last && op == ReduceOp::avg ? ring.n : 1};
     const Block into{last ? static_cast<char*>(output) : bytes_at(work, recv_block * block), block};
-    pipelined_step(t, ring.left, ring.right, into, &fold, !last, scratch.segments);
+    pipelined_step(t, ring.left, ring.right, into, &fold, !last);
   }
   t.wait_all();
 }
 
 // All-gather: rank r's block starts in place at r * bytes of the output; step t sends block
 // (r - t) mod n and receives block (r - t - 1) mod n straight into the output.
-void ring_allgather(Transport& t, const void* input, void* output, size_t bytes, Scratch& scratch) {
+void ring_allgather(Transport& t, const void* input, void* output, size_t bytes) {
   const Ring ring(t);
   copy_if_distinct(bytes_at(output, ring.rank * bytes), input, bytes);
   if (ring.n == 1) return;
@@ -134,7 +134,7 @@ void ring_allgather(Transport& t, const void* input, void* output, size_t bytes,
   for (int step = 0; step < ring.n - 1; ++step) {
     const int recv_block = ring_mod(ring.rank - step - 1, ring.n);
     pipelined_step(t, ring.left, ring.right, Block{bytes_at(output, recv_block * bytes), bytes},
-                   nullptr, step < ring.n - 2, scratch.segments);
+                   nullptr, step < ring.n - 2);
   }
   t.wait_all();
 }

@@ -30,8 +30,9 @@ struct Block {
   size_t bytes;
 };
 
-// How a received segment is folded into the block it lands on: block = local (op) received,
-// then divided by `divisor` (the last reduce step of avg; 1 = no division).
+// How a received segment is folded into the block it lands on: block = local (op) received
+// (Transport::recv_reduce), then divided by `divisor` (the last reduce step of avg; 1 = no
+// division).
 struct Fold {
   const char* local;  // this rank's own values, laid out like the block
   DType dtype;
@@ -39,13 +40,12 @@ struct Fold {
   int divisor;
 };
 
-// One step of a ring pass: receives `into` from `left` in kSegmentBytes segments, two posted
-// at a time. With a `fold`, each segment lands in `slots` and is folded into `into`; without,
-// it lands in `into` directly. With `forward`, each finished segment is sent on to `right` at
+// One step of a ring pass: receives `into` from `left` in kSegmentBytes segments. With a
+// `fold`, each segment is received-and-reduced into `into`; without, it lands there, two
+// receives posted at a time. With `forward`, each finished segment is sent on to `right` at
 // once: the block a rank finishes at step t is what it sends at step t+1, so that send is on
 // the wire while this step's later segments are still arriving. Returns when every segment
 // has arrived; sends are left for the caller's wait_all().
-void pipelined_step(Transport& t, int left, int right, Block into, const Fold* fold, bool forward,
-                    Scratch::Buffer& slots);
+void pipelined_step(Transport& t, int left, int right, Block into, const Fold* fold, bool forward);
 
 }  // namespace ringgrad::comm::collectives

@@ -95,10 +95,9 @@ void staged_allreduce(Transport& t, Staging& s, const void* input, void* output,
 void staged_reduce(Transport& t, Staging& s, const void* input, void* output, size_t count,
                    DType dtype, ReduceOp op, int root) {
   // Only the root's output is defined afterwards, so only the root copies back.
-  run_elementwise(s, input, output, count, dtype_size(dtype), true, t.rank() == root,
-                  [&](unsigned char* slot, size_t n) {
-                    ring_reduce(t, slot, slot, n, dtype, op, root, s.scratch);
-                  });
+  run_elementwise(
+      s, input, output, count, dtype_size(dtype), true, t.rank() == root,
+      [&](unsigned char* slot, size_t n) { ring_reduce(t, slot, slot, n, dtype, op, root); });
 }
 
 void staged_broadcast(Transport& t, Staging& s, const void* input, void* output, size_t bytes,
@@ -116,7 +115,7 @@ void staged_allgather(Transport& t, Staging& s, const void* input, void* output,
       [&](size_t k) { return allgather_chunk(bytes, world, rank, s.chunk_bytes, k); },
       [&](size_t k, unsigned char* slot) {
         const size_t n = chunk_range(bytes, s.chunk_bytes, k).size;
-        ring_allgather(t, slot + static_cast<size_t>(rank) * n, slot, n, s.scratch);
+        ring_allgather(t, slot + static_cast<size_t>(rank) * n, slot, n);
       });
 }
 

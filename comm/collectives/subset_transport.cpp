@@ -30,6 +30,9 @@ void SubsetTransport::post_recv(int peer, void* data, size_t bytes) {
   inner_.post_recv(members_[peer], data, bytes);
 }
 void SubsetTransport::wait_recv(int peer) { inner_.wait_recv(members_[peer]); }
+void SubsetTransport::recv_reduce(int peer, const Reduction& into, size_t bytes) {
+  inner_.recv_reduce(members_[peer], into, bytes);
+}
 void SubsetTransport::wait_all() { inner_.wait_all(); }
 uint64_t SubsetTransport::recvs_completed(int peer) const {
   return inner_.recvs_completed(members_[peer]);

@@ -65,6 +65,15 @@ void CheckedTransport::wait_recv(int peer) {
   }
 }
 
+void CheckedTransport::recv_reduce(int peer, const Reduction& into, size_t bytes) {
+  check_fingerprint(peer);
+  try {
+    inner_.recv_reduce(peer, into, bytes);
+  } catch (const TimeoutError& e) {
+    rethrow_timeout(e);
+  }
+}
+
 void CheckedTransport::wait_all() {
   check_all();
   try {

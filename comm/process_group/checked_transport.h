@@ -26,6 +26,7 @@ class CheckedTransport : public Transport {
   void post_send(int peer, const void* data, size_t bytes) override;
   void post_recv(int peer, void* data, size_t bytes) override;
   void wait_recv(int peer) override;
+  void recv_reduce(int peer, const Reduction& into, size_t bytes) override;
   void wait_all() override;
   uint64_t recvs_completed(int peer) const override { return inner_.recvs_completed(peer); }
   std::string describe_peer(int peer) const override { return inner_.describe_peer(peer); }

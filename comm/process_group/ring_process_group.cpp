@@ -293,9 +293,9 @@ WorkPtr RingProcessGroup::reduce(const Tensor& input, const Tensor& output,
   r.root = opts.root;
   return enqueue(
       r, input.device(),
-      [input, output, count, op = r.op, root = r.root](Transport& t, Scratch& s) {
+      [input, output, count, op = r.op, root = r.root](Transport& t, Scratch&) {
         collectives::ring_reduce(t, input.raw_data(), output.raw_data(), count, input.dtype(), op,
-                                 root, s);
+                                 root);
       },
       [input, output, count, op = r.op, root = r.root](Transport& t, Staging& st) {
         collectives::staged_reduce(t, st, input.raw_data(), output.raw_data(), count, input.dtype(),
@@ -308,8 +308,8 @@ WorkPtr RingProcessGroup::allgather(const Tensor& input, const Tensor& output,
   check_pair(input, output, "allgather", size(), 1);
   return enqueue(
       request(CollectiveKind::allgather, input, input.numel(), opts.timeout), input.device(),
-      [input, output](Transport& t, Scratch& s) {
-        collectives::ring_allgather(t, input.raw_data(), output.raw_data(), input.nbytes(), s);
+      [input, output](Transport& t, Scratch&) {
+        collectives::ring_allgather(t, input.raw_data(), output.raw_data(), input.nbytes());
       },
       [input, output](Transport& t, Staging& st) {
         collectives::staged_allgather(t, st, input.raw_data(), output.raw_data(), input.nbytes());

@@ -1,5 +1,7 @@
 // comm::Transport: the byte-moving interface the algorithms in comm/collectives/ talk to. It knows
-// peers and ordered byte streams, nothing about reductions. Implementations:
+// peers and ordered byte streams; of reductions only the receive that folds what it receives
+// into a buffer (recv_reduce), so a transport that can read the peer's bytes where they lie
+// (shared memory) reduces from there instead of copying them out first. Implementations:
 // socket/SocketTransport (TCP, unix sockets, and shared memory through shm/ within a host);
 // collectives/SubsetTransport (some ranks of another as a group).
 // Contract: single-threaded (the process group's worker thread); every wait honours the
@@ -11,6 +13,10 @@
 #include <functional>
 #include <string>
 #include <utility>
+#include <vector>
+
+#include "comm/process_group/reduce_op.h"
+#include "core/dtype.h"
 
 namespace ringgrad::comm {
 
@@ -30,6 +36,16 @@ class OperationName {
  private:
   std::string text_;
   std::function<std::string()> build_;
+};
+
+// Where a reducing receive puts what it receives: dst[i] = local[i] (op) received[i], for
+// elements of `dtype` (avg combines as sum). dst may be local; neither may be a buffer a
+// pending send reads.
+struct Reduction {
+  void* dst;
+  const void* local;
+  DType dtype;
+  ReduceOp op;
 };
 
 class Transport {
@@ -52,6 +68,14 @@ class Transport {
   virtual void wait_recv(int peer) = 0;
   // Progresses all queued I/O until every posted send and receive is complete.
   virtual void wait_all() = 0;
+
+  // Receives `bytes` (whole elements) from `peer`, in stream order after every receive posted
+  // before it, and folds them into `into`; returns when that is done. The default lands them
+  // in a scratch buffer and then reduces (two passes over the bytes); the shared-memory link
+  // reduces straight from where the peer's bytes lie. Either way the result is bitwise the
+  // same: reduce_into(into.dst, into.local, received). Every receive posted earlier from `peer`
+  // must have been waited for.
+  virtual void recv_reduce(int peer, const Reduction& into, size_t bytes);
 
   // Receives from `peer` completed since the transport was made (to tell who has arrived).
   virtual uint64_t recvs_completed(int peer) const = 0;
@@ -77,6 +101,7 @@ class Transport {
  private:
   int rank_;
   int size_;
+  std::vector<unsigned char> landing_;  // the default recv_reduce's scratch (grown, never shrunk)
 };
 
 }  // namespace ringgrad::comm

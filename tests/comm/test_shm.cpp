@@ -1,7 +1,8 @@
 // Tests for comm/transport/shm: the SPSC byte ring (order, wrap-around, full and empty, two
 // threads and two processes), the segment (its reservation failing with needed vs available),
-// the doorbell (a sleeper is woken, a spinner costs no write), and SocketTransport picking
-// shared memory for ranks on this host as RINGGRAD_TRANSPORT says.
+// the doorbell (a sleeper is woken, a spinner costs no write), SocketTransport picking
+// shared memory for ranks on this host as RINGGRAD_TRANSPORT says, and the reducing receive
+// (recv_reduce) giving the bytes of a receive followed by reduce_into on every link.
 #include <doctest/doctest.h>
 #include <poll.h>
 #include <signal.h>
@@ -15,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "comm/collectives/reduce_kernels.h"
 #include "comm/transport/shm/shm_mesh.h"
 #include "comm/transport/socket/socket_transport.h"
 #include "core/error.h"
@@ -89,6 +91,27 @@ struct MeshPair {
     REQUIRE(mesh[1]->channel(0) != nullptr);
   }
 };
+
+constexpr DType kDTypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16,
+                             DType::i32, DType::i64, DType::u8};
+constexpr ReduceOp kOps[] = {ReduceOp::sum, ReduceOp::avg, ReduceOp::prod, ReduceOp::min,
+                             ReduceOp::max};
+
+std::vector<char> random_bytes(size_t n, std::mt19937& random) {
+  std::vector<char> bytes(n);
+  for (char& b : bytes) b = static_cast<char>(random());
+  return bytes;
+}
+
+// What a receive of `received` followed by reduce_into gives: the reference for recv_reduce.
+std::vector<char> received_then_reduced(const std::vector<char>& local,
+                                        const std::vector<char>& received, DType dtype,
+                                        ReduceOp op) {
+  std::vector<char> want(local.size());
+  reduce_into(want.data(), local.data(), received.data(), local.size() / dtype_size(dtype), dtype,
+              op);
+  return want;
+}
 
 }  // namespace
 
@@ -362,5 +385,91 @@ TEST_CASE(
       CHECK(error[0] == "");
       CHECK(links[0] == net::Link::unix_socket);
     }
+  }
+}
+
+TEST_CASE(
+    "shm channel: a reducing receive equals receive then reduce, every dtype and op, across ring "
+    "wraps, split elements and copied frames") {
+  MeshPair pair;  // 4 KiB rings: the stream wraps hundreds of times
+  ShmChannel* to1 = pair.mesh[0]->channel(1);
+  ShmChannel* to0 = pair.mesh[1]->channel(0);
+  std::mt19937 random(11);
+  for (DType dtype : kDTypes)
+    for (ReduceOp op : kOps)
+      for (bool in_place : {false, true}) {
+        CAPTURE(dtype_name(dtype));
+        CAPTURE(reduce_op_name(op));
+        CAPTURE(in_place);
+        const size_t elem = dtype_size(dtype), total = (300 << 10) / elem * elem;
+        const std::vector<char> sent = random_bytes(total, random);
+        std::vector<char> local = random_bytes(total, random);
+        const std::vector<char> want = received_then_reduced(local, sent, dtype, op);
+        std::vector<char> out(total);
+        char* dst = in_place ? local.data() : out.data();
+        // Sends of any byte count (so elements split between frames and pieces), a few of them
+        // copied from the sender (>= 64 KiB); reducing receives of whole elements.
+        for (size_t at = 0; at < total;) {
+          const size_t n = std::min(
+              total - at, random() % 8 == 0 ? (64 << 10) + random() % 9999 : 1 + random() % 3000);
+          to1->post_send(sent.data() + at, n);
+          at += n;
+        }
+        const uint64_t receives_before = to0->recvs_done();
+        size_t receives = 0;
+        for (size_t at = 0; at < total; ++receives) {
+          const size_t n = std::min(total - at, elem * (1 + random() % (100 << 10) / elem));
+          to0->post_recv_reduce(Reduction{dst + at, local.data() + at, dtype, op}, n);
+          at += n;
+        }
+        for (int pass = 0; pass < 1000000 && (to1->sending() || to0->receiving()); ++pass) {
+          to1->progress();
+          to0->progress();
+        }
+        CHECK_FALSE(to1->sending());
+        CHECK(to0->recvs_done() - receives_before == receives);
+        CHECK(std::memcmp(dst, want.data(), total) == 0);
+      }
+}
+
+TEST_CASE("transport: recv_reduce equals post_recv, wait_recv, reduce_into on every link") {
+  for (const auto mode :
+       {net::SameHostLink::shm, net::SameHostLink::unix_socket, net::SameHostLink::tcp}) {
+    CAPTURE(static_cast<int>(mode));
+    auto store = std::make_shared<HashStore>();
+    testing::spawn(2, [&](int rank) {
+      net::SocketTransportOptions o;
+      o.same_host = mode;
+      o.setup_timeout = Milliseconds(20000);
+      net::SocketTransport t(store, "reduce/", rank, 2, o);
+      std::mt19937 random(5);  // the same stream on both ranks
+      for (DType dtype : kDTypes)
+        for (ReduceOp op : kOps) {
+          // 3 bytes ahead of the payload, so the payload's elements are not aligned in the
+          // stream; sizes on both sides of the shared-memory copy-from-sender threshold.
+          for (size_t count : {size_t{1}, size_t{1001}, size_t{70001}}) {
+            const size_t bytes = count * dtype_size(dtype);
+            const std::vector<char> sent = random_bytes(bytes, random);
+            const std::vector<char> local = random_bytes(bytes, random);
+            t.begin("recv_reduce test", Clock::now() + std::chrono::seconds(20));
+            if (rank == 0) {
+              t.post_send(1, "abc", 3);
+              t.post_send(1, sent.data(), bytes);
+              t.wait_all();
+              continue;
+            }
+            char head[3];
+            t.post_recv(0, head, 3);
+            t.wait_recv(0);
+            std::vector<char> out(bytes);
+            t.recv_reduce(0, Reduction{out.data(), local.data(), dtype, op}, bytes);
+            t.wait_all();
+            CAPTURE(dtype_name(dtype));
+            CAPTURE(reduce_op_name(op));
+            CAPTURE(count);
+            CHECK(out == received_then_reduced(local, sent, dtype, op));
+          }
+        }
+    });
   }
 }

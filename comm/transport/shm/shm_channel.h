@@ -6,7 +6,9 @@
 // straight out of the sender's buffer with process_vm_readv (cross-memory attach, one copy, as
 // Open MPI's vader does) and counts the frame in RingControl::frames_copied, which completes
 // the send. Every frame starts on a cache line. Frames keep the byte-stream contract: a
-// receive may take part of a frame, or parts of several.
+// receive may take part of a frame, or parts of several. A reducing receive folds the bytes
+// into its destination where they lie in the ring, or, from the sender's memory, a
+// cache-sized piece at a time, so they cross memory once (docs/shared-memory.md).
 // Single-threaded, non-blocking; the owner (SocketTransport) calls progress() and sleeps.
 #pragma once
 #include <sys/types.h>
@@ -14,9 +16,11 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <vector>
 
 #include "comm/transport/shm/shm_ring.h"
 #include "comm/transport/shm/shm_segment.h"
+#include "comm/transport/transport.h"
 
 namespace ringgrad::comm::shm {
 
@@ -30,6 +34,8 @@ class ShmChannel {
   // As Transport::post_send/post_recv: the buffers stay valid until the operation completes.
   void post_send(const void* data, size_t bytes);
   void post_recv(void* data, size_t bytes);
+  // A receive that folds into `into` (Transport::recv_reduce); `bytes` are whole elements.
+  void post_recv_reduce(const Reduction& into, size_t bytes);
   // One non-blocking pass both ways; true if anything moved. Throws IoError when the peer's
   // memory cannot be read (it exited).
   bool progress();
@@ -48,13 +54,21 @@ class ShmChannel {
     bool framed = false;  // its header is in the ring
   };
   struct Recv {
-    char* data;
-    size_t left;
+    char* data;   // where the next bytes land; reducing: the next whole element of the result
+    size_t left;  // bytes not yet received
+    const char* local = nullptr;  // reducing: this rank's operand, in step with data; else null
+    DType dtype = DType::u8;
+    ReduceOp op = ReduceOp::sum;
+    size_t carried = 0;          // reducing: bytes of an element split between two pieces...
+    alignas(8) char carry[8]{};  // ...gathered here (no dtype is wider than 8 bytes)
   };
   size_t joinable();
   bool push_sends();
   bool pull_recvs();
-  size_t copy_from_peer(char* to, size_t bytes);
+  size_t receive(Recv& r, size_t bytes);  // up to `bytes` of the current frame; how many
+  size_t fold(Recv& r, size_t bytes);     // the same, for a reducing receive
+  static void fold_bytes(Recv& r, const char* from, size_t n);  // n received bytes into r
+  size_t copy_from_peer(char* to, uint64_t from, size_t bytes);
 
   ShmRing out_;
   ShmRing in_;
@@ -66,6 +80,7 @@ class ShmChannel {
   size_t framed_ = 0;
   uint64_t frames_sent_ = 0;
   std::deque<Recv> recvs_;
+  std::vector<char> piece_;  // a piece of a copy-from-peer frame on its way into a reduction
   uint64_t recvs_done_ = 0;
   // The frame being received: bytes left, and for a copy-from-peer frame the peer's address.
   uint64_t frame_left_ = 0;

@@ -78,6 +78,22 @@ size_t ShmRing::transfer(char* outside, size_t bytes) {
   return done;
 }
 
+ShmRing::Span ShmRing::readable(size_t most) {
+  RG_CHECK(end_ == End::consumer, "readable on the producer end of a ring");
+  if (room_or_data() == 0) {
+    publish();  // the producer may be waiting for the room read so far
+    look();
+  }
+  const size_t at = mine_ & (capacity_ - 1);
+  const size_t n = std::min({most, room_or_data(), capacity_ - at, kPublishBytes});
+  return {n ? data_ + at : nullptr, n};
+}
+
+void ShmRing::consume(size_t bytes) {
+  mine_ += bytes;
+  if (mine_ - published_ >= kPublishBytes) publish();
+}
+
 void ShmRing::publish() {
   if (published_ == mine_) return;
   published_ = mine_;

@@ -44,6 +44,15 @@ class ShmRing {
   size_t write(const void* data, size_t bytes);
   size_t read(void* data, size_t bytes);
   void publish();  // makes what write/read moved visible to the other end
+  // Consumer, reading in place: where up to `most` ready bytes lie contiguously (up to the end
+  // of the ring, or kPublishBytes), and how many; {nullptr, 0} when none are ready. They stay
+  // put until consume(n) frees n of them, so the caller may reduce straight from the ring.
+  struct Span {
+    const char* data;
+    size_t bytes;
+  };
+  Span readable(size_t most);
+  void consume(size_t bytes);
 
   // Producer: whether `bytes` fit now. Consumer: whether `bytes` are ready now. Looks at the
   // other end's counter only when its last look says no.

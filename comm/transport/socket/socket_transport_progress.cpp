@@ -84,6 +84,16 @@ void SocketTransport::post_recv(int peer, void* data, size_t bytes) {
   p.recvs.push_back({static_cast<char*>(data), bytes});
 }
 
+// A peer on shared memory folds straight from its ring or its memory; a socket peer's bytes
+// are landed and reduced by the default.
+void SocketTransport::recv_reduce(int peer, const Reduction& into, size_t bytes) {
+  Peer& p = peers_[peer];
+  if (!p.shm) return Transport::recv_reduce(peer, into, bytes);
+  ++p.recvs_posted;
+  p.shm->post_recv_reduce(into, bytes);
+  wait_recv(peer);
+}
+
 bool SocketTransport::pending(int peer) const {
   const Peer& p = peers_[peer];
   return p.shm ? p.shm->sending() || p.shm->receiving() : !p.sends.empty() || !p.recvs.empty();
