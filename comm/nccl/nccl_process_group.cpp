@@ -29,10 +29,15 @@ ncclDataType_t nccl_dtype(DType d) {
   RG_THROW(InvalidArgument, "nccl backend: no NCCL type for dtype ", static_cast<int>(d));
 }
 
-ncclRedOp_t nccl_op(ReduceOp op) {
+// The NCCL reduction for op in a group of world_size ranks. A one-rank average is a sum: NCCL
+// runs ncclAvg on floats as a pre-multiplied sum, which with one rank goes to a separate kernel
+// that splits the count into 32 equal runs rounded down and leaves the remainder unwritten (seen
+// on an H200 with PyTorch 2.11's NCCL wheel: the last 3 of 2^20 + 3 elements out of place), while
+// ncclSum with one rank is a plain copy.
+ncclRedOp_t nccl_op(ReduceOp op, int world_size) {
   switch (op) {
     case ReduceOp::sum: return ncclSum;
-    case ReduceOp::avg: return ncclAvg;
+    case ReduceOp::avg: return world_size == 1 ? ncclSum : ncclAvg;
     case ReduceOp::prod: return ncclProd;
     case ReduceOp::min: return ncclMin;
     case ReduceOp::max: return ncclMax;
@@ -145,7 +150,8 @@ WorkPtr NcclProcessGroup::allreduce(const Tensor& input, const Tensor& output,
   return issue(CollectiveKind::allreduce, input.dtype(), count, opts.op, -1, opts.timeout,
                {input, output}, [&](ncclComm_t comm, cudaStream_t stream) {
                  return ncclAllReduce(input.raw_data(), output.raw_data(), count,
-                                      nccl_dtype(input.dtype()), nccl_op(opts.op), comm, stream);
+                                      nccl_dtype(input.dtype()), nccl_op(opts.op, size()), comm,
+                                      stream);
                });
 }
 
@@ -177,8 +183,8 @@ WorkPtr NcclProcessGroup::reduce(const Tensor& input, const Tensor& output,
   return issue(CollectiveKind::reduce, input.dtype(), count, opts.op, opts.root, opts.timeout,
                {input, output}, [&](ncclComm_t comm, cudaStream_t stream) {
                  return ncclReduce(input.raw_data(), output.raw_data(), count,
-                                   nccl_dtype(input.dtype()), nccl_op(opts.op), opts.root, comm,
-                                   stream);
+                                   nccl_dtype(input.dtype()), nccl_op(opts.op, size()), opts.root,
+                                   comm, stream);
                });
 }
 
@@ -200,7 +206,7 @@ WorkPtr NcclProcessGroup::reduce_scatter(const Tensor& input, const Tensor& outp
   return issue(CollectiveKind::reduce_scatter, input.dtype(), count, opts.op, -1, opts.timeout,
                {input, output}, [&](ncclComm_t comm, cudaStream_t stream) {
                  return ncclReduceScatter(input.raw_data(), output.raw_data(), count,
-                                          nccl_dtype(input.dtype()), nccl_op(opts.op), comm,
+                                          nccl_dtype(input.dtype()), nccl_op(opts.op, size()), comm,
                                           stream);
                });
 }

@@ -1,7 +1,8 @@
 // Softmax cross-entropy (fused log-softmax + NLL, mean over the batch) and the accuracy count
-// on CUDA, float32. logits, log_probs, dlogits: (N, C); labels: (N) int64, on the device. One
-// thread per row with the CPU's row math (kernels/loss_math.h): classifier heads have few
-// classes, so a row is a short sequential loop and the batch gives the parallelism.
+// on CUDA, float32 (count_correct widens half logits). logits, log_probs, dlogits: (N, C); labels:
+// (N) int64, on the device. One thread per row with the CPU's row math (kernels/loss_math.h):
+// classifier heads have few classes, so a row is a short sequential loop and the batch gives the
+// parallelism.
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/loss_math.h"
@@ -112,6 +113,13 @@ void cross_entropy_backward(Tensor& dlogits, const Tensor& log_probs, const Tens
 }
 
 int64_t count_correct(const Tensor& logits, const Tensor& labels) {
+  // Half logits (mixed precision) are counted as the CPU counts them: widened to f32, which is
+  // exact, so the prediction is the same.
+  if (logits.defined() && (logits.dtype() == DType::f16 || logits.dtype() == DType::bf16)) {
+    Tensor wide = Tensor::empty(logits.shape(), DType::f32, logits.device());
+    cast(wide, logits);
+    return count_correct(wide, labels);
+  }
   const Rows r = check_logits_and_labels(logits, labels, "count_correct", "logits");
   Launch l(logits);
   Tensor correct = Tensor::zeros({1}, DType::i64, logits.device());

@@ -41,8 +41,8 @@ TEST_CASE("nccl: world size 1, every collective, dtype and op on CUDA tensors") 
   for (DType dtype : kDTypes)
     for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::prod, ReduceOp::min, ReduceOp::max})
       for (int64_t count : {0, 1, 1001, (1 << 20) + 3}) {
-        CAPTURE(dtype_name(dtype));
-        CAPTURE(reduce_op_name(op));
+        INFO("dtype: ", dtype_name(dtype));
+        INFO("op: ", reduce_op_name(op));
         CAPTURE(count);
         Tensor want =
             host_values(count, dtype, [&](int64_t i) { return input_value(op, dtype, 0, i); });

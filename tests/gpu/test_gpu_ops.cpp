@@ -110,7 +110,7 @@ TEST_CASE("gpu conv2d and linear in float16 and bfloat16 accumulate in float32")
   kernels::linear_forward(ly, lx, lw, lb);
   // 72 (conv) or 64 (linear) products of unit-size values: the inputs' rounding dominates.
   for (auto [t, tol] : {std::pair{DType::f16, 2e-2}, std::pair{DType::bf16, 1e-1}}) {
-    CAPTURE(dtype_name(t));
+    INFO("dtype: ", dtype_name(t));
     auto low = [&](const Tensor& a) { return on_gpu(a.to(t)); };
     Tensor yg = empty_gpu(y.shape(), t);
     kernels::conv2d_forward(yg, low(x), low(w), Tensor(), p);
@@ -193,7 +193,7 @@ TEST_CASE("gpu batchnorm: every entry point matches the CPU, per-channel tensors
   }
   SUBCASE("the split entry points SyncBatchNorm uses, with float64 channel tensors") {
     for (DType ct : {DType::f32, DType::f64}) {
-      CAPTURE(dtype_name(ct));
+      INFO("dtype: ", dtype_name(ct));
       Tensor sum = Tensor::empty({5}, ct), sq = Tensor::empty({5}, ct);
       Tensor sumg = empty_gpu({5}, ct), sqg = empty_gpu({5}, ct);
       kernels::batchnorm_channel_sums(sum, sq, x);
@@ -306,6 +306,12 @@ TEST_CASE("gpu loss: cross-entropy forward, backward and count_correct match the
   check_gpu_close(dlg, dl, kTol, "dlogits");
   CHECK(kernels::count_correct(on_gpu(logits), on_gpu(labels)) ==
         kernels::count_correct(logits, labels));
+  for (DType half : {DType::f16, DType::bf16}) {  // the logits of a mixed-precision model
+    INFO("dtype: ", dtype_name(half));
+    Tensor h = Tensor::empty({37, 10}, half);
+    kernels::cast(h, logits);
+    CHECK(kernels::count_correct(on_gpu(h), on_gpu(labels)) == kernels::count_correct(h, labels));
+  }
 
   label_values[5] = 10;
   Tensor bad = on_gpu(Tensor::from_vector<int64_t>(label_values, {37}));
@@ -341,7 +347,7 @@ TEST_CASE("gpu cast: the same bits as the CPU between f32, f16 and bf16, and the
   Generator g(9);
   Tensor x = random_f32({4097}, g, 100.0);
   for (DType t : {DType::f16, DType::bf16}) {
-    CAPTURE(dtype_name(t));
+    INFO("dtype: ", dtype_name(t));
     Tensor low = Tensor::empty({4097}, t), lowg = empty_gpu({4097}, t);
     kernels::cast(low, x);
     kernels::cast(lowg, on_gpu(x));

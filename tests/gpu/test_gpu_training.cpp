@@ -17,6 +17,13 @@ using namespace ringgrad;
 using namespace ringgrad::nn;
 using namespace ringgrad::testing;
 
+// Each kernel matches the CPU to 1e-4 on its own (test_gpu_ops.cpp); through a whole network the
+// early layers' gradients cannot: cuBLAS and OpenBLAS sum in different orders, and a ReLU input
+// that the order moves across zero switches a path of the gradient. Measured on the CPU alone,
+// this model's weights perturbed by one part in 1e6 move conv1's gradient by up to 1.3e-3 (one
+// part in 1e7: 4e-7), and the first H200 run differed from the CPU by 3.7e-4 there.
+constexpr double kGradientTol = 5e-3;
+
 TEST_CASE("gpu training: one resnet20 step on CUDA equals the CPU step") {
   if (skip_without_cuda()) return;
   Generator cpu_rng(5), gpu_rng(5);  // same seed: identical initial parameters
@@ -43,7 +50,7 @@ TEST_CASE("gpu training: one resnet20 step on CUDA equals the CPU step") {
   for (size_t i = 0; i < cpu_params.size(); ++i) {
     CAPTURE(cpu_params[i].first);
     Variable c = cpu_params[i].second, g = gpu_params[i].second;
-    check_gpu_close(g.grad(), c.grad(), 1e-4, "gradient");
+    check_gpu_close(g.grad(), c.grad(), kGradientTol, "gradient");
   }
   cpu_sgd.step();
   gpu_sgd.step();
@@ -75,8 +82,11 @@ TEST_CASE("gpu training: sync_batch_norm on CUDA tensors equals the CPU's, forwa
   check_gpu_close(yg.value(), yc.value(), 1e-4, "y");
   check_gpu_close(rm_gpu, rm, 1e-4, "running_mean");
   check_gpu_close(rv_gpu, rv, 1e-4, "running_var");
-  backward(relu(yc));  // relu: an output gradient that is not constant per channel
-  backward(relu(yg));
+  // A scalar loss whose gradient is not constant within a channel (relu, and the labels pick
+  // different positions of each image).
+  const Tensor labels = Tensor::from_vector<int64_t>({3, 70, 12, 41}, {4});
+  backward(cross_entropy(reshape(relu(yc), {4, 75}), labels));
+  backward(cross_entropy(reshape(relu(yg), {4, 75}), on_gpu(labels)));
   check_gpu_close(xg.grad(), xc.grad(), 1e-4, "dx");
   check_gpu_close(gg.grad(), gc.grad(), 1e-4, "dgamma");
   check_gpu_close(bg.grad(), bc.grad(), 1e-4, "dbeta");

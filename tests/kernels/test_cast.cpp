@@ -77,8 +77,8 @@ TEST_CASE("cast: f32 to f16 rounds to nearest even, overflows to inf, keeps subn
 TEST_CASE("cast: every finite f16 and bf16 value round-trips through f32 and f64") {
   for (DType half : {DType::f16, DType::bf16}) {
     for (DType wide : {DType::f32, DType::f64}) {
-      CAPTURE(dtype_name(half));
-      CAPTURE(dtype_name(wide));
+      INFO("half: ", dtype_name(half));
+      INFO("wide: ", dtype_name(wide));
       const Tensor patterns = all_patterns(half);
       const std::vector<uint16_t> before = bits_of(patterns);
       const std::vector<uint16_t> after = bits_of(cast_to(cast_to(patterns, wide), half));
@@ -100,8 +100,8 @@ TEST_CASE("cast: agrees with Tensor::to between every pair of floating dtypes") 
   const DType types[] = {DType::f32, DType::f64, DType::f16, DType::bf16};
   for (DType from : types)
     for (DType to : types) {
-      CAPTURE(dtype_name(from));
-      CAPTURE(dtype_name(to));
+      INFO("from: ", dtype_name(from));
+      INFO("to: ", dtype_name(to));
       const Tensor src = source.to(from);
       const Tensor got = cast_to(src, to), want = src.to(to);
       CHECK(std::memcmp(got.raw_data(), want.raw_data(), got.nbytes()) == 0);
@@ -119,7 +119,7 @@ TEST_CASE("cast: bad arguments are errors") {
 TEST_CASE("count_nonfinite: inf, -inf and NaN in every floating dtype") {
   const std::vector<float> values = {0.0f, kInf, 1.0f, -kInf, kNaN, -2.0f, 65504.0f};
   for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
-    CAPTURE(dtype_name(t));
+    INFO("dtype: ", dtype_name(t));
     CHECK(kernels::count_nonfinite(cast_to(Tensor::from_vector(values, {7}), t)) == 3);
   }
   // Large enough to split over threads; the non-finite values sit at both ends.
@@ -138,7 +138,7 @@ TEST_CASE("count_nonfinite: inf, -inf and NaN in every floating dtype") {
 TEST_CASE("half precision conv2d and linear: the f32 kernels on the same values, rounded") {
   Generator g(9);
   for (DType half : {DType::f16, DType::bf16}) {
-    CAPTURE(dtype_name(half));
+    INFO("dtype: ", dtype_name(half));
     // Relative error of one rounding to nearest: half an ulp, 2^-11 (f16) or 2^-8 (bf16).
     const double tol = half == DType::f16 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8);
     const Tensor x = random_tensor({2, 3, 6, 5}, g, half), w = random_tensor({4, 3, 3, 3}, g, half);
