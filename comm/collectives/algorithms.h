@@ -35,9 +35,10 @@ void recursive_doubling_allreduce(Transport& t, const void* input, void* output,
 void direct_allreduce(Transport& t, const void* input, void* output, size_t count, DType dtype,
                       ReduceOp op, Scratch& scratch);
 
-// For a group over several hosts: reduce inside each host, all-reduce among one leader per
-// host, broadcast inside each host (hosts as Transport::host_of says). Bandwidth-optimal when
-// the links between hosts are the bottleneck.
+// For a group over several hosts (as Transport::host_of says): reduce-scatter inside each host,
+// all-reduce each chunk among one rank per host (R of them side by side with R ranks per host),
+// all-gather inside each host. Bandwidth-optimal when the links between hosts are the
+// bottleneck.
 void hierarchical_allreduce(Transport& t, const void* input, void* output, size_t count,
                             DType dtype, ReduceOp op, Scratch& scratch);
 

@@ -375,10 +375,15 @@ class PretendHosts : public Transport {
 TEST_CASE(
     "hierarchical allreduce: every op, dtype and size on several host layouts matches the "
     "reference on every rank") {
-  // Host of each rank: two hosts of two, uneven hosts with ranks interleaved, one rank per
-  // host, and a single host.
-  const std::vector<std::vector<std::string>> layouts = {
-      {"a", "a", "b", "b"}, {"a", "b", "a", "c", "b"}, {"a", "b", "c"}, {"a", "a", "a"}};
+  // Host of each rank: two hosts of two; three of two, ranks interleaved; two of three (counts
+  // that do not split into 3 chunks leave a remainder for the leaders); uneven hosts with ranks
+  // interleaved; one rank per host; a single host.
+  const std::vector<std::vector<std::string>> layouts = {{"a", "a", "b", "b"},
+                                                         {"a", "b", "a", "b", "c", "c"},
+                                                         {"a", "a", "a", "b", "b", "b"},
+                                                         {"a", "b", "a", "c", "b"},
+                                                         {"a", "b", "c"},
+                                                         {"a", "a", "a"}};
   for (const auto& hosts : layouts) {
     const int world = static_cast<int>(hosts.size());
     CAPTURE(world);
