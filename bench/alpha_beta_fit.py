@@ -10,8 +10,9 @@ message step and B the link rate (beta = 1/B), time for S bytes:
   recursive doubling   log2(n) alpha + R log2(H) S/B (the log2(R) steps inside a host are cheap;
                        in each step across hosts all R ranks of a host send their whole buffer
                        over the host's one link)
-  hierarchical         2(H-1) alpha + 2(H-1)/H S/B + 2 log2(R) alpha (reduce and broadcast
-                       inside the host; their bytes move over the host's memory, not the link)
+  hierarchical         2(H-1) alpha + 2(H-1)/H S/B + 2(R-1) alpha (reduce-scatter and
+                       all-gather inside the host; their bytes move over the host's memory, not
+                       the link)
 alpha and B are fitted by least squares to the ring's times over every H and size; the other
 two are then predicted with the same alpha and B and set against what was measured.
 """
@@ -41,7 +42,7 @@ def coefficients(algorithm, hosts, ranks):
     if algorithm == "recursive_doubling":
         return math.log2(n), ranks * math.log2(hosts)
     if algorithm == "hierarchical":
-        return 2 * (hosts - 1) + 2 * math.log2(ranks), 2 * (hosts - 1) / hosts
+        return 2 * (hosts - 1) + 2 * (ranks - 1), 2 * (hosts - 1) / hosts
     raise ValueError(algorithm)
 
 
