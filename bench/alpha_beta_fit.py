@@ -59,6 +59,9 @@ def fit(runs, min_size):
             a, b = ka, kb * size
             saa += a * a; sab += a * b; sbb += b * b; sat += a * t; sbt += b * t
     det = saa * sbb - sab * sab
+    if det <= 1e-12 * saa * sbb:
+        sys.exit("alpha_beta_fit.py: the ring's times do not determine alpha and B; run "
+                 "cluster_sim.sh with at least two host counts, or sizes of 1 KiB and more")
     alpha = (sat * sbb - sbt * sab) / det
     beta = (saa * sbt - sab * sat) / det
     return alpha, beta
