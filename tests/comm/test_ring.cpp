@@ -362,6 +362,9 @@ class PretendHosts : public Transport {
   void post_send(int peer, const void* d, size_t n) override { inner_.post_send(peer, d, n); }
   void post_recv(int peer, void* d, size_t n) override { inner_.post_recv(peer, d, n); }
   void wait_recv(int peer) override { inner_.wait_recv(peer); }
+  void recv_reduce(int peer, const Reduction& into, size_t n) override {
+    inner_.recv_reduce(peer, into, n);  // so the inner transport's own reducing receive runs
+  }
   void wait_all() override { inner_.wait_all(); }
   uint64_t recvs_completed(int peer) const override { return inner_.recvs_completed(peer); }
   std::string describe_peer(int peer) const override { return inner_.describe_peer(peer); }
