@@ -23,12 +23,16 @@ def main():
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--amp", choices=["none", "bf16"], default="none")
+    p.add_argument("--no-tf32", action="store_true",
+                   help="float32 convolutions without TF32 (PyTorch allows it in cuDNN by default; "
+                        "ours never use it)")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     device = torch.device(a.device)
     if a.device == "cuda":
         torch.backends.cudnn.benchmark = True  # pick the fastest conv algorithm per shape
+        torch.backends.cudnn.allow_tf32 = not a.no_tf32
     model = make_model(a.model).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
     x = torch.randn(a.batch_size, 1, 28, 28, device=device)
