@@ -96,10 +96,14 @@ c10::intrusive_ptr<c10::ivalue::Future> RinggradWork::getFuture() {
     future_ =
         c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
   }
-  if (auto completer = completer_.lock())
+  // A collective already done (a small one the group ran inline, on this thread) completes
+  // its future here: handing it to the completer thread would cost two wake-ups for nothing.
+  // So does one whose backend is gone, and with it every unfinished collective.
+  auto completer = completer_.lock();
+  if (completer && !work_->is_completed())
     completer->add(c10::intrusive_ptr<RinggradWork>::reclaim_copy(this));
   else
-    complete_future();  // the backend is gone, and with it every unfinished collective
+    complete_future();
   return future_;
 }
 

@@ -4,7 +4,8 @@
 // tensors, an optional finishing step (copying a gathered flat buffer out to a tensor list),
 // and getFuture(), which DDP's reducer and comm hooks chain on. A future is completed by the
 // backend's FutureCompleter thread, never by ringgrad's comm thread, so Python callbacks on it
-// (which take the GIL) cannot stall the next bucket's all-reduce.
+// (which take the GIL) cannot stall the next bucket's all-reduce; one whose collective is
+// already done (run inline by the group) is completed at once, by getFuture()'s caller.
 #pragma once
 #include <ATen/core/ivalue.h>
 

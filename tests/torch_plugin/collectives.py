@@ -131,6 +131,19 @@ def run_collectives(n):
                 dist.recv(got, frm)
                 dist.send(x, to)
             check(f"send/recv {dtype} n={n}", got, everyone[frm], True)
+    # Futures, as DDP and comm hooks chain on them: a small collective is already done when
+    # get_future() is called (the group ran it on this thread), a large one is not; either way
+    # the future and a callback chained on it see the result, and all_gather's list is filled.
+    x = inputs(torch.float32, n, RANK, seed=3)
+    theirs = x.clone()
+    dist.all_reduce(theirs, group=GLOO)
+    doubled = dist.all_reduce(x.clone(), async_op=True).get_future().then(
+        lambda f: f.value()[0] * 2).wait()
+    check(f"all_reduce future with a callback n={n}", doubled, theirs * 2, True)
+    gathered = [torch.empty(n) for _ in range(WORLD)]
+    dist.all_gather(gathered, x, async_op=True).get_future().wait()
+    check(f"all_gather future n={n}", torch.stack(gathered),
+          torch.stack([inputs(torch.float32, n, r, seed=3) for r in range(WORLD)]), True)
     dist.barrier()
 
 
