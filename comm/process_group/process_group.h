@@ -9,8 +9,8 @@
 #include <memory>
 #include <string>
 
-#include "comm/process_group/reduce_op.h"
 #include "comm/process_group/work.h"
+#include "comm/reduce/reduce_op.h"
 #include "comm/store/store.h"
 #include "core/tensor.h"
 

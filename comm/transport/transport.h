@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "comm/process_group/reduce_op.h"
+#include "comm/reduce/reduce_op.h"
 #include "core/dtype.h"
 
 namespace ringgrad::comm {

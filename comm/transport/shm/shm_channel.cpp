@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "comm/collectives/reduce_kernels.h"
+#include "comm/reduce/reduce_kernels.h"
 #include "core/error.h"
 
 namespace ringgrad::comm::shm {

@@ -1,11 +1,12 @@
-// Element-wise reductions for the collectives in comm/collectives/: dst = a (op) b over `count`
-// elements of any DType. f16 and bf16 are reduced in float and rounded back once per step.
+// Element-wise reductions for the collectives (comm/collectives/) and the transports' reducing
+// receive (Transport::recv_reduce): dst = a (op) b over `count` elements of any DType. f16 and
+// bf16 are reduced in float and rounded back once per step.
 // Plain loops over contiguous arrays so -O3 -march=x86-64-v3 vectorises them (AVX2).
 #pragma once
 #include <cstddef>
 #include <cstdint>
 
-#include "comm/process_group/reduce_op.h"
+#include "comm/reduce/reduce_op.h"
 #include "core/dtype.h"
 
 namespace ringgrad::comm {

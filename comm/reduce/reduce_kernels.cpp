@@ -1,5 +1,5 @@
 // Reduction loops, one template per storage type, dispatched once per call (never per element).
-#include "comm/collectives/reduce_kernels.h"
+#include "comm/reduce/reduce_kernels.h"
 
 #include "core/error.h"
 #include "core/half.h"
