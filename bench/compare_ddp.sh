@@ -52,9 +52,9 @@ awk -v os="$os" -v on="$on" -v ts="$ts" -v tn="$tn" -v rs="$rs" -v rn="$rn" 'BEG
   printf "global img/s with sync, ours/PyTorch+Gloo: %.2f\n", os / ts
   if (rs > 0) printf "global img/s with sync, PyTorch+ringgrad/PyTorch+Gloo: %.2f\n", rs / ts
 }'
-# 1,000 timed calls after 1,000 untimed ones: the first thousand or two run several times
-# slower (the two ranks settling onto their own cores, it seems), at ringgrad's few
-# microseconds a call though not at Gloo's hundreds. Three interleaved rounds; the median ratio.
+# 1,000 timed calls after 1,000 untimed ones, so first-use costs stay out of both columns (at
+# ringgrad's few microseconds a call, 20 warm-up calls left them weighing on the figure). Three
+# interleaved rounds; the median ratio.
 if ((with_plugin)); then
   ratios=()
   for round in 1 2 3; do
