@@ -1,6 +1,8 @@
 // Reduction loops, one template per storage type, dispatched once per call (never per element).
 #include "comm/reduce/reduce_kernels.h"
 
+#include <type_traits>
+
 #include "core/error.h"
 #include "core/half.h"
 
@@ -28,6 +30,27 @@ struct Arith<BFloat16> {
   static BFloat16 store(float v) { return float_to_bf16(v); }
 };
 
+// Sums and products of signed integers wrap around on overflow, as they do in PyTorch and NCCL
+// on every machine they run on, without C++'s undefined behaviour for signed overflow.
+template <class V>
+V wrapping_add(V p, V q) {
+  if constexpr (std::is_integral_v<V> && std::is_signed_v<V>) {
+    using U = std::make_unsigned_t<V>;
+    return static_cast<V>(static_cast<U>(p) + static_cast<U>(q));
+  } else {
+    return static_cast<V>(p + q);
+  }
+}
+template <class V>
+V wrapping_mul(V p, V q) {
+  if constexpr (std::is_integral_v<V> && std::is_signed_v<V>) {
+    using U = std::make_unsigned_t<V>;
+    return static_cast<V>(static_cast<U>(p) * static_cast<U>(q));
+  } else {
+    return static_cast<V>(p * q);
+  }
+}
+
 // max/min propagate NaN from either side, so the result does not depend on argument order.
 template <class A>
 A max_of(A x, A y) {
@@ -52,10 +75,9 @@ void reduce_typed(void* dst, const void* a, const void* b, size_t count, ReduceO
   auto* y = static_cast<const T*>(b);
   switch (op) {
     case ReduceOp::sum:
-    case ReduceOp::avg:
-      return combine(d, x, y, count, [](V p, V q) { return static_cast<V>(p + q); });
+    case ReduceOp::avg: return combine(d, x, y, count, [](V p, V q) { return wrapping_add(p, q); });
     case ReduceOp::prod:
-      return combine(d, x, y, count, [](V p, V q) { return static_cast<V>(p * q); });
+      return combine(d, x, y, count, [](V p, V q) { return wrapping_mul(p, q); });
     case ReduceOp::max: return combine(d, x, y, count, [](V p, V q) { return max_of(p, q); });
     case ReduceOp::min: return combine(d, x, y, count, [](V p, V q) { return min_of(p, q); });
   }

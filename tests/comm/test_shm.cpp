@@ -398,8 +398,8 @@ TEST_CASE(
   for (DType dtype : kDTypes)
     for (ReduceOp op : kOps)
       for (bool in_place : {false, true}) {
-        CAPTURE(dtype_name(dtype));
-        CAPTURE(reduce_op_name(op));
+        INFO("dtype: ", dtype_name(dtype));
+        INFO("op: ", reduce_op_name(op));
         CAPTURE(in_place);
         const size_t elem = dtype_size(dtype), total = (300 << 10) / elem * elem;
         const std::vector<char> sent = random_bytes(total, random);
@@ -464,8 +464,8 @@ TEST_CASE("transport: recv_reduce equals post_recv, wait_recv, reduce_into on ev
             std::vector<char> out(bytes);
             t.recv_reduce(0, Reduction{out.data(), local.data(), dtype, op}, bytes);
             t.wait_all();
-            CAPTURE(dtype_name(dtype));
-            CAPTURE(reduce_op_name(op));
+            INFO("dtype: ", dtype_name(dtype));
+            INFO("op: ", reduce_op_name(op));
             CAPTURE(count);
             CHECK(out == received_then_reduced(local, sent, dtype, op));
           }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include "comm/reduce/reduce_kernels.h"
@@ -169,8 +170,18 @@ size_t ShmChannel::receive(Recv& r, size_t bytes) {
 void ShmChannel::fold_bytes(Recv& r, const char* from, size_t n) {
   const size_t elem = dtype_size(r.dtype);
   auto fold_elements = [&](const char* received, size_t elements) {
-    reduce_into(r.data, r.local, received, elements, r.dtype, r.op);
-    r.data += elements * elem, r.local += elements * elem;
+    // reduce_into reads whole elements where they lie, which must then be aligned for their
+    // type; elements that follow an odd-sized send in the stream go through a small aligned
+    // buffer instead (the collectives' own sends are whole elements, so rarely).
+    alignas(64) char aligned[4096];
+    while (elements > 0) {
+      const bool misaligned = reinterpret_cast<uintptr_t>(received) % elem != 0;
+      const size_t k = misaligned ? std::min(elements, sizeof aligned / elem) : elements;
+      const char* operand = received;
+      if (misaligned) operand = static_cast<const char*>(std::memcpy(aligned, received, k * elem));
+      reduce_into(r.data, r.local, operand, k, r.dtype, r.op);
+      r.data += k * elem, r.local += k * elem, received += k * elem, elements -= k;
+    }
   };
   r.left -= n;
   if (r.carried > 0) {
