@@ -3,7 +3,9 @@
 # errors: dtypes and ops ringgrad cannot reduce raise a RuntimeError naming the operation, and
 # tearing the group down with a Python future callback pending does not deadlock.
 # Run by launch.py on 2 and 3 ranks.
+import datetime
 import sys
+import threading
 import time
 
 import torch
@@ -175,12 +177,46 @@ def run_errors():
         failures.append(f"all_reduce after refused calls gave {t.tolist()}")
 
 
+def run_gil_released_while_waiting():
+    """A small all_reduce runs on the calling thread (the ring group's inline path). While it
+    waits for a late peer, other Python threads must run: here the late rank joins only after
+    every other rank's helper thread has taken the GIL a hundred times (sleeping in between)
+    during that rank's all_reduce. Were the GIL held while waiting, the helper would stop at
+    its next turn and the last rank would fail after 60 s instead."""
+    store = dist.distributed_c10d._get_default_store()
+    if RANK == WORLD - 1:
+        try:
+            store.wait([f"gil/ran{r}" for r in range(WORLD - 1)], datetime.timedelta(seconds=60))
+        except RuntimeError as e:
+            failures.append(f"the other ranks' threads did not run while they waited in a small all_reduce: {e}")
+            return
+    else:
+        entered = threading.Event()
+
+        def helper_turns():
+            entered.wait()
+            for _ in range(100):
+                time.sleep(0.001)
+            store.set(f"gil/ran{RANK}", "1")
+
+        helper = threading.Thread(target=helper_turns)
+        helper.start()
+        entered.set()
+    t = torch.ones(2)
+    dist.all_reduce(t)
+    if RANK != WORLD - 1:
+        helper.join()
+    if t.tolist() != [WORLD] * 2:
+        failures.append(f"all_reduce with a late rank gave {t.tolist()}")
+
+
 dist.init_process_group("ringgrad")
 RANK, WORLD = dist.get_rank(), dist.get_world_size()
 GLOO = dist.new_group(backend="gloo")
 for n in [1, 7, 70_000]:  # the 70,000-element case takes ringgrad's ring path
     run_collectives(n)
 run_errors()
+run_gil_released_while_waiting()
 # Teardown while a future's Python callback is pending: the callback needs the GIL on
 # ringgrad's future thread while this thread destroys the group, which must release it. The
 # last rank joins late, so the others' all_reduce is still running when they tear down.
