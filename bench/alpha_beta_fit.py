@@ -10,9 +10,11 @@ message step and B the link rate (beta = 1/B), time for S bytes:
   recursive doubling   log2(n) alpha + R log2(H) S/B (the log2(R) steps inside a host are cheap;
                        in each step across hosts all R ranks of a host send their whole buffer
                        over the host's one link)
-  hierarchical         2(H-1) alpha + 2(H-1)/H S/B + 2(R-1) alpha (reduce-scatter and
-                       all-gather inside the host; their bytes move over the host's memory, not
-                       the link)
+  hierarchical         2K(H-1) alpha + 2(H-1)/H S/B + 2 alpha: the buffer crosses hosts in
+                       K = min(8, S / 1 MiB) pipelined slices, each an all-reduce of 2(H-1)
+                       steps; the reduce-scatter and all-gather inside a host (one round each,
+                       over the host's memory, not the link) hide behind them except for the
+                       first slice's and the last one's
 alpha and B are fitted by least squares to the ring's times over every H and size; the other
 two are then predicted with the same alpha and B and set against what was measured.
 """
@@ -34,15 +36,21 @@ def load(directory):
     return runs
 
 
-def coefficients(algorithm, hosts, ranks):
-    """(alpha multiplier, S/B multiplier) of the model."""
+def slices(size):
+    """How many slices the hierarchical all-reduce pipelines a buffer of `size` bytes in."""
+    return min(8, max(1, size >> 20))
+
+
+def coefficients(algorithm, hosts, ranks, size):
+    """(alpha multiplier, S/B multiplier) of the model for `size` bytes."""
     n = hosts * ranks
     if algorithm == "ring":
         return 2 * (n - 1), 2 * (n - 1) / n
     if algorithm == "recursive_doubling":
         return math.log2(n), ranks * math.log2(hosts)
     if algorithm == "hierarchical":
-        return 2 * (hosts - 1) + 2 * (ranks - 1), 2 * (hosts - 1) / hosts
+        inside = 2 if ranks > 1 else 0
+        return 2 * slices(size) * (hosts - 1) + inside, 2 * (hosts - 1) / hosts
     raise ValueError(algorithm)
 
 
@@ -52,10 +60,10 @@ def fit(runs, min_size):
     for (hosts, ranks, algorithm), times in runs.items():
         if algorithm != "ring":
             continue
-        ka, kb = coefficients("ring", hosts, ranks)
         for size, t in times.items():
             if size < min_size:
                 continue
+            ka, kb = coefficients("ring", hosts, ranks, size)
             a, b = ka, kb * size
             saa += a * a; sab += a * b; sbb += b * b; sat += a * t; sbt += b * t
     det = saa * sbb - sab * sab
@@ -84,10 +92,10 @@ def main():
     print(f"fit over the ring runs: alpha = {alpha * 1e6:.1f} us, B = 1/beta = {1 / beta / 1e9:.3f} GB/s")
     print("H R algorithm size measured_ms predicted_ms predicted/measured")
     for (hosts, ranks, algorithm), times in sorted(runs.items()):
-        ka, kb = coefficients(algorithm, hosts, ranks)
         for size in sorted(times):
             if size < 1 << 20 and algorithm != "recursive_doubling":
                 continue
+            ka, kb = coefficients(algorithm, hosts, ranks, size)
             predicted = ka * alpha + kb * size * beta
             print(f"{hosts} {ranks} {algorithm} {size} {times[size] * 1e3:.2f} {predicted * 1e3:.2f} "
                   f"{predicted / times[size]:.2f}")
@@ -104,7 +112,7 @@ def main():
             for size in (8 << 10, 1 << 20, 64 << 20, 1 << 30):
                 cells = []
                 for algorithm in ("ring", "recursive_doubling", "hierarchical"):
-                    ka, kb = coefficients(algorithm, hosts, 8)
+                    ka, kb = coefficients(algorithm, hosts, 8, size)
                     cells.append(f"{(ka * step + kb * size * link_beta) * 1e3:.2f}")
                 print(hosts, human(size), *cells)
 

@@ -18,6 +18,8 @@ struct Scratch {
   using Buffer = std::vector<unsigned char>;
   Buffer segments;  // received buffers waiting to be combined, or partial results
   Buffer partials;  // out-of-place reduce-scatter's running sums
+  Buffer staged;    // the hierarchical all-reduce's chunks from host mates, landing while the
+                    // all-reduce across hosts uses the other two
 };
 
 // Reduce-scatter then all-gather over n chunks, 2(n-1) pipelined steps; sends 2(n-1)/n of the
@@ -37,8 +39,8 @@ void direct_allreduce(Transport& t, const void* input, void* output, size_t coun
 
 // For a group over several hosts (as Transport::host_of says): reduce-scatter inside each host,
 // all-reduce each chunk among one rank per host (R of them side by side with R ranks per host),
-// all-gather inside each host. Bandwidth-optimal when the links between hosts are the
-// bottleneck.
+// all-gather inside each host, pipelined slice by slice so the phases inside a host hide behind
+// the one across hosts. Bandwidth-optimal when the links between hosts are the bottleneck.
 void hierarchical_allreduce(Transport& t, const void* input, void* output, size_t count,
                             DType dtype, ReduceOp op, Scratch& scratch);
 

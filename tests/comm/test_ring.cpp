@@ -64,11 +64,16 @@ std::string label(const char* what, ReduceOp op, DType dtype, int64_t count, boo
 
 // Every op x dtype x count, in place and out of place: allreduce(input, output, op) must give
 // the reference on this rank, and leave an out-of-place input untouched.
+// `large_bytes`: buffers of about this size are added for f32, bf16 and i64 (0: none).
 void check_every_allreduce(int rank, int world, std::vector<std::string>& errors,
-                           const std::function<void(const Tensor&, Tensor&, ReduceOp)>& allreduce) {
+                           const std::function<void(const Tensor&, Tensor&, ReduceOp)>& allreduce,
+                           size_t large_bytes = 0) {
   for (DType dtype : kDTypes)
-    for (ReduceOp op : kOps)
-      for (int64_t count : counts_for(world, dtype))
+    for (ReduceOp op : kOps) {
+      std::vector<int64_t> counts = counts_for(world, dtype);
+      if (large_bytes > 0 && (dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::i64))
+        counts.push_back(static_cast<int64_t>(large_bytes / dtype_size(dtype)) + world + 2);
+      for (int64_t count : counts)
         for (bool in_place : {true, false}) {
           Tensor input =
               filled(count, dtype, [&](int64_t i) { return input_value(op, dtype, rank, i); });
@@ -80,6 +85,7 @@ void check_every_allreduce(int rank, int world, std::vector<std::string>& errors
           compare(out, want, label("allreduce", op, dtype, count, in_place), errors);
           if (!in_place) compare(input, before, "allreduce input must stay untouched", errors);
         }
+    }
 }
 
 }  // namespace
@@ -379,8 +385,9 @@ TEST_CASE(
     "hierarchical allreduce: every op, dtype and size on several host layouts matches the "
     "reference on every rank") {
   // Host of each rank: two hosts of two; three of two, ranks interleaved; two of three (counts
-  // that do not split into 3 chunks leave a remainder for the leaders); uneven hosts with ranks
-  // interleaved; one rank per host; a single host.
+  // that do not split into 3 chunks give the host mates chunks of different sizes); uneven
+  // hosts with ranks interleaved (the leaders' path); one rank per host; a single host. The
+  // large buffers (3 MiB) are cut into 3 pipelined slices, the last one shorter.
   const std::vector<std::vector<std::string>> layouts = {{"a", "a", "b", "b"},
                                                          {"a", "b", "a", "b", "c", "c"},
                                                          {"a", "a", "a", "b", "b", "b"},
@@ -397,13 +404,15 @@ TEST_CASE(
       net::SocketTransport socket(store, "hier/", rank, world, net::SocketTransportOptions{});
       PretendHosts t(socket, hosts);
       collectives::Scratch scratch;
-      check_every_allreduce(rank, world, errors[rank],
-                            [&](const Tensor& in, Tensor& out, ReduceOp op) {
-                              t.begin("hierarchical", Clock::now() + std::chrono::seconds(20));
-                              collectives::hierarchical_allreduce(t, in.raw_data(), out.raw_data(),
-                                                                  static_cast<size_t>(in.numel()),
-                                                                  in.dtype(), op, scratch);
-                            });
+      check_every_allreduce(
+          rank, world, errors[rank],
+          [&](const Tensor& in, Tensor& out, ReduceOp op) {
+            t.begin("hierarchical", Clock::now() + std::chrono::seconds(20));
+            collectives::hierarchical_allreduce(t, in.raw_data(), out.raw_data(),
+                                                static_cast<size_t>(in.numel()), in.dtype(), op,
+                                                scratch);
+          },
+          3 << 20);
     });
     for (const auto& per_rank : errors)
       for (const auto& e : per_rank) FAIL_CHECK(e);
