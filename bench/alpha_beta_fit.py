@@ -11,7 +11,7 @@ message step and B the link rate (beta = 1/B), time for S bytes:
                        in each step across hosts all R ranks of a host send their whole buffer
                        over the host's one link)
   hierarchical         2K(H-1) alpha + 2(H-1)/H S/B + 2 alpha: the buffer crosses hosts in
-                       K = min(8, S / 1 MiB) pipelined slices, each an all-reduce of 2(H-1)
+                       K = min(16, S / 1 MiB) pipelined slices, each an all-reduce of 2(H-1)
                        steps; the reduce-scatter and all-gather inside a host (one round each,
                        over the host's memory, not the link) hide behind them except for the
                        first slice's and the last one's
@@ -38,7 +38,7 @@ def load(directory):
 
 def slices(size):
     """How many slices the hierarchical all-reduce pipelines a buffer of `size` bytes in."""
-    return min(8, max(1, size >> 20))
+    return min(16, max(1, size >> 20))
 
 
 def coefficients(algorithm, hosts, ranks, size):

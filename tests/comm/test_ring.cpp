@@ -386,15 +386,16 @@ TEST_CASE(
     "reference on every rank") {
   // Host of each rank: two hosts of two; three of two, ranks interleaved; two of three (counts
   // that do not split into 3 chunks give the host mates chunks of different sizes); uneven
-  // hosts with ranks interleaved (the leaders' path); one rank per host; a single host. The
-  // large buffers (3 MiB) are cut into 3 pipelined slices, the last one shorter.
+  // hosts with ranks interleaved (the leaders' path); one rank per host; a single host. On the
+  // first three, large buffers (3 MiB) are cut into 3 pipelined slices, the last one shorter.
   const std::vector<std::vector<std::string>> layouts = {{"a", "a", "b", "b"},
                                                          {"a", "b", "a", "b", "c", "c"},
                                                          {"a", "a", "a", "b", "b", "b"},
                                                          {"a", "b", "a", "c", "b"},
                                                          {"a", "b", "c"},
                                                          {"a", "a", "a"}};
-  for (const auto& hosts : layouts) {
+  for (size_t layout = 0; layout < layouts.size(); ++layout) {
+    const std::vector<std::string>& hosts = layouts[layout];
     const int world = static_cast<int>(hosts.size());
     CAPTURE(world);
     CAPTURE(hosts[1]);
@@ -412,7 +413,7 @@ TEST_CASE(
                                                 static_cast<size_t>(in.numel()), in.dtype(), op,
                                                 scratch);
           },
-          3 << 20);
+          layout < 3 ? 3 << 20 : 0);
     });
     for (const auto& per_rank : errors)
       for (const auto& e : per_rank) FAIL_CHECK(e);
