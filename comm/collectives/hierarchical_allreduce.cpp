@@ -11,7 +11,7 @@
 //      shares the work between hosts (NCCL's rings, one per local rank);
 //   3. inside each host, an all-gather of the R finished chunks.
 // Phases 1 and 3 move bytes over memory, phase 2 over the slow link. To keep the link busy the
-// whole time, the buffer is cut into up to kMaxSlices slices and the phases are pipelined: the
+// whole time, the buffer is cut into slices (see kMaxCrossSteps) and the phases are pipelined: the
 // reduce-scatter of slice k+1 and the all-gather of slice k-1 are posted before slice k's
 // all-reduce across hosts, so the transport moves them while that all-reduce waits for the
 // link; what is left between two cross-host all-reduces is folding the received chunks.
@@ -33,12 +33,13 @@ namespace ringgrad::comm::collectives {
 
 namespace {
 
-// Pipelining depth: slices of at least kMinSliceBytes, at most kMaxSlices of them. Each slice
-// costs one more cross-host all-reduce's latency (2(H-1) steps) and one fold outside the
-// overlap; more slices hide more of the first reduce-scatter and the last all-gather. On the
-// simulated cluster (docs/scaling.md, 2 hosts x 2 ranks, 64 MiB) 16 beat 8 and 32.
-constexpr size_t kMinSliceBytes = 1 << 20;
-constexpr size_t kMaxSlices = 16;
+// Pipelining depth. Each slice costs one more all-reduce across hosts, 2(H-1) latency-bound
+// steps, and one fold outside the overlap; more slices hide more of the first reduce-scatter
+// and the last all-gather. So: at most kMaxCrossSteps such steps in all (16 slices on 2 hosts,
+// 2 on 8), and every step moves at least one ring segment per rank. On the simulated cluster
+// (docs/scaling.md, 64 MiB) 16 slices beat 8 and 32 on 2 hosts x 2 ranks; on 8 hosts, where 16
+// ranks share 2 CPUs and a step costs ~0.3 ms, 16 slices lost to one.
+constexpr size_t kMaxCrossSteps = 32;
 
 // The all-reduce among one rank per host, by size as a flat group would choose it.
 void allreduce_across_hosts(Transport& t, const std::vector<int>& one_per_host, void* data,
@@ -69,7 +70,11 @@ class SlicedHierarchy {
         op_(op),
         combine_(op == ReduceOp::avg ? ReduceOp::sum : op),
         scratch_(scratch) {
-    const size_t slices = std::clamp<size_t>(count * elem_ / kMinSliceBytes, 1, kMaxSlices);
+    const size_t hosts = across_.size();
+    const size_t most =
+        hosts > 1 ? kMaxCrossSteps / (2 * (hosts - 1)) : 1;  // nothing to hide behind
+    const size_t fit = count * elem_ / (kSegmentBytes * mates_.size() * hosts);
+    const size_t slices = std::clamp<size_t>(fit, 1, std::max<size_t>(most, 1));
     slice_count_ = (count + slices - 1) / slices;
     slices_ = count == 0 ? 0 : (count + slice_count_ - 1) / slice_count_;
     // One landing place per other rank of the host, as large as this rank's biggest chunk.
