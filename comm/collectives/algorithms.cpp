@@ -7,16 +7,24 @@
 
 namespace ringgrad::comm::collectives {
 
-AllreduceAlgorithm choose_allreduce_algorithm(size_t bytes, int world, int hosts,
-                                              const std::string& forced) {
+namespace {
+
+AllreduceAlgorithm forced_allreduce_algorithm(const std::string& forced) {
   if (forced == "ring") return AllreduceAlgorithm::ring;
   if (forced == "recursive_doubling" || forced == "tree")
     return AllreduceAlgorithm::recursive_doubling;
   if (forced == "direct") return AllreduceAlgorithm::direct;
   if (forced == "hierarchical") return AllreduceAlgorithm::hierarchical;
-  RG_CHECK(
-      forced.empty(), "RINGGRAD_ALGO='", forced,
-      "' is not one of: ring, recursive_doubling (or its old name tree), direct, hierarchical");
+  RG_THROW(Error, "RINGGRAD_ALGO='", forced,
+           "' is not one of: ring, recursive_doubling (or its old name tree), direct, hierarchical");
+}
+
+}  // namespace
+
+// Runs for every small all-reduce, so the usual unforced case compares no strings.
+AllreduceAlgorithm choose_allreduce_algorithm(size_t bytes, int world, int hosts,
+                                              const std::string& forced) {
+  if (!forced.empty()) return forced_allreduce_algorithm(forced);
   if (bytes <= kDirectMaxBytes || world <= 1) return AllreduceAlgorithm::direct;
   if (bytes <= kRecursiveDoublingMaxBytes) return AllreduceAlgorithm::recursive_doubling;
   return hosts > 1 && hosts < world ? AllreduceAlgorithm::hierarchical : AllreduceAlgorithm::ring;
