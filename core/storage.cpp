@@ -11,14 +11,13 @@ Storage::Storage(size_t bytes, Device device) : bytes_(bytes), device_(device) {
   data_ = device.is_cpu() ? cpu_allocate(bytes) : cuda_allocate(bytes, device.index);
 }
 
-Storage::Storage(void* data, size_t bytes, Device device, std::shared_ptr<void> owner)
+Storage::Storage(BorrowKey, void* data, size_t bytes, Device device, std::shared_ptr<void> owner)
     : data_(data), bytes_(bytes), device_(device), owned_(false), owner_(std::move(owner)) {}
 
 std::shared_ptr<Storage> Storage::borrow(void* data, size_t bytes, Device device,
                                          std::shared_ptr<void> owner) {
   RG_CHECK(data != nullptr || bytes == 0, "Storage::borrow: null data for ", bytes, " bytes");
-  // make_shared cannot reach the private constructor.
-  return std::shared_ptr<Storage>(new Storage(data, bytes, device, std::move(owner)));
+  return std::make_shared<Storage>(BorrowKey(), data, bytes, device, std::move(owner));
 }
 
 Storage::~Storage() {

@@ -11,12 +11,19 @@
 namespace ringgrad {
 
 class Storage {
+  // Only borrow() can name it: the constructor it guards is public so that make_shared (one
+  // allocation for the Storage and its count, which a borrow per collective call pays) reaches it.
+  struct BorrowKey {
+    explicit BorrowKey() = default;
+  };
+
  public:
   Storage(size_t bytes, Device device);  // allocates (CPU cache or CUDA allocator)
   // Views `bytes` at `data` without ever freeing them; `owner` (may be null) is held until this
   // Storage goes, keeping the memory alive while our tensors use it.
   static std::shared_ptr<Storage> borrow(void* data, size_t bytes, Device device,
                                          std::shared_ptr<void> owner);
+  Storage(BorrowKey, void* data, size_t bytes, Device device, std::shared_ptr<void> owner);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -26,8 +33,6 @@ class Storage {
   Device device() const { return device_; }
 
  private:
-  Storage(void* data, size_t bytes, Device device, std::shared_ptr<void> owner);
-
   void* data_ = nullptr;
   size_t bytes_ = 0;
   Device device_;
