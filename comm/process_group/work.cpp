@@ -33,16 +33,21 @@ void Work::wait() { wait(Milliseconds::max()); }
 void Work::wait(Milliseconds timeout) {
   // Reads the flag itself: a subclass's is_completed may mean something else.
   auto done = [this] { return done_.load(std::memory_order_acquire); };
-  const auto start = std::chrono::steady_clock::now();
-  while (!done() && std::chrono::steady_clock::now() - start < kSpin) {
+  // A collective the group ran inline is done before anyone waits: that path reads no clock
+  // and takes no lock.
+  if (!done()) {
+    const auto start = std::chrono::steady_clock::now();
+    while (!done() && std::chrono::steady_clock::now() - start < kSpin) {
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    if (timeout == Milliseconds::max()) {
+      cv_.wait(lock, [&] { return done(); });
+    } else if (!cv_.wait_for(lock, timeout, [&] { return done(); })) {
+      RG_THROW(TimeoutError, description(), " not finished after ", format_duration(timeout),
+               " of waiting (it keeps running until its own deadline)");
+    }
   }
-  std::unique_lock<std::mutex> lock(mu_);
-  if (timeout == Milliseconds::max()) {
-    cv_.wait(lock, [&] { return done(); });
-  } else if (!cv_.wait_for(lock, timeout, [&] { return done(); })) {
-    RG_THROW(TimeoutError, description(), " not finished after ", format_duration(timeout),
-             " of waiting (it keeps running until its own deadline)");
-  }
+  // complete() set error_ before it published done_ (release), and nothing writes it after.
   if (error_) std::rethrow_exception(error_);
 }
 
