@@ -115,20 +115,33 @@ RingProcessGroup::Request RingProcessGroup::request(CollectiveKind kind, const T
 
 // ---- enqueue ----
 
-// Only the form that runs becomes a std::function: making both cost an allocation and the
-// tensors' reference counts on every call.
+// A small collective that may run inline never becomes a std::function (an allocation and the
+// tensors' reference counts on every call); a queued one does, in the form that runs.
 template <class Host, class Staged>
 WorkPtr RingProcessGroup::enqueue(const Request& request, Device device, Host host, Staged staged) {
-  if (!request.staged) return enqueue_run(request, Run(std::move(host)));
-  return enqueue_run(
-      request, [this, device, staged = std::move(staged)](Transport& t, collectives::Scratch& s) {
-        collectives::Staging slots = staging(device, s);
-        staged(t, slots);
-      });
+  std::unique_lock<std::mutex> lock(mu_);
+  Task task = number(request);
+  const bool small =
+      request.count * dtype_size(request.dtype) <= collectives::kRecursiveDoublingMaxBytes;
+  if (request.direction == Direction::all && !request.staged && small &&
+      run_inline_if_idle(lock, task, host))
+    return task.work;
+  if (!request.staged)
+    task.run = std::move(host);
+  else
+    task.run = [this, device, staged = std::move(staged)](Transport& t, collectives::Scratch& s) {
+      collectives::Staging slots = staging(device, s);
+      staged(t, slots);
+    };
+  WorkPtr work = task.work;
+  queue_.push_back(std::move(task));
+  queued_.fetch_add(1, std::memory_order_release);
+  lock.unlock();
+  wake_.notify_one();
+  return work;
 }
 
-WorkPtr RingProcessGroup::enqueue_run(const Request& request, Run run) {
-  std::unique_lock<std::mutex> lock(mu_);
+RingProcessGroup::Task RingProcessGroup::number(const Request& request) {
   // Collectives count per group; a send and its recv count per ordered pair of ranks.
   uint64_t& counter = request.direction == Direction::send   ? sent_to_[request.peer]
                       : request.direction == Direction::recv ? received_from_[request.peer]
@@ -138,30 +151,21 @@ WorkPtr RingProcessGroup::enqueue_run(const Request& request, Run run) {
   fp.staged = request.staged ? 1 : 0;
   if (request.direction != Direction::all)
     fp.sender = request.direction == Direction::send ? rank() : request.peer;
-  WorkPtr work = std::make_shared<CollectiveWork>(fp);
-  Task task{work, fp, request.peer, request.timeout.count() > 0 ? request.timeout : timeout_,
-            std::move(run)};
-  const bool small =
-      request.count * dtype_size(request.dtype) <= collectives::kRecursiveDoublingMaxBytes;
-  if (request.direction == Direction::all && !request.staged && small &&
-      run_inline_if_idle(lock, task))
-    return work;
-  queue_.push_back(std::move(task));
-  queued_.fetch_add(1, std::memory_order_release);
-  lock.unlock();
-  wake_.notify_one();
-  return work;
+  return Task{std::make_shared<CollectiveWork>(fp), fp, request.peer,
+              request.timeout.count() > 0 ? request.timeout : timeout_, Run()};
 }
 
 // A latency shortcut, not part of the algorithm: a small collective with nothing queued ahead
 // of it runs on the caller's thread, because handing it to the worker and its completion back
 // costs two thread wake-ups, several times the transfer itself. Issue order is kept (the queue
 // is empty and the worker idle), and the worker waits while it runs.
-bool RingProcessGroup::run_inline_if_idle(std::unique_lock<std::mutex>& lock, Task& task) {
+template <class Host>
+bool RingProcessGroup::run_inline_if_idle(std::unique_lock<std::mutex>& lock, Task& task,
+                                          Host& host) {
   if (!queue_.empty() || busy_) return false;
   busy_ = true;
   lock.unlock();
-  execute(task);
+  execute(task, host);
   lock.lock();
   busy_ = false;
   const bool more = !queue_.empty();
@@ -201,14 +205,15 @@ void RingProcessGroup::worker_loop() {
     queued_.fetch_sub(1, std::memory_order_relaxed);
     busy_ = true;
     lock.unlock();
-    execute(task);
+    execute(task, task.run);
     lock.lock();
     busy_ = false;
     lock.unlock();
   }
 }
 
-void RingProcessGroup::execute(Task& task) {
+template <class Body>
+void RingProcessGroup::execute(Task& task, Body& run) {
   if (!failure_.empty()) {
     task.work->complete(std::make_exception_ptr(
         Error(str_cat(task.work->description(), " refused: process group '", name_, "' (rank ",
@@ -219,7 +224,7 @@ void RingProcessGroup::execute(Task& task) {
     const auto deadline = Clock::now() + task.timeout;
     if (task.peer >= 0) partner_[0] = task.peer;
     checked_.start(task.fingerprint, task.peer >= 0 ? partner_ : all_peers_, deadline);
-    task.run(checked_, scratch_);
+    run(checked_, scratch_);
     checked_.finish();
     task.work->complete();
   } catch (const std::exception& e) {

@@ -75,19 +75,21 @@ class RingProcessGroup : public ProcessGroup {
     Fingerprint fingerprint;
     int peer;
     Milliseconds timeout;
-    Run run;  // holds copies of the tensors, keeping their storage alive
+    Run run;  // holds copies of the tensors, keeping their storage alive; empty when inline
   };
   // Numbers the request, then runs `host` (or, for a staged request, `staged` through the
   // slots of `device`) on the worker, in issue order.
   template <class Host, class Staged>
   WorkPtr enqueue(const Request& request, Device device, Host host, Staged staged);
-  WorkPtr enqueue_run(const Request& request, Run run);
+  Task number(const Request& request);  // under mu_: the sequence number, fingerprint and Work
   // Worker thread only: the staging slots for tensors on `device` (made on first use).
   collectives::Staging staging(Device device, collectives::Scratch& scratch);
-  bool run_inline_if_idle(std::unique_lock<std::mutex>& lock, Task& task);
+  template <class Host>
+  bool run_inline_if_idle(std::unique_lock<std::mutex>& lock, Task& task, Host& host);
   bool wait_for_task(std::unique_lock<std::mutex>& lock);
   void worker_loop();
-  void execute(Task& task);
+  template <class Body>
+  void execute(Task& task, Body& run);  // completes task.work
 
   std::string name_;
   Milliseconds timeout_;
