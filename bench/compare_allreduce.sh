@@ -25,6 +25,8 @@ BUILD=${1:-build}
 MAX=${2:-134217728}
 MIN=8 FACTOR=16 ITERS=${ITERS:-10} WARMUP=${WARMUP:-3}
 PLOT_DIR=${PLOT_DIR:-$BUILD/plots}
+# What the other columns run on: iperf3, Open MPI, and Debian's PyTorch (Gloo) with numpy.
+bash scripts/install_packages.sh iperf3 openmpi-bin libopenmpi-dev python3-torch python3-numpy
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 PORT=$((29700 + RANDOM % 200))
