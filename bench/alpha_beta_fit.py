@@ -11,7 +11,7 @@ message step and B the link rate (beta = 1/B), time for S bytes:
                        in each step across hosts all R ranks of a host send their whole buffer
                        over the host's one link)
   hierarchical         2K(H-1) alpha + 2(H-1)/H S/B + 2 alpha: the buffer crosses hosts in
-                       K = min(16, S / 1 MiB) pipelined slices, each an all-reduce of 2(H-1)
+                       K pipelined slices (see slices()), each an all-reduce of 2(H-1)
                        steps; the reduce-scatter and all-gather inside a host (one round each,
                        over the host's memory, not the link) hide behind them except for the
                        first slice's and the last one's
@@ -36,9 +36,12 @@ def load(directory):
     return runs
 
 
-def slices(size):
-    """How many slices the hierarchical all-reduce pipelines a buffer of `size` bytes in."""
-    return min(16, max(1, size >> 20))
+def slices(size, hosts, ranks):
+    """How many slices the hierarchical all-reduce pipelines `size` bytes in
+    (comm/collectives/hierarchical_allreduce.cpp): at most 32 latency-bound steps across hosts
+    in all, and at least one 256 KiB ring segment per rank and step."""
+    most = max(1, 32 // (2 * (hosts - 1))) if hosts > 1 else 1
+    return min(most, max(1, size // ((256 << 10) * ranks * hosts)))
 
 
 def coefficients(algorithm, hosts, ranks, size):
@@ -50,7 +53,7 @@ def coefficients(algorithm, hosts, ranks, size):
         return math.log2(n), ranks * math.log2(hosts)
     if algorithm == "hierarchical":
         inside = 2 if ranks > 1 else 0
-        return 2 * slices(size) * (hosts - 1) + inside, 2 * (hosts - 1) / hosts
+        return 2 * slices(size, hosts, ranks) * (hosts - 1) + inside, 2 * (hosts - 1) / hosts
     raise ValueError(algorithm)
 
 
