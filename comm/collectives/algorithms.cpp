@@ -15,8 +15,9 @@ AllreduceAlgorithm forced_allreduce_algorithm(const std::string& forced) {
     return AllreduceAlgorithm::recursive_doubling;
   if (forced == "direct") return AllreduceAlgorithm::direct;
   if (forced == "hierarchical") return AllreduceAlgorithm::hierarchical;
-  RG_THROW(Error, "RINGGRAD_ALGO='", forced,
-           "' is not one of: ring, recursive_doubling (or its old name tree), direct, hierarchical");
+  RG_THROW(
+      Error, "RINGGRAD_ALGO='", forced,
+      "' is not one of: ring, recursive_doubling (or its old name tree), direct, hierarchical");
 }
 
 }  // namespace
