@@ -387,7 +387,8 @@ TEST_CASE(
   // Host of each rank: two hosts of two; three of two, ranks interleaved; two of three (counts
   // that do not split into 3 chunks give the host mates chunks of different sizes); uneven
   // hosts with ranks interleaved (the leaders' path); one rank per host; a single host. On the
-  // first three, large buffers (3 MiB) are cut into 3 pipelined slices, the last one shorter.
+  // first three, large buffers (3 MiB) are cut into 3, 2 and 2 pipelined slices, the last one
+  // shorter.
   const std::vector<std::vector<std::string>> layouts = {{"a", "a", "b", "b"},
                                                          {"a", "b", "a", "b", "c", "c"},
                                                          {"a", "a", "a", "b", "b", "b"},
