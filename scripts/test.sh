@@ -2,7 +2,9 @@
 # Quick-start command 2: install what is missing, build, and run the whole test suite (CTest).
 # Tests that need a GPU, real MNIST or root skip themselves and say why. PyTorch (Debian's
 # 1.13, for the drop-in-launcher and weights-interchange tests), Open MPI (mpirun) and
-# clang-format (the layout check) are installed too, so those tests run rather than skip.
+# clang-format (the layout check) are installed too, so those tests run rather than skip, and so
+# is PyPI's torch 2.x, into a virtual environment in the build folder, for the ringgrad_torch
+# backend's tests (scripts/install_torch.sh; SKIP_TORCH=1 leaves it out, and those tests skip).
 #   SANITIZE=address,undefined or SANITIZE=thread: build into build-asan-ubsan/ or build-tsan/
 #   (CUDA off) and run the tests under that sanitizer, workers included (scripts/sanitizer_env.sh).
 set -euo pipefail
@@ -19,7 +21,13 @@ if [[ -n ${SANITIZE:-} ]]; then
     -DRINGGRAD_ENABLE_CUDA=OFF -DRINGGRAD_BUILD_BENCH=OFF"
   source scripts/sanitizer_env.sh
 fi
-bash scripts/install_packages.sh python3-torch python3-torchvision openmpi-bin clang-format
+bash scripts/install_packages.sh python3-torch python3-torchvision python3-venv openmpi-bin \
+  clang-format
+# The PyTorch backend is not built under the sanitizers: the Python running it is not instrumented.
+if [[ -z ${SANITIZE:-} && -z ${SKIP_TORCH:-} ]]; then
+  torch_python=$(bash scripts/install_torch.sh "$(realpath -m "${BUILD_DIR:-build}")/torch-venv")
+  [[ -z $torch_python ]] || export CMAKE_ARGS="${CMAKE_ARGS:-} -DRINGGRAD_PYTHON=$torch_python"
+fi
 bash scripts/build.sh
 cd "${BUILD_DIR:-build}"
 ctest --output-on-failure --timeout 900 -j "${JOBS:-$(nproc)}" "$@"

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Makes a Python virtual environment with PyPI's current torch and torchvision for the
+# ringgrad_torch tests (the PyTorch 2.x backend), unless it already imports them, and prints
+# that Python's path on stdout. PyPI's wheel brings CUDA 13 libraries even for CPU use: about
+# 5.5 GB on disk and 4 minutes on the 2-core build machine (docs/pytorch.md). Where it cannot
+# be installed (no disk, no network, too slow) it prints nothing and says why on stderr, and
+# the torch tests are then reported Skipped; nothing else depends on it.
+#   bash scripts/install_torch.sh VENV_DIR
+set -euo pipefail
+venv=${1:?usage: install_torch.sh VENV_DIR}
+python=$venv/bin/python
+check='import torch, torchvision'
+
+if [[ -x $python ]] && "$python" -c "$check" 2>/dev/null; then
+  echo "$python"
+  exit 0
+fi
+skip() {
+  echo "ringgrad: no PyTorch 2.x for the ringgrad_torch tests ($1); they will be Skipped" >&2
+  exit 0
+}
+# The wheels and their unpacked copies need about 9 GB at the peak; refuse early rather than fill the disk.
+mkdir -p "$(dirname "$venv")"
+free_kb=$(df -Pk "$(dirname "$venv")" | awk 'NR == 2 { print $4 }')
+((free_kb > 12 * 1024 * 1024)) || skip "less than 12 GB free on $(dirname "$venv")"
+echo "ringgrad: installing torch and torchvision from PyPI into $venv (about 4 minutes)" >&2
+python3 -m venv "$venv" >&2 || skip "python3 -m venv failed"
+timeout 1200 "$venv/bin/pip" install -q --no-cache-dir torch torchvision >&2 ||
+  skip "pip install torch torchvision failed or took over 20 minutes"
+"$python" -c "$check" >&2 || skip "$python cannot import torch after installing it"
+echo "$python"
