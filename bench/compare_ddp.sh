@@ -4,7 +4,8 @@
 # x 1 thread, batch 64 per rank, each with gradient sync and with no_sync (no communication);
 # the overhead is 1 - sync/no_sync: the communication backward does not hide. Then the case
 # where Gloo is weakest: 1,000 all-reduces of 8 bytes, Gloo against ringgrad, from PyTorch
-# (three rounds). A rank that cannot start (its port taken) ends the others within 15 minutes.
+# (three rounds; with PyTorch's defaults, then with its flight recorder off). A rank that
+# cannot start (its port taken) ends the others within 15 minutes.
 #   PYTHON=/path/to/python bash bench/compare_ddp.sh [--steps N] [--model resnet20|resnet18]
 # PYTHON: the interpreter with torch (default /usr/bin/python3, Debian's 1.13, which has no
 # ringgrad column: the module needs torch 2.x).
@@ -54,15 +55,22 @@ awk -v os="$os" -v on="$on" -v ts="$ts" -v tn="$tn" -v rs="$rs" -v rn="$rn" 'BEG
 }'
 # 1,000 timed calls after 1,000 untimed ones, so first-use costs stay out of both columns (at
 # ringgrad's few microseconds a call, 20 warm-up calls left them weighing on the figure). Three
-# interleaved rounds; the median ratio.
-if ((with_plugin)); then
-  ratios=()
+# interleaved rounds; the median ratio. Once with PyTorch's defaults, once with its flight
+# recorder off for both backends (TORCH_FR_BUFFER_SIZE=0): it records every collective of a
+# third-party backend's group, at several microseconds a call (docs/pytorch.md).
+eight_byte_rounds() {  # LABEL
+  local ratios=() g r round
   for round in 1 2 3; do
     g=$(torch_ranks bench/gloo_allreduce.py 8 8 2 1000 1000 gloo | awk '{print $2}')
     r=$(torch_ranks bench/gloo_allreduce.py 8 8 2 1000 1000 ringgrad | awk '{print $2}')
     ratios+=("$(awk -v g="$g" -v r="$r" 'BEGIN { printf "%.1f", g / r }')")
-    awk -v g="$g" -v r="$r" -v n="$round" 'BEGIN {
-      printf "8-byte all_reduce x 1000 from PyTorch, round %d: gloo %.1f us, ringgrad %.1f us each: %.1fx\n", n, g, r, g / r }'
+    awk -v g="$g" -v r="$r" -v n="$round" -v l="$1" 'BEGIN {
+      printf "8-byte all_reduce x 1000 from PyTorch (%s), round %d: gloo %.1f us, ringgrad %.1f us each: %.1fx\n", l, n, g, r, g / r }'
   done
-  printf '%s\n' "${ratios[@]}" | sort -n | awk 'NR == 2 { printf "8-byte all_reduce, median ratio gloo/ringgrad: %.1fx\n", $1 }'
+  printf '%s\n' "${ratios[@]}" | sort -n | awk -v l="$1" 'NR == 2 {
+    printf "8-byte all_reduce (%s), median ratio gloo/ringgrad: %.1fx\n", l, $1 }'
+}
+if ((with_plugin)); then
+  eight_byte_rounds "PyTorch's defaults"
+  TORCH_FR_BUFFER_SIZE=0 eight_byte_rounds "flight recorder off"
 fi
