@@ -4,8 +4,10 @@
 # cannot import torch or the ringgrad_torch module (build it with RINGGRAD_PYTHON=<this python>).
 # --killed R: rank R is expected to die by SIGKILL (a fault test), the others to exit 0.
 # --ringgrad-run PATH: start the ranks with `ringgrad-run --standalone` instead (the launcher
-# sets their environment), and expect it to exit 0.
-#   python launch.py --world 2 [--timeout S] [--killed R | --ringgrad-run PATH] script.py [args...]
+# sets their environment), and expect it to exit 0. --torchrun: the same with the torchrun
+# installed next to this Python (Skipped where there is none).
+#   python launch.py --world 2 [--timeout S] [--killed R | --ringgrad-run PATH | --torchrun]
+#                    script.py [args...]
 import argparse
 import os
 import socket
@@ -31,6 +33,7 @@ def main():
     p.add_argument("--timeout", type=float, default=240)
     p.add_argument("--killed", type=int, default=-1)
     p.add_argument("--ringgrad-run")
+    p.add_argument("--torchrun", action="store_true")
     p.add_argument("script")
     p.add_argument("args", nargs=argparse.REMAINDER)
     a = p.parse_args()
@@ -43,15 +46,22 @@ def main():
     except ImportError as e:
         skip(f"the ringgrad_torch module is not built for {sys.executable} ({e})")
 
+    standalone = ["--standalone", "--nproc-per-node", str(a.world)]
     if a.ringgrad_run:
-        cmd = [a.ringgrad_run, "--standalone", "--nproc-per-node", str(a.world), sys.executable,
-               a.script] + a.args
+        launcher = [a.ringgrad_run] + standalone + [sys.executable]
+    elif a.torchrun:
+        torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
+        if not os.access(torchrun, os.X_OK):
+            skip(f"no torchrun next to {sys.executable}")
+        launcher = [torchrun] + standalone
+    if a.ringgrad_run or a.torchrun:
+        name = os.path.basename(launcher[0])
         try:
-            code = subprocess.run(cmd, timeout=a.timeout).returncode
+            code = subprocess.run(launcher + [a.script] + a.args, timeout=a.timeout).returncode
         except subprocess.TimeoutExpired:
-            print(f"launch: ringgrad-run still running after {a.timeout:.0f} s, killed")
+            print(f"launch: {name} still running after {a.timeout:.0f} s, killed")
             sys.exit(1)
-        print(f"launch: ringgrad-run exit code {code}")
+        print(f"launch: {name} exit code {code}")
         sys.exit(0 if code == 0 else 1)
 
     port = free_port()
