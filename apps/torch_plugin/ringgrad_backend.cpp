@@ -82,25 +82,13 @@ void without_gil(F&& f) {
   if (saved) PyEval_RestoreThread(saved);
 }
 
-// Issues one call on the group; ringgrad's argument errors become RuntimeErrors.
-template <class F>
-comm::WorkPtr issue(const std::unique_ptr<comm::ProcessGroup>& group, const char* operation,
-                    F&& call) {
-  TORCH_CHECK(group, "ringgrad: ", operation, " after the group was shut down");
-  try {
-    return call(*group);
-  } catch (const c10::Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    TORCH_CHECK(false, "ringgrad: ", e.what());
-  }
-}
-
 }  // namespace
 
 RinggradBackend::RinggradBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                  std::chrono::milliseconds timeout)
-    : c10d::Backend(rank, size), completer_(std::make_shared<FutureCompleter>()) {
+    : c10d::Backend(rank, size),
+      completer_(std::make_shared<FutureCompleter>()),
+      hooks_(std::make_shared<WorkHooks>()) {
   comm::ProcessGroupOptions options;
   options.group_name = "torch";  // PyTorch hands each group its own prefixed store
   options.timeout = comm::Milliseconds(timeout.count());
@@ -122,20 +110,52 @@ void RinggradBackend::shutdown() {
   });
 }
 
-c10::intrusive_ptr<c10d::Work> RinggradBackend::wrap(comm::WorkPtr work, OpType type,
+// Issues one call on the group; ringgrad's argument errors become RuntimeErrors. The time is
+// read only for the hooks (getDuration), which are registered before any collective.
+template <class F>
+Issued RinggradBackend::issue(const char* operation, F&& call) {
+  TORCH_CHECK(group_, "ringgrad: ", operation, " after the group was shut down");
+  std::optional<RinggradWork::Clock::time_point> at;
+  if (hooks_->any()) at = RinggradWork::Clock::now();
+  try {
+    return Issued{call(*group_), at};
+  } catch (const c10::Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, "ringgrad: ", e.what());
+  }
+}
+
+c10::intrusive_ptr<c10d::Work> RinggradBackend::wrap(Issued issued, OpType type,
                                                      std::vector<at::Tensor> outputs,
                                                      std::function<void()> finish) {
-  return c10::make_intrusive<RinggradWork>(std::move(work), getRank(), type, std::move(outputs),
-                                           completer_, std::move(finish));
+  auto work =
+      c10::make_intrusive<RinggradWork>(std::move(issued.work), issued.at, getRank(), type,
+                                        std::move(outputs), completer_, hooks_, std::move(finish));
+  work->watch();
+  return work;
 }
+
+void RinggradBackend::registerCompletionHook(int64_t hook_id, c10d::CompletionHook hook) {
+  hooks_->add_completion(hook_id, std::move(hook));
+}
+
+void RinggradBackend::unregisterCompletionHook(int64_t hook_id) {
+  hooks_->remove_completion(hook_id);
+}
+
+void RinggradBackend::registerAbortHook(int64_t hook_id, c10d::AbortHook hook) {
+  hooks_->add_abort(hook_id, std::move(hook));
+}
+
+void RinggradBackend::unregisterAbortHook(int64_t hook_id) { hooks_->remove_abort(hook_id); }
 
 c10::intrusive_ptr<c10d::Work> RinggradBackend::allreduce(std::vector<at::Tensor>& tensors,
                                                           const c10d::AllreduceOptions& opts) {
   const char* op = "all_reduce";
   Tensor t = borrow(single(tensors, op), op, true);
   comm::AllreduceOptions o{ringgrad_op(opts.reduceOp, op), timeout_of(opts.timeout)};
-  return wrap(issue(group_, op, [&](auto& g) { return g.allreduce(t, o); }), OpType::ALLREDUCE,
-              tensors);
+  return wrap(issue(op, [&](auto& g) { return g.allreduce(t, o); }), OpType::ALLREDUCE, tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> RinggradBackend::broadcast(std::vector<at::Tensor>& tensors,
@@ -143,8 +163,7 @@ c10::intrusive_ptr<c10d::Work> RinggradBackend::broadcast(std::vector<at::Tensor
   const char* op = "broadcast";
   Tensor t = borrow(single(tensors, op), op, false);
   comm::BroadcastOptions o{static_cast<int>(opts.rootRank), timeout_of(opts.timeout)};
-  return wrap(issue(group_, op, [&](auto& g) { return g.broadcast(t, o); }), OpType::BROADCAST,
-              tensors);
+  return wrap(issue(op, [&](auto& g) { return g.broadcast(t, o); }), OpType::BROADCAST, tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> RinggradBackend::reduce(std::vector<at::Tensor>& tensors,
@@ -153,7 +172,7 @@ c10::intrusive_ptr<c10d::Work> RinggradBackend::reduce(std::vector<at::Tensor>& 
   Tensor t = borrow(single(tensors, op), op, true);
   comm::ReduceOptions o{ringgrad_op(opts.reduceOp, op), static_cast<int>(opts.rootRank),
                         timeout_of(opts.timeout)};
-  return wrap(issue(group_, op, [&](auto& g) { return g.reduce(t, o); }), OpType::REDUCE, tensors);
+  return wrap(issue(op, [&](auto& g) { return g.reduce(t, o); }), OpType::REDUCE, tensors);
 }
 
 // A list of outputs gathers into one flat buffer, copied out to the list once it is done.
@@ -176,8 +195,8 @@ c10::intrusive_ptr<c10d::Work> RinggradBackend::allgather(
     for (size_t r = 0; r < list.size(); ++r)
       list[r].copy_(flat.narrow(0, static_cast<int64_t>(r) * n, n).view(list[r].sizes()));
   };
-  return wrap(issue(group_, op, [&](auto& g) { return g.allgather(in, out, o); }),
-              OpType::ALLGATHER, list, copy_out);
+  return wrap(issue(op, [&](auto& g) { return g.allgather(in, out, o); }), OpType::ALLGATHER, list,
+              copy_out);
 }
 
 c10::intrusive_ptr<c10d::Work> RinggradBackend::_allgather_base(
@@ -185,8 +204,8 @@ c10::intrusive_ptr<c10d::Work> RinggradBackend::_allgather_base(
   const char* op = "all_gather_into_tensor";
   Tensor in = borrow(input, op, false), out = borrow(output, op, false);
   comm::AllgatherOptions o{timeout_of(opts.timeout)};
-  return wrap(issue(group_, op, [&](auto& g) { return g.allgather(in, out, o); }),
-              OpType::_ALLGATHER_BASE, {output});
+  return wrap(issue(op, [&](auto& g) { return g.allgather(in, out, o); }), OpType::_ALLGATHER_BASE,
+              {output});
 }
 
 // A list of inputs is packed into one flat buffer first.
@@ -205,7 +224,7 @@ c10::intrusive_ptr<c10d::Work> RinggradBackend::reduce_scatter(
   }
   Tensor in = borrow(at::cat(flat_inputs), op, true), out = borrow(output, op, true);
   comm::ReduceScatterOptions o{ringgrad_op(opts.reduceOp, op), timeout_of(opts.timeout)};
-  return wrap(issue(group_, op, [&](auto& g) { return g.reduce_scatter(in, out, o); }),
+  return wrap(issue(op, [&](auto& g) { return g.reduce_scatter(in, out, o); }),
               OpType::REDUCE_SCATTER, outputs);
 }
 
@@ -214,29 +233,27 @@ c10::intrusive_ptr<c10d::Work> RinggradBackend::_reduce_scatter_base(
   const char* op = "reduce_scatter_tensor";
   Tensor in = borrow(input, op, true), out = borrow(output, op, true);
   comm::ReduceScatterOptions o{ringgrad_op(opts.reduceOp, op), timeout_of(opts.timeout)};
-  return wrap(issue(group_, op, [&](auto& g) { return g.reduce_scatter(in, out, o); }),
+  return wrap(issue(op, [&](auto& g) { return g.reduce_scatter(in, out, o); }),
               OpType::_REDUCE_SCATTER_BASE, {output});
 }
 
 c10::intrusive_ptr<c10d::Work> RinggradBackend::barrier(const c10d::BarrierOptions& opts) {
   comm::BarrierOptions o{timeout_of(opts.timeout)};
-  return wrap(issue(group_, "barrier", [&](auto& g) { return g.barrier(o); }), OpType::BARRIER, {});
+  return wrap(issue("barrier", [&](auto& g) { return g.barrier(o); }), OpType::BARRIER, {});
 }
 
 c10::intrusive_ptr<c10d::Work> RinggradBackend::send(std::vector<at::Tensor>& tensors, int dst,
                                                      int tag) {
   Tensor t = borrow(single(tensors, "send"), "send", false);
   comm::SendRecvOptions o{tag, {}};
-  return wrap(issue(group_, "send", [&](auto& g) { return g.send(t, dst, o); }), OpType::SEND,
-              tensors);
+  return wrap(issue("send", [&](auto& g) { return g.send(t, dst, o); }), OpType::SEND, tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> RinggradBackend::recv(std::vector<at::Tensor>& tensors, int src,
                                                      int tag) {
   Tensor t = borrow(single(tensors, "recv"), "recv", false);
   comm::SendRecvOptions o{tag, {}};
-  return wrap(issue(group_, "recv", [&](auto& g) { return g.recv(t, src, o); }), OpType::RECV,
-              tensors);
+  return wrap(issue("recv", [&](auto& g) { return g.recv(t, src, o); }), OpType::RECV, tensors);
 }
 
 }  // namespace ringgrad::torch_plugin

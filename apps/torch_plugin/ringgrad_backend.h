@@ -7,6 +7,7 @@
 // RuntimeError naming the operation.
 #pragma once
 #include <memory>
+#include <optional>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
@@ -14,6 +15,12 @@
 #include "comm/process_group/process_group.h"
 
 namespace ringgrad::torch_plugin {
+
+// A collective handed to the group, and when (timed only while hooks are registered).
+struct Issued {
+  comm::WorkPtr work;
+  std::optional<RinggradWork::Clock::time_point> at;
+};
 
 class RinggradBackend : public c10d::Backend {
  public:
@@ -46,13 +53,25 @@ class RinggradBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override;
 
+  // PyTorch's flight recorder registers these (see WorkHooks), so its trace shows ringgrad's
+  // collectives completed, with durations, and it writes the trace when one fails.
+  bool supportsCompletionHooks() const override { return true; }
+  void registerCompletionHook(int64_t hook_id, c10d::CompletionHook hook) override;
+  void unregisterCompletionHook(int64_t hook_id) override;
+  bool supportsAbortHooks() const override { return true; }
+  void registerAbortHook(int64_t hook_id, c10d::AbortHook hook) override;
+  void unregisterAbortHook(int64_t hook_id) override;
+
  private:
-  c10::intrusive_ptr<c10d::Work> wrap(comm::WorkPtr work, c10d::OpType type,
+  template <class F>
+  Issued issue(const char* operation, F&& call);
+  c10::intrusive_ptr<c10d::Work> wrap(Issued issued, c10d::OpType type,
                                       std::vector<at::Tensor> outputs,
                                       std::function<void()> finish = {});
 
   std::unique_ptr<comm::ProcessGroup> group_;
   std::shared_ptr<FutureCompleter> completer_;
+  std::shared_ptr<WorkHooks> hooks_;
 };
 
 }  // namespace ringgrad::torch_plugin

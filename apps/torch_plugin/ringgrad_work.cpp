@@ -1,7 +1,10 @@
-// RinggradWork: settling a ringgrad Work once, and futures completed off the comm thread.
+// RinggradWork: settling a ringgrad Work once, futures completed off the comm thread, and the
+// flight recorder's completion and abort hooks.
 #include "apps/torch_plugin/ringgrad_work.h"
 
 #include <c10/util/Exception.h>
+
+#include <algorithm>
 
 #include "core/error.h"
 
@@ -22,17 +25,77 @@ std::exception_ptr as_dist_backend_error(std::exception_ptr error) {
   }
 }
 
+template <class Hook>
+void erase_id(std::vector<std::pair<int64_t, Hook>>& hooks, int64_t id) {
+  hooks.erase(std::remove_if(hooks.begin(), hooks.end(), [&](auto& h) { return h.first == id; }),
+              hooks.end());
+}
+
 }  // namespace
 
-RinggradWork::RinggradWork(comm::WorkPtr work, int rank, c10d::OpType type,
-                           std::vector<at::Tensor> outputs,
+std::shared_ptr<const WorkHooks::Table> WorkHooks::table() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return table_;
+}
+
+template <class Change>
+void WorkHooks::change(Change&& f) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto copy = std::make_shared<Table>(*table_);
+  f(*copy);
+  any_.store(!copy->completion.empty() || !copy->abort.empty(), std::memory_order_release);
+  table_ = std::move(copy);
+}
+
+void WorkHooks::add_completion(int64_t id, c10d::CompletionHook hook) {
+  change([&](Table& t) { t.completion.emplace_back(id, std::move(hook)); });
+}
+
+void WorkHooks::remove_completion(int64_t id) {
+  change([&](Table& t) { erase_id(t.completion, id); });
+}
+
+void WorkHooks::add_abort(int64_t id, c10d::AbortHook hook) {
+  change([&](Table& t) { t.abort.emplace_back(id, std::move(hook)); });
+}
+
+void WorkHooks::remove_abort(int64_t id) {
+  change([&](Table& t) { erase_id(t.abort, id); });
+}
+
+void WorkHooks::completed(uint64_t key, std::optional<float> duration_ms) {
+  const auto hooks = table();  // held: the loop's range is a member of it
+  for (auto& [id, hook] : hooks->completion) hook(c10d::CompletionHookArgs{key, duration_ms});
+}
+
+void WorkHooks::aborted() {
+  const auto hooks = table();
+  for (auto& [id, hook] : hooks->abort) hook();
+}
+
+RinggradWork::RinggradWork(comm::WorkPtr work, std::optional<Clock::time_point> issued, int rank,
+                           c10d::OpType type, std::vector<at::Tensor> outputs,
                            const std::shared_ptr<FutureCompleter>& completer,
-                           std::function<void()> finish)
+                           const std::shared_ptr<WorkHooks>& hooks, std::function<void()> finish)
     : c10d::Work(rank, type),
       work_(std::move(work)),
+      issued_(issued),
       outputs_(std::move(outputs)),
       completer_(completer),
+      hooks_(hooks),
       finish_(std::move(finish)) {}
+
+void RinggradWork::watch() {
+  if (!hooks_->any()) return;
+  if (work_->is_completed()) return conclude();  // run inline by the group
+  auto completer = completer_.lock();
+  if (!completer) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queued_ = true;
+  }
+  completer->add(c10::intrusive_ptr<RinggradWork>::reclaim_copy(this));
+}
 
 void RinggradWork::settle(std::chrono::milliseconds timeout) {
   std::exception_ptr error;
@@ -84,35 +147,68 @@ bool RinggradWork::wait(std::chrono::milliseconds timeout) {
   } catch (const std::exception& e) {
     C10_THROW_ERROR(DistBackendError, std::string("ringgrad: ") + e.what());
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  if (error_) std::rethrow_exception(error_);
-  return true;
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!error_) return true;
+  std::exception_ptr error = error_;
+  lock.unlock();
+  hooks_->aborted();  // PyTorch's hooks are idempotent; conclude() may run them too
+  std::rethrow_exception(error);
 }
 
 c10::intrusive_ptr<c10::ivalue::Future> RinggradWork::getFuture() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (future_) return future_;
-    future_ =
-        c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
-  }
+  std::unique_lock<std::mutex> lock(mu_);
+  if (future_) return future_;
+  future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
+  auto future = future_;
+  if (queued_ && !concluded_) return future;  // conclude() completes it
+  lock.unlock();
   // A collective already done (a small one the group ran inline, on this thread) completes
   // its future here: handing it to the completer thread would cost two wake-ups for nothing.
   // So does one whose backend is gone, and with it every unfinished collective.
   auto completer = completer_.lock();
-  if (completer && !work_->is_completed())
+  if (completer && !work_->is_completed() && !concluded()) {
+    lock.lock();
+    queued_ = true;
+    lock.unlock();
     completer->add(c10::intrusive_ptr<RinggradWork>::reclaim_copy(this));
-  else
-    complete_future();
-  return future_;
+  } else {
+    settle(std::chrono::milliseconds(0));
+    complete(future);
+  }
+  return future;
 }
 
-void RinggradWork::complete_future() {
+bool RinggradWork::concluded() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return concluded_;
+}
+
+void RinggradWork::conclude() {
   settle(std::chrono::milliseconds(0));
   std::unique_lock<std::mutex> lock(mu_);
+  if (concluded_) return;
+  concluded_ = true;
   auto future = future_;
-  auto error = error_;
   lock.unlock();
+  if (hooks_->any()) report();
+  if (future) complete(future);
+}
+
+void RinggradWork::report() {
+  if (exception()) return hooks_->aborted();
+  hooks_->completed(getCompletionKey(),
+                    issued_ ? std::optional<float>(getDuration()) : std::nullopt);
+}
+
+float RinggradWork::getDuration() const {
+  if (!issued_) return c10d::Work::getDuration();
+  // completed_at() is written before is_completed() turns true.
+  const auto end = work_->is_completed() ? work_->completed_at() : std::nullopt;
+  return std::chrono::duration<float, std::milli>(end.value_or(Clock::now()) - *issued_).count();
+}
+
+void RinggradWork::complete(const c10::intrusive_ptr<c10::ivalue::Future>& future) {
+  std::exception_ptr error = exception();
   if (error)
     future->setError(error);
   else
@@ -146,8 +242,8 @@ void FutureCompleter::loop() {
     auto work = std::move(queue_.front());
     queue_.pop_front();
     lock.unlock();
-    work->complete_future();  // returns within the collective's deadline
-    work.reset();             // may drop the last tensor references, outside our lock
+    work->conclude();  // returns within the collective's deadline
+    work.reset();      // may drop the last tensor references, outside our lock
     lock.lock();
   }
 }

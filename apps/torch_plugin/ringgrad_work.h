@@ -6,15 +6,22 @@
 // backend's FutureCompleter thread, never by ringgrad's comm thread, so Python callbacks on it
 // (which take the GIL) cannot stall the next bucket's all-reduce; one whose collective is
 // already done (run inline by the group) is completed at once, by getFuture()'s caller.
+// WorkHooks: the completion and abort hooks PyTorch's flight recorder registers, so that its
+// trace tells a finished collective (with its duration) from a hung one.
 #pragma once
 #include <ATen/core/ivalue.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
+#include <torch/csrc/distributed/c10d/Hooks.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
+#include <utility>
+#include <vector>
 
 #include "comm/process_group/work.h"
 
@@ -22,13 +29,44 @@ namespace ringgrad::torch_plugin {
 
 class FutureCompleter;
 
+// The hooks a backend's Works report to: completion once per successful collective, with the
+// time from issue to completion; abort before a failed one's error reaches its caller. PyTorch
+// registers them (its flight recorder does, unless TORCH_FR_BUFFER_SIZE=0); with none
+// registered, reporting costs one atomic load. Thread-safe. A hook runs with no lock of ours
+// held: PyTorch unregisters while holding its own lock, which its hooks take too.
+class WorkHooks {
+ public:
+  void add_completion(int64_t id, c10d::CompletionHook hook);
+  void remove_completion(int64_t id);
+  void add_abort(int64_t id, c10d::AbortHook hook);
+  void remove_abort(int64_t id);
+  bool any() const { return any_.load(std::memory_order_acquire); }
+  void completed(uint64_t key, std::optional<float> duration_ms);
+  void aborted();
+
+ private:
+  struct Table {
+    std::vector<std::pair<int64_t, c10d::CompletionHook>> completion;
+    std::vector<std::pair<int64_t, c10d::AbortHook>> abort;
+  };
+  std::shared_ptr<const Table> table() const;
+  template <class Change>
+  void change(Change&& f);  // copies the table, applies f, publishes the copy
+
+  std::atomic<bool> any_{false};
+  mutable std::mutex mu_;  // guards table_ (the pointer; a published table never changes)
+  std::shared_ptr<const Table> table_ = std::make_shared<Table>();
+};
+
 class RinggradWork : public c10d::Work {
  public:
+  using Clock = std::chrono::steady_clock;
   // `finish` (may be empty) runs once, after the collective succeeded and before anyone sees
-  // it complete.
-  RinggradWork(comm::WorkPtr work, int rank, c10d::OpType type, std::vector<at::Tensor> outputs,
+  // it complete. `issued`: when the collective was handed to the group, if it was timed.
+  RinggradWork(comm::WorkPtr work, std::optional<Clock::time_point> issued, int rank,
+               c10d::OpType type, std::vector<at::Tensor> outputs,
                const std::shared_ptr<FutureCompleter>& completer,
-               std::function<void()> finish = {});
+               const std::shared_ptr<WorkHooks>& hooks, std::function<void()> finish = {});
 
   bool isCompleted() override;
   bool isSuccess() const override;
@@ -36,27 +74,44 @@ class RinggradWork : public c10d::Work {
   std::vector<at::Tensor> result() override;
   bool wait(std::chrono::milliseconds timeout) override;  // 0: until the collective ends
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+  // Milliseconds from issue to completion (to now, while it runs), if it was timed (as it is
+  // while hooks are registered); otherwise c10d::Work's, which throws. The flight recorder asks.
+  float getDuration() const override;
 
-  // FutureCompleter's thread: waits for the collective, then completes the future.
-  void complete_future();
+  // Right after construction: with hooks registered, reports a collective already done (run
+  // inline by the group) at once, and hands any other to the completer thread to report.
+  void watch();
+
+  // Once, on FutureCompleter's thread (or the issuing one, for a collective already done):
+  // waits for the collective, reports it to the hooks and completes the future if one was
+  // asked for by then (getFuture() completes a later one itself).
+  void conclude();
 
  private:
   // Waits for the collective (at most `timeout`, 0: its own deadline) and records the outcome
   // once; rethrows a wait timeout, which leaves the collective running.
   void settle(std::chrono::milliseconds timeout);
+  void complete(const c10::intrusive_ptr<c10::ivalue::Future>& future);  // settled
+  void report();                                                         // to the hooks; settled
+  bool concluded() const;
 
   comm::WorkPtr work_;
+  std::optional<Clock::time_point> issued_;
   std::vector<at::Tensor> outputs_;
   std::weak_ptr<FutureCompleter> completer_;  // the backend's; gone once it is destroyed
+  std::shared_ptr<WorkHooks> hooks_;
   std::function<void()> finish_;
-  mutable std::mutex mu_;  // guards settled_, error_ and future_
+  mutable std::mutex mu_;  // guards what follows
   bool settled_ = false;
   std::exception_ptr error_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  bool queued_ = false;     // handed to the completer, which will conclude()
+  bool concluded_ = false;  // conclude() ran
 };
 
-// One thread per backend that completes futures in the order they were asked for (the order
-// the group runs its collectives in, so it never waits behind a later one).
+// One thread per backend that concludes Works (completes their futures, reports them to the
+// hooks) in the order they were handed to it: the order the group runs its collectives in, so
+// it never waits behind a later one.
 class FutureCompleter {
  public:
   FutureCompleter();

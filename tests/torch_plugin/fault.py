@@ -1,11 +1,19 @@
 # A rank killed (SIGKILL) while the others run a collective: every survivor's all_reduce
 # raises a RuntimeError naming the lost peer well within the group's 30 s timeout, and the
-# group can still be destroyed. The killed rank is given to launch.py with --killed.
+# group can still be destroyed. PyTorch's flight recorder, through the backend's abort hook,
+# has then written each survivor's trace: the all_reduce before the kill completed, the
+# failed one still scheduled. The killed rank is given to launch.py with --killed.
 import os
+import pickle
+import shutil
 import signal
 import sys
+import tempfile
 import time
 from datetime import timedelta
+
+TRACE = os.path.join(tempfile.mkdtemp(prefix="ringgrad_fr_"), "trace_")
+os.environ["TORCH_FR_DUMP_TEMP_FILE"] = TRACE  # read by the recorder when it dumps
 
 import torch
 import torch.distributed as dist
@@ -32,5 +40,17 @@ except RuntimeError as e:
     print(f"rank {rank}: after {elapsed:.1f} s: {type(e).__name__}: {message}")
     ok = elapsed < TIMEOUT_S and "ringgrad" in message and f"rank {VICTIM}" in message
 dist.destroy_process_group()
-print(f"rank {rank}: {'ok' if ok else 'FAIL: error too late or does not name the lost rank'}")
+if not ok:
+    print(f"rank {rank}: FAIL: error too late or does not name the lost rank")
+    sys.exit(1)
+try:
+    with open(f"{TRACE}{rank}", "rb") as f:
+        states = [e["state"] for e in pickle.load(f)["entries"]]
+except OSError as e:
+    states = f"no trace written ({e})"
+shutil.rmtree(os.path.dirname(TRACE), ignore_errors=True)
+print(f"rank {rank}: flight recorder trace, one state per collective: {states}")
+ok = isinstance(states, list) and len(states) >= 2 and states[-1] == "scheduled" and all(
+    s == "completed" for s in states[:-1])
+print(f"rank {rank}: {'ok' if ok else 'FAIL: the trace should end in the failed collective'}")
 sys.exit(0 if ok else 1)
