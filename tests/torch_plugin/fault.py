@@ -17,6 +17,7 @@ os.environ["TORCH_FR_DUMP_TEMP_FILE"] = TRACE  # read by the recorder when it du
 
 import torch
 import torch.distributed as dist
+from torch._C._distributed_c10d import _dump_fr_trace_json
 
 import ringgrad_torch  # noqa: F401
 
@@ -28,6 +29,12 @@ t = torch.ones(1 << 20)
 dist.all_reduce(t)  # connected and working
 if rank == VICTIM:
     os.kill(os.getpid(), signal.SIGKILL)
+# The backend reports a completed collective to the recorder from its own thread, a moment
+# after wait() returns; let that happen before the next one fails.
+deadline = time.monotonic() + 10
+while time.monotonic() < deadline and '"completed"' not in (
+        _dump_fr_trace_json(backend="ringgrad").decode()):
+    time.sleep(0.01)
 start = time.monotonic()
 try:
     for _ in range(1000):
