@@ -161,26 +161,20 @@ c10::intrusive_ptr<c10::ivalue::Future> RinggradWork::getFuture() {
   future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
   auto future = future_;
   if (queued_ && !concluded_) return future;  // conclude() completes it
-  lock.unlock();
   // A collective already done (a small one the group ran inline, on this thread) completes
   // its future here: handing it to the completer thread would cost two wake-ups for nothing.
   // So does one whose backend is gone, and with it every unfinished collective.
   auto completer = completer_.lock();
-  if (completer && !work_->is_completed() && !concluded()) {
-    lock.lock();
+  if (!concluded_ && completer && !work_->is_completed()) {
     queued_ = true;
     lock.unlock();
     completer->add(c10::intrusive_ptr<RinggradWork>::reclaim_copy(this));
   } else {
+    lock.unlock();
     settle(std::chrono::milliseconds(0));
     complete(future);
   }
   return future;
-}
-
-bool RinggradWork::concluded() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return concluded_;
 }
 
 void RinggradWork::conclude() {

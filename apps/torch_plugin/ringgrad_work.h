@@ -93,7 +93,6 @@ class RinggradWork : public c10d::Work {
   void settle(std::chrono::milliseconds timeout);
   void complete(const c10::intrusive_ptr<c10::ivalue::Future>& future);  // settled
   void report();                                                         // to the hooks; settled
-  bool concluded() const;
 
   comm::WorkPtr work_;
   std::optional<Clock::time_point> issued_;

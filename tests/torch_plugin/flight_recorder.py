@@ -6,6 +6,7 @@
 import json
 import sys
 import time
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -35,7 +36,7 @@ if rank == 0:  # rank 1 joins the fifth all_reduce only once rank 0 has looked a
     store.set("late_rank_may_go", "1")
     work.wait()
 else:
-    store.wait(["late_rank_may_go"])
+    store.wait(["late_rank_may_go"], timedelta(seconds=60))
     dist.all_reduce(big)
 
 # The comm thread's collectives are reported by the backend's completer thread.
