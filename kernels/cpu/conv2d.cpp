@@ -1,4 +1,5 @@
-// 2-D convolution on the CPU (f32, f64; f16 and bf16 through f32): the entry points, which pick
+// 2-D convolution on the CPU (f32, f64, bf16 with f32 sums where the CPU has a bf16 GEMM; f16,
+// and bf16 elsewhere, through f32): the entry points, which pick
 // a path (kernels/cpu/conv2d_paths.h), and the textbook path, im2col + GEMM forward and backward:
 //   y (K, columns) = w (K, CRS) col(x) (CRS, columns)  per chunk of images, + bias
 //   dw (K, CRS) += dY col(x)^T;  dcol = w^T dY;  dx = col2im(dcol);  dbias = sums of dy
@@ -8,6 +9,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "kernels/cpu/conv2d_paths.h"
 #include "kernels/cpu/cpu_dispatch.h"
@@ -40,18 +42,20 @@ ChunkPlan plan_chunks(int64_t N, const ConvGeometry& g, size_t element_size) {
 template <class T>
 void im2col_conv_forward(T* y, const T* x, const T* w, const T* bias, int64_t N,
                          const ConvGeometry& g) {
+  using R = GemmResult<T>;
   const ChunkPlan plan = plan_chunks(N, g, sizeof(T));
   const bool x_is_col = g.is_pointwise() && plan.images == 1;
-  const bool gemm_into_y = plan.images == 1;
+  const bool gemm_into_y = plan.images == 1 && std::is_same_v<T, R>;
   const int64_t columns = plan.images * g.output_plane();
   const int64_t col_size = x_is_col ? 0 : g.patch_size() * columns;
   const int64_t result_size = gemm_into_y ? 0 : g.K * columns;
-  const int64_t per_thread = col_size + result_size;
-  Tensor workspace = Tensor::empty({plan.threads * per_thread}, DTypeOf<T>::value);
+  Tensor col_space = Tensor::empty({plan.threads * col_size}, DTypeOf<T>::value);
+  Tensor result_space = Tensor::empty({plan.threads * result_size}, DTypeOf<R>::value);
+  const GemmA<T> weights(Op::none, w, g.patch_size(), g.K, g.patch_size());
 #pragma omp parallel num_threads(plan.threads)
   {
-    T* col = workspace.data<T>() + omp_get_thread_num() * per_thread;
-    T* result = col + col_size;
+    T* col = col_space.data<T>() + omp_get_thread_num() * col_size;
+    R* result = result_space.data<R>() + omp_get_thread_num() * result_size;
 #pragma omp for schedule(static)
     for (int64_t chunk = 0; chunk < plan.chunks; ++chunk) {
       const int64_t first = chunk * plan.images, images = std::min(plan.images, N - first);
@@ -59,9 +63,10 @@ void im2col_conv_forward(T* y, const T* x, const T* w, const T* bias, int64_t N,
       const T* xc = x + first * g.image_size();
       T* yc = y + first * g.output_image_size();
       if (!x_is_col) im2col(col, xc, images, g);
-      T* out = gemm_into_y ? yc : result;
-      gemm(Op::none, Op::none, g.K, cols, g.patch_size(), T(1), w, g.patch_size(),
-           x_is_col ? xc : col, cols, T(0), out, cols);
+      R* out = result;
+      if constexpr (std::is_same_v<T, R>)
+        if (gemm_into_y) out = yc;
+      weights.multiply(Op::none, cols, x_is_col ? xc : col, cols, R(0), out, cols);
       store_output(yc, out, bias, images, g);
     }
   }
@@ -78,35 +83,44 @@ void bias_grad(T* dbias, const T* dy, int64_t N, const ConvGeometry& g) {
     double sum = 0;
     for (int64_t n = 0; n < N; ++n) {
       const T* d = dy + (n * g.K + k) * plane;
-      for (int64_t i = 0; i < plane; ++i) sum += d[i];
+      for (int64_t i = 0; i < plane; ++i) sum += widen(d[i]);
     }
-    dbias[k] = static_cast<T>(sum);
+    dbias[k] = narrow<T>(static_cast<GemmResult<T>>(sum));
   }
 }
 
 // Per chunk, with dY the chunk's output gradient as (K, columns):
 //   dw (K, CRS)        += dY col(x)^T       (one partial per thread, summed last)
 //   dcol (CRS, columns) = w^T dY,  dx = col2im(dcol)
+// For bf16, dcol and the col2im sums are f32 (R), rounded once into dx.
 template <class T>
 void im2col_conv_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, int64_t N,
                           const ConvGeometry& g) {
+  using R = GemmResult<T>;
+  constexpr bool kRounded = !std::is_same_v<T, R>;
   const ChunkPlan plan = plan_chunks(N, g, sizeof(T));
   const bool x_is_col = g.is_pointwise() && plan.images == 1;  // and dx is dcol
   const bool dy_is_batched = plan.images == 1;
   const int64_t columns = plan.images * g.output_plane();
   const int64_t col_size = x_is_col ? 0 : g.patch_size() * columns;
   const int64_t dy_size = dy_is_batched ? 0 : g.K * columns;
-  const int64_t per_thread = col_size + dy_size;
+  const int64_t dcol_size = dx && (kRounded || !x_is_col) ? g.patch_size() * columns : 0;
+  const int64_t dx_size = dx && kRounded ? plan.images * g.image_size() : 0;
   const int64_t dw_size = dw ? g.K * g.patch_size() : 0;
-  Tensor workspace = Tensor::empty({plan.threads * (per_thread + dw_size)}, DTypeOf<T>::value);
-  T* partials = workspace.data<T>() + plan.threads * per_thread;  // dw of each thread
+  Tensor t_space = Tensor::empty({plan.threads * (col_size + dy_size)}, DTypeOf<T>::value);
+  Tensor r_space =
+      Tensor::empty({plan.threads * (dcol_size + dx_size + dw_size)}, DTypeOf<R>::value);
+  std::optional<GemmA<T>> weights_t;  // w^T, for dcol
+  if (dx) weights_t.emplace(Op::transpose, w, g.patch_size(), g.patch_size(), g.K);
 #pragma omp parallel num_threads(plan.threads)
   {
     const int thread = omp_get_thread_num();
-    T* col = workspace.data<T>() + thread * per_thread;
+    T* col = t_space.data<T>() + thread * (col_size + dy_size);
     T* dy_batched = col + col_size;
-    T* dw_sum = partials + thread * dw_size;
-    T beta = 0;  // the first chunk of each thread overwrites its dw_sum
+    R* dcol_space = r_space.data<R>() + thread * (dcol_size + dx_size);
+    R* dx_sums = dcol_space + dcol_size;
+    R* dw_sum = r_space.data<R>() + plan.threads * (dcol_size + dx_size) + thread * dw_size;
+    R beta = 0;  // the first chunk of each thread overwrites its dw_sum
 #pragma omp for schedule(static)
     for (int64_t chunk = 0; chunk < plan.chunks; ++chunk) {
       const int64_t first = chunk * plan.images, images = std::min(plan.images, N - first);
@@ -119,26 +133,37 @@ void im2col_conv_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, int
       const T* xc = x + first * g.image_size();
       if (dw) {
         if (!x_is_col) im2col(col, xc, images, g);
-        gemm(Op::none, Op::transpose, g.K, g.patch_size(), cols, T(1), dyc, cols,
+        gemm(Op::none, Op::transpose, g.K, g.patch_size(), cols, R(1), dyc, cols,
              x_is_col ? xc : col, cols, beta, dw_sum, g.patch_size());
         beta = 1;
       }
       if (dx) {
         T* dxc = dx + first * g.image_size();
-        T* dcol = x_is_col ? dxc : col;
-        gemm(Op::transpose, Op::none, g.patch_size(), cols, g.K, T(1), w, g.patch_size(), dyc, cols,
-             T(0), dcol, cols);
-        if (!x_is_col) col2im(dxc, dcol, images, g);
+        R* dcol = dcol_space;
+        if constexpr (!kRounded)
+          if (x_is_col) dcol = dxc;
+        weights_t->multiply(Op::none, cols, dyc, cols, R(0), dcol, cols);
+        if constexpr (kRounded) {
+          R* sums = dcol;  // a 1x1 stride-1 conv's dcol already is dx
+          if (!x_is_col) {
+            col2im(dx_sums, dcol, images, g);
+            sums = dx_sums;
+          }
+          for (int64_t i = 0; i < images * g.image_size(); ++i) dxc[i] = narrow<T>(sums[i]);
+        } else if (!x_is_col) {
+          col2im(dxc, dcol, images, g);
+        }
       }
     }
     // Every thread had at least one chunk (plan.threads <= plan.chunks), so every partial is set.
     if (dw) {
       const int team = omp_get_num_threads();
+      const R* partials = r_space.data<R>() + plan.threads * (dcol_size + dx_size);
 #pragma omp for schedule(static)
       for (int64_t i = 0; i < dw_size; ++i) {
-        T sum = 0;
+        R sum = 0;
         for (int t = 0; t < team; ++t) sum += partials[t * dw_size + i];
-        dw[i] = sum;
+        dw[i] = narrow<T>(sum);
       }
     }
   }
@@ -153,16 +178,28 @@ void uncropped_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, int64
   im2col_conv_backward(dx, dw, dy, x, w, N, g);
 }
 
-template void im2col_conv_forward<float>(float*, const float*, const float*, const float*, int64_t,
-                                         const ConvGeometry&);
-template void im2col_conv_forward<double>(double*, const double*, const double*, const double*,
-                                          int64_t, const ConvGeometry&);
-template void uncropped_backward<float>(float*, float*, const float*, const float*, const float*,
-                                        int64_t, const ConvGeometry&);
-template void uncropped_backward<double>(double*, double*, const double*, const double*,
-                                         const double*, int64_t, const ConvGeometry&);
+#define RG_INSTANTIATE(T)                                                                        \
+  template void im2col_conv_forward<T>(T*, const T*, const T*, const T*, int64_t,                  \
+                                       const ConvGeometry&);                                      \
+  template void uncropped_backward<T>(T*, T*, const T*, const T*, const T*, int64_t,              \
+                                      const ConvGeometry&);
+RG_INSTANTIATE(float)
+RG_INSTANTIATE(double)
+RG_INSTANTIATE(BFloat16)
+#undef RG_INSTANTIATE
 
 namespace {
+
+// Whether a conv in dtype t runs its own paths: f32, f64, and bf16 on a CPU with a bf16 GEMM
+// (AMX or AVX512-BF16). Elsewhere bf16, like f16, goes through f32 (half_via_f32.h).
+bool runs_in_own_dtype(DType t) { return !is_half(t) || (t == DType::bf16 && cpu_has_bf16_gemm()); }
+
+// Calls f(T{}) with T = float, double or BFloat16 according to t.
+template <class F>
+void dispatch_conv(DType t, const char* op, F&& f) {
+  if (t == DType::bf16) return f(BFloat16{});
+  dispatch_float(t, op, f);
+}
 
 // x and w defined, 4-D with matching channels (conv_geometry), x on the CPU and w of x's dtype.
 ConvGeometry checked_geometry(const Tensor& x, const Tensor& w, const Conv2dParams& p,
@@ -198,14 +235,14 @@ ConvGeometry checked_backward_geometry(const Tensor& dx, const Tensor& dw, const
 void conv2d_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias,
                     const Conv2dParams& p) {
   constexpr const char* op = "conv2d_forward";
-  if (x.defined() && is_half(x.dtype())) {
+  if (x.defined() && !runs_in_own_dtype(x.dtype())) {
     check_half_operands(op, x, {&w, &bias, &y});
     Tensor y32 = f32_output(y);
     cpu::conv2d_forward(y32, widened(x), widened(w), widened(bias), p);
     return round_into(y, y32);
   }
   const ConvGeometry g = checked_forward_geometry(y, x, w, bias, p, op);
-  dispatch_float(x.dtype(), op, [&](auto tag) {
+  dispatch_conv(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     if (x.size(0) == 0) return;
     use_single_threaded_blas();
@@ -220,7 +257,7 @@ void conv2d_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b
 void conv2d_backward(Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& dy, const Tensor& x,
                      const Tensor& w, const Conv2dParams& p) {
   constexpr const char* op = "conv2d_backward";
-  if (x.defined() && is_half(x.dtype())) {
+  if (x.defined() && !runs_in_own_dtype(x.dtype())) {
     check_half_operands(op, x, {&w, &dy, &dx, &dw, &dbias});
     Tensor dx32 = f32_output(dx), dw32 = f32_output(dw), db32 = f32_output(dbias);
     cpu::conv2d_backward(dx32, dw32, db32, widened(dy), widened(x), widened(w), p);
@@ -230,7 +267,7 @@ void conv2d_backward(Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& dy, co
   }
   const ConvGeometry g = checked_backward_geometry(dx, dw, dbias, dy, x, w, p, op);
   const int64_t N = x.size(0);
-  dispatch_float(x.dtype(), op, [&](auto tag) {
+  dispatch_conv(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     if (dbias.defined()) bias_grad(dbias.data<T>(), dy.data<T>(), N, g);
     if (N == 0) {

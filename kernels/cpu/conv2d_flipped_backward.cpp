@@ -56,34 +56,39 @@ Tensor flipped_transposed_kernel(const T* w, const ConvGeometry& g) {
 template <class T>
 void flipped_conv_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, int64_t N,
                            const ConvGeometry& g) {
+  using R = GemmResult<T>;
   const ConvGeometry f = input_grad_geometry(g);  // the conv over dy: f.K == g.C, f.C == g.K
   const Tensor flipped = flipped_transposed_kernel(w, g);
+  const GemmA<T> weights(Op::none, flipped.data<T>(), f.patch_size(), g.C, f.patch_size());
   const ChunkPlan plan = plan_chunks(N, f, sizeof(T));
   const bool batched = plan.images > 1;  // dx and x then need moving to and from (C, columns)
+  const bool gemm_into_dx = !batched && std::is_same_v<T, R>;
   const int64_t columns = plan.images * f.output_plane(), KRS = f.patch_size();
   const int64_t col_size = KRS * columns;
-  const int64_t moved_size = batched ? 2 * g.C * columns : 0;  // dx's result, then x
-  const int64_t per_thread = col_size + moved_size;
+  const int64_t x_moved_size = batched && dw ? g.C * columns : 0;
+  const int64_t result_size = gemm_into_dx ? 0 : g.C * columns;  // dx as (C, columns)
   const int64_t dw_size = dw ? g.C * KRS : 0;
-  Tensor workspace = Tensor::empty({plan.threads * (per_thread + dw_size)}, DTypeOf<T>::value);
-  T* partials = workspace.data<T>() + plan.threads * per_thread;  // dw^T of each thread
+  Tensor t_space = Tensor::empty({plan.threads * (col_size + x_moved_size)}, DTypeOf<T>::value);
+  Tensor r_space = Tensor::empty({plan.threads * (result_size + dw_size)}, DTypeOf<R>::value);
+  R* partials = r_space.data<R>() + plan.threads * result_size;  // dw^T of each thread
 #pragma omp parallel num_threads(plan.threads)
   {
     const int thread = omp_get_thread_num();
-    T* col = workspace.data<T>() + thread * per_thread;
-    T* result = col + col_size;
-    T* x_moved = result + g.C * columns;
-    T* dw_sum = partials + thread * dw_size;
-    T beta = 0;  // the first chunk of each thread overwrites its dw_sum
+    T* col = t_space.data<T>() + thread * (col_size + x_moved_size);
+    T* x_moved = col + col_size;
+    R* result = r_space.data<R>() + thread * result_size;
+    R* dw_sum = partials + thread * dw_size;
+    R beta = 0;  // the first chunk of each thread overwrites its dw_sum
 #pragma omp for schedule(static)
     for (int64_t chunk = 0; chunk < plan.chunks; ++chunk) {
       const int64_t first = chunk * plan.images, images = std::min(plan.images, N - first);
       const int64_t cols = images * f.output_plane();
       im2col(col, dy + first * g.output_image_size(), images, f);
       T* dxc = dx + first * g.image_size();
-      T* out = batched ? result : dxc;
-      gemm(Op::none, Op::none, g.C, cols, KRS, T(1), flipped.data<T>(), KRS, col, cols, T(0), out,
-           cols);
+      R* out = result;
+      if constexpr (std::is_same_v<T, R>)
+        if (gemm_into_dx) out = dxc;
+      weights.multiply(Op::none, cols, col, cols, R(0), out, cols);
       store_output(dxc, out, static_cast<const T*>(nullptr), images, f);
       if (!dw) continue;
       const T* xc = x + first * g.image_size();
@@ -91,7 +96,7 @@ void flipped_conv_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, in
         batch_output_grad(x_moved, xc, images, f);
         xc = x_moved;
       }
-      gemm(Op::none, Op::transpose, g.C, KRS, cols, T(1), xc, cols, col, cols, beta, dw_sum, KRS);
+      gemm(Op::none, Op::transpose, g.C, KRS, cols, R(1), xc, cols, col, cols, beta, dw_sum, KRS);
       beta = 1;
     }
     // dw[k][c][r][s] = sum over threads of dw^T[c][(k, R-1-r, S-1-s)].
@@ -103,18 +108,21 @@ void flipped_conv_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, in
         const int64_t k = kc / g.C, c = kc % g.C;
         for (int64_t rs = 0; rs < RS; ++rs) {
           const int64_t from = c * KRS + k * RS + (RS - 1 - rs);
-          T sum = 0;
+          R sum = 0;
           for (int t = 0; t < team; ++t) sum += partials[t * dw_size + from];
-          dw[kc * RS + rs] = sum;
+          dw[kc * RS + rs] = narrow<T>(sum);
         }
       }
     }
   }
 }
 
-template void flipped_conv_backward<float>(float*, float*, const float*, const float*, const float*,
-                                           int64_t, const ConvGeometry&);
-template void flipped_conv_backward<double>(double*, double*, const double*, const double*,
-                                            const double*, int64_t, const ConvGeometry&);
+#define RG_INSTANTIATE(T)                                                                        \
+  template void flipped_conv_backward<T>(T*, T*, const T*, const T*, const T*, int64_t,            \
+                                         const ConvGeometry&);
+RG_INSTANTIATE(float)
+RG_INSTANTIATE(double)
+RG_INSTANTIATE(BFloat16)
+#undef RG_INSTANTIATE
 
 }  // namespace ringgrad::kernels::cpu

@@ -1,5 +1,7 @@
 // The paths of the CPU convolution, private to kernels/cpu/conv2d*.cpp: raw pointers, N images,
-// the sizes in a ConvGeometry, T float or double. conv2d.cpp's entry points pick one:
+// the sizes in a ConvGeometry, T float, double or (on CPUs with a bf16 GEMM) BFloat16, whose
+// GEMMs accumulate into f32 buffers (GemmResult<T>) that are rounded once into the bf16 output.
+// conv2d.cpp's entry points pick one:
 //   conv2d.cpp                   im2col + GEMM forward and backward, the textbook path, and the
 //                                chunking and output moves the other paths reuse;
 //   conv2d_tap_crop.cpp          kernels whose border taps only ever meet padding: cropped away
@@ -13,8 +15,25 @@
 
 #include "core/tensor.h"
 #include "kernels/conv_geometry.h"
+#include "kernels/cpu/gemm.h"
 
 namespace ringgrad::kernels::cpu {
+
+// An element of T as the GEMM result type, and a result rounded back to T (to nearest even).
+template <class T>
+GemmResult<T> widen(T v) {
+  if constexpr (std::is_same_v<T, BFloat16>)
+    return bf16_to_float(v);
+  else
+    return v;
+}
+template <class T>
+T narrow(GemmResult<T> v) {
+  if constexpr (std::is_same_v<T, BFloat16>)
+    return float_to_bf16(v);
+  else
+    return v;
+}
 
 // ---- conv2d.cpp ----------------------------------------------------------------------------
 
@@ -37,18 +56,20 @@ struct ChunkPlan {
 
 ChunkPlan plan_chunks(int64_t N, const ConvGeometry& g, size_t element_size);
 
-// One chunk's GEMM result is (K, images*P*Q); y is (images, K, P*Q). With one image they are the
-// same memory and only the bias is added; otherwise each (image, channel) plane is moved.
+// One chunk's GEMM result is (K, images*P*Q); y is (images, K, P*Q). With one image they may
+// be the same memory, and then only the bias is added; otherwise each (image, channel) plane
+// is moved (and rounded, for bf16).
 template <class T>
-void store_output(T* y, const T* result, const T* bias, int64_t images, const ConvGeometry& g) {
+void store_output(T* y, const GemmResult<T>* result, const T* bias, int64_t images,
+                  const ConvGeometry& g) {
   const int64_t plane = g.output_plane(), columns = images * plane;
   for (int64_t b = 0; b < images; ++b) {
     for (int64_t k = 0; k < g.K; ++k) {
       T* out = y + (b * g.K + k) * plane;
-      const T* in = result + k * columns + b * plane;
-      const T add = bias ? bias[k] : T(0);
-      if (in == out && !bias) continue;
-      for (int64_t i = 0; i < plane; ++i) out[i] = in[i] + add;
+      const GemmResult<T>* in = result + k * columns + b * plane;
+      const GemmResult<T> add = bias ? widen(bias[k]) : GemmResult<T>(0);
+      if (static_cast<const void*>(in) == out && !bias) continue;
+      for (int64_t i = 0; i < plane; ++i) out[i] = narrow<T>(in[i] + add);
     }
   }
 }

@@ -69,7 +69,7 @@ void tap_cropped_forward(T* y, const T* x, const T* w, const T* bias, int64_t N,
                          const ConvGeometry& g, const TapWindow& taps) {
   if (taps.empty()) {
     for (int64_t i = 0; i < N * g.output_image_size(); ++i)
-      y[i] = bias ? bias[i / g.output_plane() % g.K] : T(0);
+      y[i] = bias ? bias[i / g.output_plane() % g.K] : T{};
     return;
   }
   const Tensor crop = crop_kernel(w, g, taps);
@@ -80,8 +80,8 @@ template <class T>
 void tap_cropped_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, int64_t N,
                           const ConvGeometry& g, const TapWindow& taps) {
   if (taps.empty()) {
-    if (dx) std::fill_n(dx, N * g.image_size(), T(0));
-    if (dw) std::fill_n(dw, g.K * g.patch_size(), T(0));
+    if (dx) std::fill_n(dx, N * g.image_size(), T{});
+    if (dw) std::fill_n(dw, g.K * g.patch_size(), T{});
     return;
   }
   const Tensor crop = crop_kernel(w, g, taps);
@@ -91,18 +91,18 @@ void tap_cropped_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, int
   if (dw) {  // taps outside the window have zero gradient
     const T* dc = dcrop.data<T>();
     for_each_kernel_tap(g, taps,
-                        [&](int64_t full, int64_t at) { dw[full] = at >= 0 ? dc[at] : T(0); });
+                        [&](int64_t full, int64_t at) { dw[full] = at >= 0 ? dc[at] : T{}; });
   }
 }
 
-template void tap_cropped_forward<float>(float*, const float*, const float*, const float*, int64_t,
-                                         const ConvGeometry&, const TapWindow&);
-template void tap_cropped_forward<double>(double*, const double*, const double*, const double*,
-                                          int64_t, const ConvGeometry&, const TapWindow&);
-template void tap_cropped_backward<float>(float*, float*, const float*, const float*, const float*,
-                                          int64_t, const ConvGeometry&, const TapWindow&);
-template void tap_cropped_backward<double>(double*, double*, const double*, const double*,
-                                           const double*, int64_t, const ConvGeometry&,
-                                           const TapWindow&);
+#define RG_INSTANTIATE(T)                                                                        \
+  template void tap_cropped_forward<T>(T*, const T*, const T*, const T*, int64_t,                  \
+                                       const ConvGeometry&, const TapWindow&);                    \
+  template void tap_cropped_backward<T>(T*, T*, const T*, const T*, const T*, int64_t,            \
+                                        const ConvGeometry&, const TapWindow&);
+RG_INSTANTIATE(float)
+RG_INSTANTIATE(double)
+RG_INSTANTIATE(BFloat16)
+#undef RG_INSTANTIATE
 
 }  // namespace ringgrad::kernels::cpu

@@ -1,16 +1,19 @@
 // Shared by the GEMM-backed CPU kernels (conv2d, linear): row-major C = alpha op(A) op(B) +
 // beta C through OpenBLAS for float/double (or, for float, our AVX-512 kernel where the CPU
-// has it: Note [AVX-512 sgemm]); and parallel_gemm, which splits C into one block per
-// OpenMP thread, each a single-threaded BLAS call (see Note [BLAS threads]). Private to
-// kernels/cpu.
+// has it: Note [AVX-512 sgemm]), and for bf16 operands with an f32 C through our bf16 GEMM
+// (Note [bf16 GEMM]); GemmA, an op(A) prepared once for many products; and parallel_gemm,
+// which splits C into one block per OpenMP thread, each a single-threaded BLAS call (see
+// Note [BLAS threads]). Private to kernels/cpu.
 #pragma once
 #include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cpu/cpu_dispatch.h"
+#include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/sgemm_avx512.h"
 
 namespace ringgrad::kernels::cpu {
@@ -34,6 +37,50 @@ inline void gemm(Op op_a, Op op_b, int64_t m, int64_t n, int64_t k, double alpha
   cblas_dgemm(CblasRowMajor, cblas_op(op_a), cblas_op(op_b), m, n, k, alpha, a, lda, b, ldb, beta,
               c, ldc);
 }
+
+// The element type of C for operands of type T: f32 for bf16 (products accumulate in f32), else T.
+template <class T>
+using GemmResult = std::conditional_t<std::is_same_v<T, BFloat16>, float, T>;
+
+// bf16 operands, f32 C; alpha must be 1 (no caller scales a bf16 product).
+inline void gemm(Op op_a, Op op_b, int64_t m, int64_t n, int64_t k, float alpha,
+                 const BFloat16* a, int64_t lda, const BFloat16* b, int64_t ldb, float beta,
+                 float* c, int64_t ldc) {
+  RG_CHECK(alpha == 1.0f, "the bf16 GEMM does not scale its product (alpha ", alpha, ")");
+  gemm_bf16(op_a, op_b, m, n, k, a, lda, b, ldb, beta, c, ldc);
+}
+
+// op(A) (m x k) prepared once and multiplied by many B: a convolution's weights, shared by all
+// its chunks and threads. The bf16 GEMM packs it into tiles here; the f32 and f64 GEMMs read it
+// where it is.
+template <class T>
+class GemmA {
+ public:
+  GemmA(Op op, const T* a, int64_t lda, int64_t m, int64_t k)
+      : op_(op), a_(a), lda_(lda), m_(m), k_(k) {}
+  // C (m x n) = op(A) op(B) + beta C.
+  void multiply(Op op_b, int64_t n, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) const {
+    gemm(op_, op_b, m_, n, k_, T(1), a_, lda_, b, ldb, beta, c, ldc);
+  }
+
+ private:
+  Op op_;
+  const T* a_;
+  int64_t lda_, m_, k_;
+};
+
+template <>
+class GemmA<BFloat16> {
+ public:
+  GemmA(Op op, const BFloat16* a, int64_t lda, int64_t m, int64_t k) : packed_(op, a, lda, m, k) {}
+  void multiply(Op op_b, int64_t n, const BFloat16* b, int64_t ldb, float beta, float* c,
+                int64_t ldc) const {
+    gemm_bf16(packed_, op_b, n, b, ldb, beta, c, ldc);
+  }
+
+ private:
+  PackedBf16A packed_;
+};
 
 // Same contract as gemm, with C split along its longer side into one block per OpenMP thread
 // (rows of C are rows of op(A); columns of C are columns of op(B)). Small products stay on one

@@ -1,10 +1,12 @@
-// im2col and col2im (see im2col.h) for float and double. Both walk the column matrix in
+// im2col (see im2col.h) for float, double and bf16, col2im for float and double. Both walk the column matrix in
 // memory order and split every output row into runs: runs that read the image (contiguous when
 // stride_w == 1) and runs that fall in the padding.
 #include "kernels/cpu/im2col.h"
 
 #include <algorithm>
 #include <cstring>
+
+#include "core/half.h"
 
 namespace ringgrad::kernels::cpu {
 
@@ -63,18 +65,18 @@ void im2col_shifted(T* col, const T* x, int64_t images, const ConvGeometry& g) {
           T* out = row + b * g.output_plane();
           const T* plane = x + (b * g.C + c) * g.input_plane();
           if (qs.empty() || ps.empty()) {
-            std::fill_n(out, g.output_plane(), T(0));
+            std::fill_n(out, g.output_plane(), T{});
             continue;
           }
-          std::fill_n(out, ps.begin * Q, T(0));
+          std::fill_n(out, ps.begin * Q, T{});
           const int64_t begin = ps.begin * Q + qs.begin, end = (ps.end - 1) * Q + qs.end;
           std::memcpy(out + begin, plane + begin + shift, (end - begin) * sizeof(T));
           auto clear_column = [&](int64_t q) {
-            for (int64_t p = ps.begin; p < ps.end; ++p) out[p * Q + q] = T(0);
+            for (int64_t p = ps.begin; p < ps.end; ++p) out[p * Q + q] = T{};
           };
           for (int64_t q = 0; q < qs.begin; ++q) clear_column(q);
           for (int64_t q = qs.end; q < Q; ++q) clear_column(q);
-          std::fill_n(out + ps.end * Q, (g.P - ps.end) * Q, T(0));
+          std::fill_n(out + ps.end * Q, (g.P - ps.end) * Q, T{});
         }
       }
     }
@@ -98,12 +100,12 @@ void im2col(T* col, const T* x, int64_t images, const ConvGeometry& g) {
           for (int64_t i = 0; i < count; ++i) col[dst + i] = x[src + i * stride];
         }
       },
-      [&](int64_t dst, int64_t count) { std::fill_n(col + dst, count, T(0)); });
+      [&](int64_t dst, int64_t count) { std::fill_n(col + dst, count, T{}); });
 }
 
 template <class T>
 void col2im(T* dx, const T* dcol, int64_t images, const ConvGeometry& g) {
-  std::fill_n(dx, images * g.image_size(), T(0));
+  std::fill_n(dx, images * g.image_size(), T{});
   const int64_t stride = g.stride_w;
   walk_columns(
       g, images,
@@ -123,6 +125,7 @@ void col2im(T* dx, const T* dcol, int64_t images, const ConvGeometry& g) {
 
 template void im2col<float>(float*, const float*, int64_t, const ConvGeometry&);
 template void im2col<double>(double*, const double*, int64_t, const ConvGeometry&);
+template void im2col<BFloat16>(BFloat16*, const BFloat16*, int64_t, const ConvGeometry&);
 template void col2im<float>(float*, const float*, int64_t, const ConvGeometry&);
 template void col2im<double>(double*, const double*, int64_t, const ConvGeometry&);
 

@@ -4,6 +4,7 @@
 // batched small images, 1-3 threads: every path), finite-difference gradients (also where
 // kernel taps see only padding and are cropped away), f32 vs f64 agreement, empty batches and
 // argument errors.
+#include <cmath>
 #include <vector>
 
 #include "core/rng.h"
@@ -65,6 +66,33 @@ struct ConvCase {
   int stride_h, stride_w, pad_h, pad_w;
   bool bias;
 };
+
+// Configurations that reach every path of the CPU convolution.
+std::vector<ConvCase> sweep_cases() {
+  return {
+      {{2, 3, 7, 7}, {4, 3, 3, 3}, 1, 1, 1, 1, true},     // same-size 3x3
+      {{3, 2, 8, 6}, {5, 2, 3, 3}, 2, 2, 1, 1, false},    // stride 2, rectangular input
+      {{2, 2, 9, 10}, {3, 2, 3, 3}, 3, 3, 0, 0, true},    // stride 3, no padding
+      {{2, 3, 6, 7}, {2, 3, 3, 2}, 1, 2, 3, 1, true},     // 3x2 kernel, pad 3 > kernel
+      {{2, 1, 14, 14}, {4, 1, 7, 7}, 2, 2, 3, 3, false},  // resnet18 stem, smaller
+      {{3, 4, 5, 5}, {6, 4, 1, 1}, 2, 2, 0, 0, false},    // 1x1 stride 2 (downsample)
+      {{5, 4, 3, 3}, {3, 4, 1, 1}, 1, 1, 0, 0, true},     // 1x1 stride 1, images batched
+      {{4, 3, 5, 5}, {2, 3, 3, 3}, 1, 1, 1, 1, false},    // fewer chunks than 3 threads
+      {{2, 3, 17, 16}, {4, 3, 1, 1}, 1, 1, 0, 0, false},  // 1x1 stride 1, one image per GEMM
+      {{9, 8, 2, 2}, {6, 8, 3, 3}, 2, 2, 1, 1, true},     // tiny images: many per GEMM
+      {{7, 6, 1, 1}, {5, 6, 3, 3}, 1, 1, 1, 1, false},    // 1x1 image, resnet18 layer4
+      {{2, 2, 4, 5}, {3, 2, 2, 3}, 1, 3, 2, 0, true},     // mixed strides and pads per axis
+      {{1, 2, 20, 20}, {3, 2, 5, 5}, 1, 1, 2, 2, true},   // single image, large plane
+      {{3, 2, 1, 2}, {4, 2, 3, 3}, 1, 1, 1, 1, true},     // kernel rows 0, 2 see only padding
+      {{2, 1, 1, 1}, {2, 1, 3, 3}, 4, 4, 3, 3, true},     // every output is padding: y = bias
+      // Stride 1: dx is the conv of dy with the flipped kernel, padded kernel - 1 - pad ...
+      {{2, 3, 6, 5}, {4, 3, 3, 3}, 1, 1, 0, 0, false},  // ... by 2 (no padding here)
+      {{2, 2, 5, 6}, {3, 2, 3, 2}, 1, 1, 2, 1, true},   // ... by 0, 3x2 kernel
+      {{2, 2, 4, 4}, {3, 2, 2, 2}, 1, 1, 2, 0, false},  // pad_h > R - 1: dx by col2im
+      {{11, 5, 3, 3}, {4, 5, 3, 3}, 1, 1, 1, 1, true},  // ... and dw from its column matrix,
+                                                        // tiny images batched per GEMM
+  };
+}
 
 // Restores the CPU kernels' thread count when a test that changes it ends.
 struct ThreadCountGuard {
@@ -168,29 +196,7 @@ TEST_CASE("conv2d worked by hand: stride 2 with padding, and a 1x1 conv mixing c
 }
 
 TEST_CASE("conv2d forward and backward match the direct f64 reference over many shapes") {
-  const std::vector<ConvCase> cases = {
-      {{2, 3, 7, 7}, {4, 3, 3, 3}, 1, 1, 1, 1, true},     // same-size 3x3
-      {{3, 2, 8, 6}, {5, 2, 3, 3}, 2, 2, 1, 1, false},    // stride 2, rectangular input
-      {{2, 2, 9, 10}, {3, 2, 3, 3}, 3, 3, 0, 0, true},    // stride 3, no padding
-      {{2, 3, 6, 7}, {2, 3, 3, 2}, 1, 2, 3, 1, true},     // 3x2 kernel, pad 3 > kernel
-      {{2, 1, 14, 14}, {4, 1, 7, 7}, 2, 2, 3, 3, false},  // resnet18 stem, smaller
-      {{3, 4, 5, 5}, {6, 4, 1, 1}, 2, 2, 0, 0, false},    // 1x1 stride 2 (downsample)
-      {{5, 4, 3, 3}, {3, 4, 1, 1}, 1, 1, 0, 0, true},     // 1x1 stride 1, images batched
-      {{4, 3, 5, 5}, {2, 3, 3, 3}, 1, 1, 1, 1, false},    // fewer chunks than 3 threads
-      {{2, 3, 17, 16}, {4, 3, 1, 1}, 1, 1, 0, 0, false},  // 1x1 stride 1, one image per GEMM
-      {{9, 8, 2, 2}, {6, 8, 3, 3}, 2, 2, 1, 1, true},     // tiny images: many per GEMM
-      {{7, 6, 1, 1}, {5, 6, 3, 3}, 1, 1, 1, 1, false},    // 1x1 image, resnet18 layer4
-      {{2, 2, 4, 5}, {3, 2, 2, 3}, 1, 3, 2, 0, true},     // mixed strides and pads per axis
-      {{1, 2, 20, 20}, {3, 2, 5, 5}, 1, 1, 2, 2, true},   // single image, large plane
-      {{3, 2, 1, 2}, {4, 2, 3, 3}, 1, 1, 1, 1, true},     // kernel rows 0, 2 see only padding
-      {{2, 1, 1, 1}, {2, 1, 3, 3}, 4, 4, 3, 3, true},     // every output is padding: y = bias
-      // Stride 1: dx is the conv of dy with the flipped kernel, padded kernel - 1 - pad ...
-      {{2, 3, 6, 5}, {4, 3, 3, 3}, 1, 1, 0, 0, false},  // ... by 2 (no padding here)
-      {{2, 2, 5, 6}, {3, 2, 3, 2}, 1, 1, 2, 1, true},   // ... by 0, 3x2 kernel
-      {{2, 2, 4, 4}, {3, 2, 2, 2}, 1, 1, 2, 0, false},  // pad_h > R - 1: dx by col2im
-      {{11, 5, 3, 3}, {4, 5, 3, 3}, 1, 1, 1, 1, true},  // ... and dw from its column matrix,
-                                                        // tiny images batched per GEMM
-  };
+  const std::vector<ConvCase> cases = sweep_cases();
   Generator gen(7);
   ThreadCountGuard guard;
   for (const int threads : {1, 2, 3}) {
@@ -211,6 +217,38 @@ TEST_CASE("conv2d forward and backward match the direct f64 reference over many 
       check_close(got.dx, want.dx, 1e-12, "dx");
       check_close(got.dw, want.dw, 1e-12, "dw");
       check_close(got.dbias, want.dbias, 1e-12, "dbias");
+    }
+  }
+}
+
+TEST_CASE("conv2d in bf16 matches the f64 reference of the same bf16 values over every path") {
+  // On a CPU with a bf16 GEMM (AMX or AVX512-BF16) every path runs in bf16 with f32 sums;
+  // elsewhere the conv widens to f32. Either way each result is rounded to bf16 once: within
+  // half a bf16 ulp (2^-8 relative) of the exact value, plus f32 summation error.
+  const double tol = std::ldexp(1.0, -8) * 1.01;
+  Generator gen(17);
+  ThreadCountGuard guard;
+  for (const int threads : {1, 3}) {
+    kernels::set_num_threads(threads);
+    for (const ConvCase& c : sweep_cases()) {
+      CAPTURE(threads);
+      CAPTURE(c.x);
+      CAPTURE(c.w);
+      CAPTURE(c.stride_h);
+      CAPTURE(c.pad_h);
+      const kernels::Conv2dParams p = conv_params(c.stride_h, c.stride_w, c.pad_h, c.pad_w);
+      Tensor x = random_tensor(c.x, gen, DType::bf16), w = random_tensor(c.w, gen, DType::bf16);
+      Tensor b = c.bias ? random_tensor({c.w[0]}, gen, DType::bf16) : Tensor();
+      auto wide = [](const Tensor& t) { return t.defined() ? t.to(DType::f64) : Tensor(); };
+      Tensor y = conv(x, w, b, p);
+      CHECK(y.dtype() == DType::bf16);
+      check_close(y, reference_conv(wide(x), wide(w), wide(b), p), tol, "y");
+      Tensor dy = random_tensor(y.shape(), gen, DType::bf16);
+      ConvGrads got = conv_grads(dy, x, w, p);
+      ConvGrads want = reference_grads(wide(dy), wide(x), wide(w), p);
+      check_close(got.dx, want.dx, tol, "dx");
+      check_close(got.dw, want.dw, tol, "dw");
+      check_close(got.dbias, want.dbias, tol, "dbias");
     }
   }
 }

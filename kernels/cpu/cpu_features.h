@@ -1,0 +1,29 @@
+// What this CPU can run, read once at run time, so that one binary picks the right tuned kernel
+// on every machine: the vector instruction sets (AVX2 + FMA, AVX-512F, AVX512-BF16 dot products,
+// AMX bf16 tiles with Linux's permission to use their state) and the per-core cache sizes the
+// GEMMs block for. RINGGRAD_CPU_ISA caps what is used (avx2, avx512, avx512_bf16, amx), so one
+// machine can time or test each kernel. Private to kernels/cpu.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace ringgrad::kernels::cpu {
+
+// Ordered: each level needs the ones below it.
+enum class Isa { baseline, avx2, avx512, avx512_bf16, amx };
+
+struct CpuFeatures {
+  Isa isa;              // the best level this CPU and kernel allow, after RINGGRAD_CPU_ISA
+  std::string model;    // the CPU's brand string, for benchmark headers
+  std::string limited;  // why isa is below what the CPU has ("" when it is not)
+  int64_t l1d_bytes;    // data cache per core
+  int64_t l2_bytes;     // second-level cache per core
+};
+
+const CpuFeatures& cpu_features();
+
+inline bool cpu_has(Isa level) { return cpu_features().isa >= level; }
+
+const char* isa_name(Isa level);
+
+}  // namespace ringgrad::kernels::cpu
