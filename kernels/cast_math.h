@@ -36,6 +36,20 @@ RG_HD D convert_element(S v) {
     return static_cast<D>(v);
 }
 
+// The type arithmetic on a T value is done in: double for double, float otherwise. Half
+// values are widened, computed on in float and rounded once per result, as in PyTorch.
+template <class T>
+using ComputeType = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+template <class T>
+RG_HD ComputeType<T> widen(T v) {
+  return convert_element<ComputeType<T>>(v);
+}
+template <class T>
+RG_HD T narrow(ComputeType<T> v) {
+  return convert_element<T>(v);
+}
+
 // inf or NaN: the exponent field is all ones. Tested on the bits so that -ffast-math, which
 // lets the compiler assume finite floats, cannot fold the test away.
 template <class T>

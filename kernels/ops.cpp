@@ -220,6 +220,66 @@ void batchnorm_backward(Tensor& dx, Tensor& dgamma, Tensor& dbeta, const Tensor&
   cpu::batchnorm_backward(dx, dgamma, dbeta, dy, x, gamma, save_mean, save_invstd);
 }
 
+void batchnorm_relu_forward_train(Tensor& y, Tensor& save_mean, Tensor& save_invstd,
+                                  Tensor& running_mean, Tensor& running_var, const Tensor& x,
+                                  const Tensor& residual, const Tensor& gamma, const Tensor& beta,
+                                  double momentum, double eps) {
+  if (on_cuda("batchnorm_relu_forward_train", {{"x", x},
+                                               {"y", y},
+                                               {"residual", residual},
+                                               {"save_mean", save_mean},
+                                               {"save_invstd", save_invstd},
+                                               {"running_mean", running_mean},
+                                               {"running_var", running_var},
+                                               {"gamma", gamma},
+                                               {"beta", beta}})) {
+    batchnorm_forward_train(y, save_mean, save_invstd, running_mean, running_var, x, gamma, beta,
+                            momentum, eps);
+    return residual.defined() ? add_relu_forward(y, y, residual) : relu_forward(y, y);
+  }
+  cpu::batchnorm_relu_forward_train(y, save_mean, save_invstd, running_mean, running_var, x,
+                                    residual, gamma, beta, momentum, eps);
+}
+
+void batchnorm_relu_forward_eval(Tensor& y, const Tensor& x, const Tensor& residual,
+                                 const Tensor& gamma, const Tensor& beta,
+                                 const Tensor& running_mean, const Tensor& running_var,
+                                 double eps) {
+  if (on_cuda("batchnorm_relu_forward_eval", {{"x", x},
+                                              {"y", y},
+                                              {"residual", residual},
+                                              {"gamma", gamma},
+                                              {"beta", beta},
+                                              {"running_mean", running_mean},
+                                              {"running_var", running_var}})) {
+    batchnorm_forward_eval(y, x, gamma, beta, running_mean, running_var, eps);
+    return residual.defined() ? add_relu_forward(y, y, residual) : relu_forward(y, y);
+  }
+  cpu::batchnorm_relu_forward_eval(y, x, residual, gamma, beta, running_mean, running_var, eps);
+}
+
+void batchnorm_relu_backward(Tensor& dx, Tensor& dresidual, Tensor& dgamma, Tensor& dbeta,
+                             const Tensor& dy, const Tensor& y, const Tensor& x,
+                             const Tensor& gamma, const Tensor& save_mean,
+                             const Tensor& save_invstd) {
+  if (on_cuda("batchnorm_relu_backward", {{"x", x},
+                                          {"dx", dx},
+                                          {"dresidual", dresidual},
+                                          {"dgamma", dgamma},
+                                          {"dbeta", dbeta},
+                                          {"dy", dy},
+                                          {"y", y},
+                                          {"gamma", gamma},
+                                          {"save_mean", save_mean},
+                                          {"save_invstd", save_invstd}})) {
+    Tensor masked = dresidual.defined() ? dresidual : Tensor::empty(y.shape(), y.dtype(), y.device());
+    relu_backward(masked, dy, y);
+    return batchnorm_backward(dx, dgamma, dbeta, masked, x, gamma, save_mean, save_invstd);
+  }
+  cpu::batchnorm_relu_backward(dx, dresidual, dgamma, dbeta, dy, y, x, gamma, save_mean,
+                               save_invstd);
+}
+
 // ---- elementwise: check_same is the whole argument check ------------------------------
 
 void relu_forward(Tensor& y, const Tensor& x) {

@@ -74,6 +74,22 @@ void batchnorm_backward_apply(Tensor& dx, const Tensor& dy, const Tensor& x, con
 void batchnorm_backward(Tensor& dx, Tensor& dgamma, Tensor& dbeta, const Tensor& dy,
                         const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
                         const Tensor& save_invstd);
+// Batch norm fused with the relu, and the residual add, that follow it in a ResNet block:
+// y = relu(bn(x) + residual), residual like x or undefined (then y = relu(bn(x))). One pass over
+// the data where the three ops make three (CPU); on CUDA the ops above, one after another. The
+// backward takes that y (its mask is y > 0) and gives dresidual = dy * (y > 0) when defined.
+void batchnorm_relu_forward_train(Tensor& y, Tensor& save_mean, Tensor& save_invstd,
+                                  Tensor& running_mean, Tensor& running_var, const Tensor& x,
+                                  const Tensor& residual, const Tensor& gamma, const Tensor& beta,
+                                  double momentum, double eps);
+void batchnorm_relu_forward_eval(Tensor& y, const Tensor& x, const Tensor& residual,
+                                 const Tensor& gamma, const Tensor& beta,
+                                 const Tensor& running_mean, const Tensor& running_var,
+                                 double eps);
+void batchnorm_relu_backward(Tensor& dx, Tensor& dresidual, Tensor& dgamma, Tensor& dbeta,
+                             const Tensor& dy, const Tensor& y, const Tensor& x,
+                             const Tensor& gamma, const Tensor& save_mean,
+                             const Tensor& save_invstd);
 
 // ---- elementwise -----------------------------------------------------------------------
 void relu_forward(Tensor& y, const Tensor& x);

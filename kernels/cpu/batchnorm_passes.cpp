@@ -1,175 +1,309 @@
 // The passes of the CPU batch norm over the data (kernels/cpu/batchnorm_passes.h), with the
-// element math of kernels/batchnorm_math.h.
+// element math of kernels/batchnorm_math.h and kernels/elementwise_math.h. Sums are kept in
+// double per position of a block's run (cheap, and E[x^2] - mean^2 needs the precision); the
+// elementwise results are computed in the value's arithmetic type (f32 for f32 and bf16) and
+// rounded once.
 #include "kernels/cpu/batchnorm_passes.h"
 
+#include <omp.h>
+
+#include <algorithm>
+#include <type_traits>
+#include <vector>
+
 #include "kernels/batchnorm_math.h"
+#include "kernels/cast_math.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/elementwise_math.h"
 
 namespace ringgrad::kernels::cpu {
 
-// ---- the four passes over the data ----------------------------------------------------------
-// Each pass is written once, for one channel (its N planes of HW contiguous values) or one
-// plane. The split entry points run a pass over every channel (reductions) or plane
-// (elementwise) in parallel; the whole training forward and backward run reduction and
-// elementwise pass of a channel back to back in one parallel loop over channels (fused_*
-// below), so the channel's planes are still in cache and one fork serves both. The arithmetic
-// is the same either way, so the results are bit-identical to the split functions'.
-
 namespace {
 
-// sum = sum x, sum_sq = sum x^2 over channel c's (n, hw).
 template <class T>
-void channel_sums_of(const T* x, Layout l, int64_t c, double& sum, double& sum_sq) {
-  double s = 0, s2 = 0;
+using Math = ComputeType<T>;
+
+// Channels [c0, c1); the run of image n starts at value (n * c + c0) * hw and holds `run` values.
+struct Block {
+  int64_t c0, c1, run;
+  int64_t row(Layout l, int64_t n) const { return (n * l.c + c0) * l.hw; }
+};
+
+// Per-thread scratch, grown to the largest block and then reused: no allocation per step. One
+// buffer per use that can be live at once: sums per run position, values per channel, and
+// coefficients spread per run position.
+enum Scratch { kRunSums, kChannelValues, kRunCoefficients };
+
+template <class V, Scratch Use>
+V* scratch(int64_t size) {
+  thread_local std::vector<V> storage;
+  if (static_cast<int64_t>(storage.size()) < size) storage.resize(size);
+  return storage.data();
+}
+
+// Runs f(block) for blocks of whole channels in parallel. A block's row holds at most about
+// kRunValues values (its sums and coefficients stay in L1), the whole block at most a quarter
+// of L2 (its second pass reads it from there), and each thread gets two blocks where there are
+// channels enough.
+template <class F>
+void for_each_block(Layout l, int64_t value_bytes, F&& f) {
+  if (l.c == 0) return;
+  constexpr int64_t kRunValues = 4096;
+  const int64_t threads = omp_get_max_threads();
+  const int64_t channel_bytes = std::max<int64_t>(1, l.n * l.hw * value_bytes);
+  int64_t channels = std::min(kRunValues / l.hw, cpu_features().l2_bytes / 4 / channel_bytes);
+  channels = std::min(channels, (l.c + 2 * threads - 1) / (2 * threads));
+  channels = std::clamp<int64_t>(channels, 1, l.c);
+  const int64_t blocks = (l.c + channels - 1) / channels;
+#pragma omp parallel for schedule(static)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t c0 = b * channels, c1 = std::min(l.c, c0 + channels);
+    f(Block{c0, c1, (c1 - c0) * l.hw});
+  }
+}
+
+// out[j] = value[c] for every position j of channel c in the run (value indexed from c0).
+template <class M>
+void spread(M* out, const double* value, Block b, int64_t hw) {
+  for (int64_t c = 0; c < b.c1 - b.c0; ++c) std::fill_n(out + c * hw, hw, static_cast<M>(value[c]));
+}
+
+// per_channel[c] = the sum of channel c's positions in sums (per_channel indexed from c0).
+void fold(double* per_channel, const double* sums, Block b, int64_t hw) {
+  for (int64_t c = 0; c < b.c1 - b.c0; ++c) {
+    double total = 0;
+    for (int64_t i = 0; i < hw; ++i) total += sums[c * hw + i];
+    per_channel[c] = total;
+  }
+}
+
+// sum and sum_sq (indexed from c0) of the block's channels.
+template <class T>
+void block_sums(const T* x, Layout l, Block b, double* sum, double* sum_sq) {
+  double* s = scratch<double, kRunSums>(2 * b.run);
+  double* q = s + b.run;
+  std::fill_n(s, 2 * b.run, 0.0);
   for (int64_t n = 0; n < l.n; ++n) {
-    const T* plane = x + (n * l.c + c) * l.hw;
-#pragma omp simd reduction(+ : s, s2)
-    for (int64_t i = 0; i < l.hw; ++i) {
-      const double v = plane[i];
-      s += v;
-      s2 += v * v;
+    const T* row = x + b.row(l, n);
+#pragma omp simd
+    for (int64_t j = 0; j < b.run; ++j) {
+      const double v = widen(row[j]);
+      s[j] += v;
+      q[j] += v * v;
     }
   }
-  sum = s;
-  sum_sq = s2;
+  fold(sum, s, b, l.hw);
+  fold(sum_sq, q, b, l.hw);
 }
 
-// y = (x - mean) * scale + beta over one plane.
-template <class T>
-void apply_plane(T* y, const T* x, int64_t hw, double mean, double scale, double beta) {
-  const T m = static_cast<T>(mean), k = static_cast<T>(scale), b = static_cast<T>(beta);
-#pragma omp simd
-  for (int64_t i = 0; i < hw; ++i) y[i] = bn_normalize(x[i], m, k, b);
-}
-
-// sum_dy = sum dy, sum_dy_xmu = sum dy * (x - mean) over channel c's (n, hw).
-template <class T>
-void backward_reduce_of(const T* dy, const T* x, Layout l, int64_t c, double mean, double& sum_dy,
-                        double& sum_dy_xmu) {
-  double s = 0, sx = 0;
+// y = epilogue(x * scale + shift) over the block, coefficients spread per position.
+template <class T, bool Residual, bool Relu>
+void block_apply_rows(T* y, const T* x, const T* residual, Layout l, Block b,
+                      const Math<T>* scale, const Math<T>* shift) {
   for (int64_t n = 0; n < l.n; ++n) {
-    const int64_t base = (n * l.c + c) * l.hw;
-#pragma omp simd reduction(+ : s, sx)
-    for (int64_t i = 0; i < l.hw; ++i) {
-      const double g = dy[base + i];
-      s += g;
-      sx += g * (static_cast<double>(x[base + i]) - mean);
+    const int64_t o = b.row(l, n);
+#pragma omp simd
+    for (int64_t j = 0; j < b.run; ++j) {
+      Math<T> v = widen(x[o + j]) * scale[j] + shift[j];
+      if constexpr (Residual) v += widen(residual[o + j]);
+      if constexpr (Relu) v = relu(v);
+      y[o + j] = narrow<T>(v);
     }
   }
-  sum_dy = s;
-  sum_dy_xmu = sx;
 }
 
-// dx = scale * (dy - mean_dy - (x - mean) * xmu_coeff) over one plane.
+// scale and shift indexed from c0.
 template <class T>
-void backward_apply_plane(T* dx, const T* dy, const T* x, int64_t hw, double mean,
-                          const InputGradFactors& f) {
-  const T m = static_cast<T>(mean), k = static_cast<T>(f.scale);
-  const T mdy = static_cast<T>(f.mean_dy), kx = static_cast<T>(f.xmu_coeff);
+void block_apply(T* y, const T* x, Layout l, Block b, const double* scale, const double* shift,
+                 Epilogue<T> e) {
+  Math<T>* k = scratch<Math<T>, kRunCoefficients>(2 * b.run);
+  Math<T>* s = k + b.run;
+  spread(k, scale, b, l.hw);
+  spread(s, shift, b, l.hw);
+  const T* r = e.residual;
+  if (r && e.relu) return block_apply_rows<T, true, true>(y, x, r, l, b, k, s);
+  if (r) return block_apply_rows<T, true, false>(y, x, r, l, b, k, s);
+  if (e.relu) return block_apply_rows<T, false, true>(y, x, r, l, b, k, s);
+  block_apply_rows<T, false, false>(y, x, r, l, b, k, s);
+}
+
+// sum_dy and sum_dy_xmu (indexed from c0) of g = dy, masked by y > 0 when Masked, with g
+// written to dresidual when Written.
+template <class T, bool Masked, bool Written>
+void block_backward_sums_rows(const T* dy, const T* y, const T* x, T* dresidual, Layout l,
+                              Block b, const double* mean, double* sum_dy, double* sum_dy_xmu) {
+  double* s = scratch<double, kRunSums>(3 * b.run);
+  double* sx = s + b.run;
+  double* m = sx + b.run;
+  std::fill_n(s, 2 * b.run, 0.0);
+  spread(m, mean, b, l.hw);
+  for (int64_t n = 0; n < l.n; ++n) {
+    const int64_t o = b.row(l, n);
 #pragma omp simd
-  for (int64_t i = 0; i < hw; ++i) dx[i] = bn_input_grad(dy[i], x[i], m, k, mdy, kx);
+    for (int64_t j = 0; j < b.run; ++j) {
+      Math<T> g = widen(dy[o + j]);
+      if constexpr (Masked) g = relu_grad(g, widen(y[o + j]));
+      if constexpr (Written) dresidual[o + j] = narrow<T>(g);
+      s[j] += g;
+      sx[j] += g * (static_cast<double>(widen(x[o + j])) - m[j]);
+    }
+  }
+  fold(sum_dy, s, b, l.hw);
+  fold(sum_dy_xmu, sx, b, l.hw);
+}
+
+template <class T>
+void block_backward_sums(const T* dy, const T* y, const T* x, T* dresidual, Layout l, Block b,
+                         const double* mean, double* sum_dy, double* sum_dy_xmu) {
+  if (y && dresidual)
+    return block_backward_sums_rows<T, true, true>(dy, y, x, dresidual, l, b, mean, sum_dy,
+                                                   sum_dy_xmu);
+  if (y)
+    return block_backward_sums_rows<T, true, false>(dy, y, x, dresidual, l, b, mean, sum_dy,
+                                                    sum_dy_xmu);
+  block_backward_sums_rows<T, false, false>(dy, y, x, dresidual, l, b, mean, sum_dy, sum_dy_xmu);
+}
+
+// dx = scale * (g - mean_dy - (x - mean) * xmu_coeff), rearranged per channel as
+// dx = scale * g - slope * x + offset with slope = scale * xmu_coeff and
+// offset = scale * (xmu_coeff * mean - mean_dy); g is dy, masked by y > 0 when Masked.
+template <class T, bool Masked>
+void block_backward_apply_rows(T* dx, const T* dy, const T* y, const T* x, Layout l, Block b,
+                               const Math<T>* scale, const Math<T>* slope,
+                               const Math<T>* offset) {
+  for (int64_t n = 0; n < l.n; ++n) {
+    const int64_t o = b.row(l, n);
+#pragma omp simd
+    for (int64_t j = 0; j < b.run; ++j) {
+      Math<T> g = widen(dy[o + j]);
+      if constexpr (Masked) g = relu_grad(g, widen(y[o + j]));
+      dx[o + j] = narrow<T>(scale[j] * g - slope[j] * widen(x[o + j]) + offset[j]);
+    }
+  }
+}
+
+// mean and factors indexed from c0.
+template <class T>
+void block_backward_apply(T* dx, const T* dy, const T* y, const T* x, Layout l, Block b,
+                          const double* mean, const InputGradFactors* factors) {
+  const int64_t channels = b.c1 - b.c0;
+  double* per_channel = scratch<double, kChannelValues>(3 * channels);
+  double* k = per_channel;
+  double* slope = k + channels;
+  double* offset = slope + channels;
+  for (int64_t c = 0; c < channels; ++c) {
+    const InputGradFactors& f = factors[c];
+    k[c] = f.scale;
+    slope[c] = f.scale * f.xmu_coeff;
+    offset[c] = f.scale * (f.xmu_coeff * mean[c] - f.mean_dy);
+  }
+  Math<T>* spread_k = scratch<Math<T>, kRunCoefficients>(3 * b.run);
+  Math<T>* spread_slope = spread_k + b.run;
+  Math<T>* spread_offset = spread_slope + b.run;
+  spread(spread_k, k, b, l.hw);
+  spread(spread_slope, slope, b, l.hw);
+  spread(spread_offset, offset, b, l.hw);
+  if (y)
+    return block_backward_apply_rows<T, true>(dx, dy, y, x, l, b, spread_k, spread_slope,
+                                              spread_offset);
+  block_backward_apply_rows<T, false>(dx, dy, y, x, l, b, spread_k, spread_slope, spread_offset);
 }
 
 }  // namespace
 
 template <class T>
 void channel_sums_loop(const T* x, Layout l, double* sum, double* sum_sq) {
-#pragma omp parallel for schedule(static)
-  for (int64_t c = 0; c < l.c; ++c) channel_sums_of(x, l, c, sum[c], sum_sq[c]);
+  for_each_block(l, sizeof(T),
+                 [&](Block b) { block_sums(x, l, b, sum + b.c0, sum_sq + b.c0); });
 }
 
 template <class T>
-void apply_loop(T* y, const T* x, Layout l, const double* mean, const double* scale,
-                const double* beta) {
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t n = 0; n < l.n; ++n)
-    for (int64_t c = 0; c < l.c; ++c) {
-      const int64_t base = (n * l.c + c) * l.hw;
-      apply_plane(y + base, x + base, l.hw, mean[c], scale[c], beta[c]);
-    }
+void apply_loop(T* y, const T* x, Layout l, const double* scale, const double* shift,
+                Epilogue<T> epilogue) {
+  for_each_block(l, 2 * sizeof(T), [&](Block b) {
+    block_apply(y, x, l, b, scale + b.c0, shift + b.c0, epilogue);
+  });
 }
 
 template <class T>
 void backward_reduce_loop(const T* dy, const T* x, Layout l, const double* mean, double* sum_dy,
                           double* sum_dy_xmu) {
-#pragma omp parallel for schedule(static)
-  for (int64_t c = 0; c < l.c; ++c)
-    backward_reduce_of(dy, x, l, c, mean[c], sum_dy[c], sum_dy_xmu[c]);
+  for_each_block(l, 2 * sizeof(T), [&](Block b) {
+    block_backward_sums<T>(dy, nullptr, x, nullptr, l, b, mean + b.c0, sum_dy + b.c0,
+                           sum_dy_xmu + b.c0);
+  });
 }
 
 template <class T>
 void backward_apply_loop(T* dx, const T* dy, const T* x, Layout l, const double* mean,
                          const InputGradFactors* factors) {
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t n = 0; n < l.n; ++n)
-    for (int64_t c = 0; c < l.c; ++c) {
-      const int64_t base = (n * l.c + c) * l.hw;
-      backward_apply_plane(dx + base, dy + base, x + base, l.hw, mean[c], factors[c]);
-    }
+  for_each_block(l, 3 * sizeof(T), [&](Block b) {
+    block_backward_apply<T>(dx, dy, nullptr, x, l, b, mean + b.c0, factors + b.c0);
+  });
 }
 
-// Training forward per channel: sums, batch statistics, then y. Writes mean, invstd and the
-// biased variance of every channel.
 template <class T>
 void fused_forward_train_loop(T* y, const T* x, Layout l, const double* gamma, const double* beta,
-                              double eps, double* mean, double* invstd, double* var) {
+                              double eps, double* mean, double* invstd, double* var,
+                              Epilogue<T> epilogue) {
   const double count = l.count();
-#pragma omp parallel for schedule(static)
-  for (int64_t c = 0; c < l.c; ++c) {
-    double sum, sum_sq;
-    channel_sums_of(x, l, c, sum, sum_sq);
-    var[c] = bn_biased_var(sum, sum_sq, count);
-    mean[c] = sum / count;
-    invstd[c] = bn_invstd(var[c], eps);
-    const double scale = invstd[c] * gamma[c];
-    for (int64_t n = 0; n < l.n; ++n) {
-      const int64_t base = (n * l.c + c) * l.hw;
-      apply_plane(y + base, x + base, l.hw, mean[c], scale, beta[c]);
+  for_each_block(l, 2 * sizeof(T), [&](Block b) {
+    const int64_t channels = b.c1 - b.c0;
+    double* sums = scratch<double, kChannelValues>(4 * channels);  // sum, sum_sq, scale, shift
+    double* sum_sq = sums + channels;
+    double* scale = sum_sq + channels;
+    double* shift = scale + channels;
+    block_sums(x, l, b, sums, sum_sq);
+    for (int64_t i = 0; i < channels; ++i) {
+      const int64_t c = b.c0 + i;
+      var[c] = bn_biased_var(sums[i], sum_sq[i], count);
+      mean[c] = sums[i] / count;
+      invstd[c] = bn_invstd(var[c], eps);
+      scale[i] = invstd[c] * gamma[c];
+      shift[i] = beta[c] - mean[c] * scale[i];
     }
-  }
+    block_apply(y, x, l, b, scale, shift, epilogue);
+  });
 }
 
-// Training backward per channel: sum_dy and sum_dy_xhat, then dx (when dx is not null).
 template <class T>
-void fused_backward_loop(T* dx, const T* dy, const T* x, Layout l, const double* mean,
-                         const double* invstd, const double* gamma, double* sum_dy,
-                         double* sum_dy_xhat) {
-#pragma omp parallel for schedule(static)
-  for (int64_t c = 0; c < l.c; ++c) {
-    double sum_dy_xmu;
-    backward_reduce_of(dy, x, l, c, mean[c], sum_dy[c], sum_dy_xmu);
-    sum_dy_xhat[c] = sum_dy_xmu * invstd[c];
-    if (!dx) continue;
-    const InputGradFactors f =
-        input_grad_factors(gamma[c], invstd[c], sum_dy[c], sum_dy_xhat[c], l.count());
-    for (int64_t n = 0; n < l.n; ++n) {
-      const int64_t base = (n * l.c + c) * l.hw;
-      backward_apply_plane(dx + base, dy + base, x + base, l.hw, mean[c], f);
+void fused_backward_loop(T* dx, T* dresidual, const T* dy, const T* y, const T* x, Layout l,
+                         const double* mean, const double* invstd, const double* gamma,
+                         double* sum_dy, double* sum_dy_xhat) {
+  const double count = l.count();
+  for_each_block(l, 3 * sizeof(T), [&](Block b) {
+    const int64_t channels = b.c1 - b.c0;
+    InputGradFactors* factors = scratch<InputGradFactors, kChannelValues>(channels);
+    block_backward_sums(dy, y, x, dresidual, l, b, mean + b.c0, sum_dy + b.c0,
+                        sum_dy_xhat + b.c0);
+    for (int64_t i = 0; i < channels; ++i) {
+      const int64_t c = b.c0 + i;
+      sum_dy_xhat[c] *= invstd[c];  // sum g * (x - mean) * invstd
+      factors[i] = input_grad_factors(gamma[c], invstd[c], sum_dy[c], sum_dy_xhat[c], count);
     }
-  }
+    if (!dx) return;
+    // The masked gradient, already written to dresidual, is read back instead of dy and y.
+    if (dresidual)
+      return block_backward_apply<T>(dx, dresidual, nullptr, x, l, b, mean + b.c0, factors);
+    block_backward_apply(dx, dy, y, x, l, b, mean + b.c0, factors);
+  });
 }
 
-template void channel_sums_loop<float>(const float*, Layout, double*, double*);
-template void apply_loop<float>(float*, const float*, Layout, const double*, const double*,
-                                const double*);
-template void backward_reduce_loop<float>(const float*, const float*, Layout, const double*,
-                                          double*, double*);
-template void backward_apply_loop<float>(float*, const float*, const float*, Layout, const double*,
-                                         const InputGradFactors*);
-template void fused_forward_train_loop<float>(float*, const float*, Layout, const double*,
-                                              const double*, double, double*, double*, double*);
-template void fused_backward_loop<float>(float*, const float*, const float*, Layout, const double*,
-                                         const double*, const double*, double*, double*);
-template void channel_sums_loop<double>(const double*, Layout, double*, double*);
-template void apply_loop<double>(double*, const double*, Layout, const double*, const double*,
-                                 const double*);
-template void backward_reduce_loop<double>(const double*, const double*, Layout, const double*,
-                                           double*, double*);
-template void backward_apply_loop<double>(double*, const double*, const double*, Layout,
-                                          const double*, const InputGradFactors*);
-template void fused_forward_train_loop<double>(double*, const double*, Layout, const double*,
-                                               const double*, double, double*, double*, double*);
-template void fused_backward_loop<double>(double*, const double*, const double*, Layout,
-                                          const double*, const double*, const double*, double*,
-                                          double*);
+#define RG_INSTANTIATE(T)                                                                       \
+  template void channel_sums_loop<T>(const T*, Layout, double*, double*);                       \
+  template void apply_loop<T>(T*, const T*, Layout, const double*, const double*, Epilogue<T>); \
+  template void backward_reduce_loop<T>(const T*, const T*, Layout, const double*, double*,     \
+                                        double*);                                               \
+  template void backward_apply_loop<T>(T*, const T*, const T*, Layout, const double*,           \
+                                       const InputGradFactors*);                                \
+  template void fused_forward_train_loop<T>(T*, const T*, Layout, const double*, const double*, \
+                                            double, double*, double*, double*, Epilogue<T>);    \
+  template void fused_backward_loop<T>(T*, T*, const T*, const T*, const T*, Layout,            \
+                                       const double*, const double*, const double*, double*,    \
+                                       double*);
+RG_INSTANTIATE(float)
+RG_INSTANTIATE(double)
+RG_INSTANTIATE(BFloat16)
+#undef RG_INSTANTIATE
 
 }  // namespace ringgrad::kernels::cpu

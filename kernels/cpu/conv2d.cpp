@@ -194,13 +194,6 @@ namespace {
 // (AMX or AVX512-BF16). Elsewhere bf16, like f16, goes through f32 (half_via_f32.h).
 bool runs_in_own_dtype(DType t) { return !is_half(t) || (t == DType::bf16 && cpu_has_bf16_gemm()); }
 
-// Calls f(T{}) with T = float, double or BFloat16 according to t.
-template <class F>
-void dispatch_conv(DType t, const char* op, F&& f) {
-  if (t == DType::bf16) return f(BFloat16{});
-  dispatch_float(t, op, f);
-}
-
 // x and w defined, 4-D with matching channels (conv_geometry), x on the CPU and w of x's dtype.
 ConvGeometry checked_geometry(const Tensor& x, const Tensor& w, const Conv2dParams& p,
                               const char* op) {
@@ -242,7 +235,7 @@ void conv2d_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b
     return round_into(y, y32);
   }
   const ConvGeometry g = checked_forward_geometry(y, x, w, bias, p, op);
-  dispatch_conv(x.dtype(), op, [&](auto tag) {
+  dispatch_float_or_bf16(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     if (x.size(0) == 0) return;
     use_single_threaded_blas();
@@ -267,7 +260,7 @@ void conv2d_backward(Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& dy, co
   }
   const ConvGeometry g = checked_backward_geometry(dx, dw, dbias, dy, x, w, p, op);
   const int64_t N = x.size(0);
-  dispatch_conv(x.dtype(), op, [&](auto tag) {
+  dispatch_float_or_bf16(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     if (dbias.defined()) bias_grad(dbias.data<T>(), dy.data<T>(), N, g);
     if (N == 0) {

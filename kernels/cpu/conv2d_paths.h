@@ -14,26 +14,12 @@
 #include <cstdint>
 
 #include "core/tensor.h"
+#include "kernels/cast_math.h"
 #include "kernels/conv_geometry.h"
 #include "kernels/cpu/gemm.h"
 
 namespace ringgrad::kernels::cpu {
 
-// An element of T as the GEMM result type, and a result rounded back to T (to nearest even).
-template <class T>
-GemmResult<T> widen(T v) {
-  if constexpr (std::is_same_v<T, BFloat16>)
-    return bf16_to_float(v);
-  else
-    return v;
-}
-template <class T>
-T narrow(GemmResult<T> v) {
-  if constexpr (std::is_same_v<T, BFloat16>)
-    return float_to_bf16(v);
-  else
-    return v;
-}
 
 // ---- conv2d.cpp ----------------------------------------------------------------------------
 

@@ -38,6 +38,14 @@ void dispatch_float(DType t, const char* op, F&& f) {
   RG_THROW(InvalidArgument, op, ": CPU kernel supports float32 and float64, got ", dtype_name(t));
 }
 
+// Calls f(T{}) with T = float, double or BFloat16 according to t: the ops that run in bf16
+// themselves (f32 arithmetic, one rounding per result) rather than through f32 copies.
+template <class F>
+void dispatch_float_or_bf16(DType t, const char* op, F&& f) {
+  if (t == DType::bf16) return f(BFloat16{});
+  dispatch_float(t, op, f);
+}
+
 // Calls f(T{}) with T = float, double, Half or BFloat16 according to t (casts and the inf/NaN
 // check, which every floating dtype goes through).
 template <class F>

@@ -1,8 +1,9 @@
 // The CPU kernels behind kernels/ops.h (OpenMP, GEMM through OpenBLAS or our AVX-512 sgemm),
 // one .cpp file per op family, each a cpu:: function matching the op of the same name
 // (kernels/backend_ops.h); kernels/ops.cpp calls them for CPU tensors. f32 and f64 everywhere
-// (f64 is what the gradient checks use); conv2d, linear and count_correct take f16 and bf16 too,
-// computed in f32 (half_via_f32.h). Plus the textbook convolution the fast paths are tested on.
+// (f64 is what the gradient checks use); batch norm, relu, add and pooling take bf16 too (f32
+// arithmetic), and so does conv2d where the CPU has a bf16 GEMM; conv2d elsewhere, linear and
+// count_correct take f16 and bf16 through f32 copies (half_via_f32.h). Plus the textbook convolution the fast paths are tested on.
 #pragma once
 #include "core/tensor.h"
 #include "kernels/ops.h"
@@ -10,6 +11,21 @@
 namespace ringgrad::kernels::cpu {
 
 #include "kernels/backend_ops.h"
+
+// batchnorm.cpp: the fused batch norm + relu (+ residual add) of kernels/ops.h, which the CUDA
+// backend composes from its separate kernels instead.
+void batchnorm_relu_forward_train(Tensor& y, Tensor& save_mean, Tensor& save_invstd,
+                                  Tensor& running_mean, Tensor& running_var, const Tensor& x,
+                                  const Tensor& residual, const Tensor& gamma, const Tensor& beta,
+                                  double momentum, double eps);
+void batchnorm_relu_forward_eval(Tensor& y, const Tensor& x, const Tensor& residual,
+                                 const Tensor& gamma, const Tensor& beta,
+                                 const Tensor& running_mean, const Tensor& running_var,
+                                 double eps);
+void batchnorm_relu_backward(Tensor& dx, Tensor& dresidual, Tensor& dgamma, Tensor& dbeta,
+                             const Tensor& dy, const Tensor& y, const Tensor& x,
+                             const Tensor& gamma, const Tensor& save_mean,
+                             const Tensor& save_invstd);
 
 // conv2d_reference.cpp: the convolution straight from its definition, seven plain loops, f32
 // and f64, same contract as conv2d_forward / conv2d_backward. Slow; what readers start from and

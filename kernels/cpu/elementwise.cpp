@@ -1,67 +1,61 @@
 // relu forward/backward, add, fused add+relu, scale and the counter increment on the CPU
-// (kernels/ops.cpp has checked the operands: check_same). Memory-bound loops: one
-// OpenMP-parallel pass each, with the element math of kernels/elementwise_math.h.
+// (kernels/ops.cpp has checked the operands: check_same), in f32, f64 and bf16 (f32
+// arithmetic, one rounding per result). Memory-bound loops: one OpenMP-parallel pass each,
+// with the element math of kernels/elementwise_math.h.
+#include "kernels/cast_math.h"
 #include "kernels/cpu/cpu_dispatch.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/elementwise_math.h"
 
 namespace ringgrad::kernels::cpu {
 
-void relu_forward(Tensor& y, const Tensor& x) {
-  dispatch_float(x.dtype(), "relu_forward", [&](auto tag) {
-    using T = decltype(tag);
-    const T* xp = x.data<T>();
-    T* yp = y.data<T>();
-    const int64_t n = x.numel();
+namespace {
+
+// out[i] = f(in[i]...) over n values of T, computed in ComputeType<T>.
+template <class T, class F, class... In>
+void map(int64_t n, T* out, F f, const In*... in) {
 #pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < n; ++i) yp[i] = relu(xp[i]);
+  for (int64_t i = 0; i < n; ++i) out[i] = narrow<T>(f(widen(in[i])...));
+}
+
+}  // namespace
+
+void relu_forward(Tensor& y, const Tensor& x) {
+  dispatch_float_or_bf16(x.dtype(), "relu_forward", [&](auto tag) {
+    using T = decltype(tag);
+    map(x.numel(), y.data<T>(), [](auto v) { return relu(v); }, x.data<T>());
   });
 }
 
 void relu_backward(Tensor& dx, const Tensor& dy, const Tensor& y) {
-  dispatch_float(y.dtype(), "relu_backward", [&](auto tag) {
+  dispatch_float_or_bf16(y.dtype(), "relu_backward", [&](auto tag) {
     using T = decltype(tag);
-    const T* dyp = dy.data<T>();
-    const T* yp = y.data<T>();
-    T* dxp = dx.data<T>();
-    const int64_t n = y.numel();
-#pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < n; ++i) dxp[i] = relu_grad(dyp[i], yp[i]);
+    map(y.numel(), dx.data<T>(), [](auto g, auto v) { return relu_grad(g, v); }, dy.data<T>(),
+        y.data<T>());
   });
 }
 
 void add(Tensor& y, const Tensor& a, const Tensor& b) {
-  dispatch_float(a.dtype(), "add", [&](auto tag) {
+  dispatch_float_or_bf16(a.dtype(), "add", [&](auto tag) {
     using T = decltype(tag);
-    const T* ap = a.data<T>();
-    const T* bp = b.data<T>();
-    T* yp = y.data<T>();
-    const int64_t n = a.numel();
-#pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < n; ++i) yp[i] = ap[i] + bp[i];
+    map(a.numel(), y.data<T>(), [](auto u, auto v) { return u + v; }, a.data<T>(), b.data<T>());
   });
 }
 
 void add_relu_forward(Tensor& y, const Tensor& a, const Tensor& b) {
-  dispatch_float(a.dtype(), "add_relu_forward", [&](auto tag) {
+  dispatch_float_or_bf16(a.dtype(), "add_relu_forward", [&](auto tag) {
     using T = decltype(tag);
-    const T* ap = a.data<T>();
-    const T* bp = b.data<T>();
-    T* yp = y.data<T>();
-    const int64_t n = a.numel();
-#pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < n; ++i) yp[i] = relu(ap[i] + bp[i]);
+    map(a.numel(), y.data<T>(), [](auto u, auto v) { return relu(u + v); }, a.data<T>(),
+        b.data<T>());
   });
 }
 
 void scale_(Tensor& a, double alpha) {
-  dispatch_float(a.dtype(), "scale_", [&](auto tag) {
+  dispatch_float_or_bf16(a.dtype(), "scale_", [&](auto tag) {
     using T = decltype(tag);
-    const T factor = static_cast<T>(alpha);
+    const auto factor = static_cast<ComputeType<T>>(alpha);
     T* ap = a.data<T>();
-    const int64_t n = a.numel();
-#pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < n; ++i) ap[i] *= factor;
+    map(a.numel(), ap, [factor](auto v) { return v * factor; }, static_cast<const T*>(ap));
   });
 }
 

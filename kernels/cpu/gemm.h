@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/cast_math.h"
 #include "kernels/cpu/cpu_dispatch.h"
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/sgemm_avx512.h"
@@ -40,7 +41,7 @@ inline void gemm(Op op_a, Op op_b, int64_t m, int64_t n, int64_t k, double alpha
 
 // The element type of C for operands of type T: f32 for bf16 (products accumulate in f32), else T.
 template <class T>
-using GemmResult = std::conditional_t<std::is_same_v<T, BFloat16>, float, T>;
+using GemmResult = ComputeType<T>;
 
 // bf16 operands, f32 C; alpha must be 1 (no caller scales a bf16 product).
 inline void gemm(Op op_a, Op op_b, int64_t m, int64_t n, int64_t k, float alpha,

@@ -1,8 +1,11 @@
-// Max pooling (with argmax indices for backward) and global average pooling on the CPU.
+// Max pooling (with argmax indices for backward) and global average pooling on the CPU, in f32,
+// f64 and bf16 (f32 arithmetic, sums in f32 or wider, one rounding per result).
 // x: (N, C, H, W); every (n, c) plane is independent, so each loop runs one plane per thread.
 #include <algorithm>
 #include <limits>
+#include <vector>
 
+#include "kernels/cast_math.h"
 #include "kernels/cpu/cpu_dispatch.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/pool_math.h"
@@ -28,18 +31,18 @@ void maxpool_plane(T* y, int32_t* index, const T* x, int64_t H, int64_t W, int64
     for (int64_t ow = 0; ow < Q; ++ow) {
       const int64_t w0 = std::max<int64_t>(ow * p.stride_w - p.pad_w, 0);
       const int64_t w1 = std::min<int64_t>(ow * p.stride_w - p.pad_w + p.kernel_w, W);
-      T best = -std::numeric_limits<T>::infinity();
+      ComputeType<T> best = -std::numeric_limits<ComputeType<T>>::infinity();
       int64_t best_at = h0 * W + w0;
       for (int64_t h = h0; h < h1; ++h) {
         for (int64_t w = w0; w < w1; ++w) {
-          const T v = x[h * W + w];
+          const ComputeType<T> v = widen(x[h * W + w]);
           if (max_pool_takes(v, best)) {
             best = v;
             best_at = h * W + w;
           }
         }
       }
-      y[oh * Q + ow] = best;
+      y[oh * Q + ow] = narrow<T>(best);
       index[oh * Q + ow] = static_cast<int32_t>(best_at);
     }
   }
@@ -63,7 +66,7 @@ void maxpool2d_forward(Tensor& y, Tensor& indices, const Tensor& x, const Pool2d
   RG_CHECK_LE(H * W, std::numeric_limits<int32_t>::max(), op,
               ": input plane too large for int32 indices");
   const int64_t planes = x.size(0) * x.size(1);
-  dispatch_float(x.dtype(), op, [&](auto tag) {
+  dispatch_float_or_bf16(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     const T* xp = x.data<T>();
     T* yp = y.data<T>();
@@ -74,7 +77,8 @@ void maxpool2d_forward(Tensor& y, Tensor& indices, const Tensor& x, const Pool2d
   });
 }
 
-// dx[argmax] += dy for every output; dx: (N, C, H, W), dy and indices: (N, C, P, Q).
+// dx[argmax] += dy for every output; dx: (N, C, H, W), dy and indices: (N, C, P, Q). Overlapping
+// windows add into one input, so a bf16 plane is summed in f32 first and rounded once.
 void maxpool2d_backward(Tensor& dx, const Tensor& dy, const Tensor& indices) {
   constexpr const char* op = "maxpool2d_backward";
   check_nchw(dx, op, "dx");
@@ -89,23 +93,32 @@ void maxpool2d_backward(Tensor& dx, const Tensor& dy, const Tensor& indices) {
   const int64_t HW = dx.size(2) * dx.size(3), PQ = dy.size(2) * dy.size(3);
   const int64_t planes = dx.size(0) * dx.size(1);
   bool index_out_of_range = false;
-  dispatch_float(dx.dtype(), op, [&](auto tag) {
+  dispatch_float_or_bf16(dx.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
+    using S = ComputeType<T>;
     T* dxp = dx.data<T>();
     const T* dyp = dy.data<T>();
     const int32_t* ip = indices.data<int32_t>();
-#pragma omp parallel for schedule(static) reduction(|| : index_out_of_range)
-    for (int64_t plane = 0; plane < planes; ++plane) {
-      T* dx_plane = dxp + plane * HW;
-      const T* dy_plane = dyp + plane * PQ;
-      const int32_t* index = ip + plane * PQ;
-      for (int64_t i = 0; i < HW; ++i) dx_plane[i] = T(0);
-      for (int64_t o = 0; o < PQ; ++o) {
-        if (index[o] < 0 || index[o] >= HW) {
-          index_out_of_range = true;
-          continue;
+#pragma omp parallel reduction(|| : index_out_of_range)
+    {
+      std::vector<S> sums(std::is_same_v<T, S> ? 0 : HW);
+#pragma omp for schedule(static)
+      for (int64_t plane = 0; plane < planes; ++plane) {
+        T* dx_plane = dxp + plane * HW;
+        S* sum = sums.data();
+        if constexpr (std::is_same_v<T, S>) sum = dx_plane;
+        const T* dy_plane = dyp + plane * PQ;
+        const int32_t* index = ip + plane * PQ;
+        std::fill_n(sum, HW, S(0));
+        for (int64_t o = 0; o < PQ; ++o) {
+          if (index[o] < 0 || index[o] >= HW) {
+            index_out_of_range = true;
+            continue;
+          }
+          sum[index[o]] += widen(dy_plane[o]);
         }
-        dx_plane[index[o]] += dy_plane[o];
+        if constexpr (!std::is_same_v<T, S>)
+          for (int64_t i = 0; i < HW; ++i) dx_plane[i] = narrow<T>(sum[i]);
       }
     }
   });
@@ -122,7 +135,7 @@ void global_avgpool_forward(Tensor& y, const Tensor& x) {
   check_cpu(y, op);
   const int64_t HW = x.size(2) * x.size(3), planes = x.size(0) * x.size(1);
   RG_CHECK_GT(HW, 0, op, ": empty input plane in ", x.shape().str());
-  dispatch_float(x.dtype(), op, [&](auto tag) {
+  dispatch_float_or_bf16(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     const T* xp = x.data<T>();
     T* yp = y.data<T>();
@@ -131,8 +144,8 @@ void global_avgpool_forward(Tensor& y, const Tensor& x) {
       const T* src = xp + plane * HW;
       double sum = 0;
 #pragma omp simd reduction(+ : sum)
-      for (int64_t i = 0; i < HW; ++i) sum += src[i];
-      yp[plane] = static_cast<T>(sum / static_cast<double>(HW));
+      for (int64_t i = 0; i < HW; ++i) sum += widen(src[i]);
+      yp[plane] = narrow<T>(static_cast<ComputeType<T>>(sum / static_cast<double>(HW)));
     }
   });
 }
@@ -145,13 +158,13 @@ void global_avgpool_backward(Tensor& dx, const Tensor& dy) {
   RG_CHECK(dx.dtype() == dy.dtype(), op, ": dx and dy dtypes differ");
   check_cpu(dy, op);
   const int64_t HW = dx.size(2) * dx.size(3), planes = dx.size(0) * dx.size(1);
-  dispatch_float(dx.dtype(), op, [&](auto tag) {
+  dispatch_float_or_bf16(dx.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     T* dxp = dx.data<T>();
     const T* dyp = dy.data<T>();
 #pragma omp parallel for schedule(static)
     for (int64_t plane = 0; plane < planes; ++plane) {
-      const T g = dyp[plane] / static_cast<T>(HW);
+      const T g = narrow<T>(widen(dyp[plane]) / static_cast<ComputeType<T>>(HW));
       T* dst = dxp + plane * HW;
 #pragma omp simd
       for (int64_t i = 0; i < HW; ++i) dst[i] = g;

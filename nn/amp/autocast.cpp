@@ -31,6 +31,11 @@ Variable cast_for_fp32_op(const Variable& x) {
   return to_dtype(x, DType::f32);
 }
 
+Variable cast_for_norm_op(const Variable& x) {
+  if (x.defined() && x.value().dtype() == DType::bf16 && x.value().is_cpu()) return x;
+  return cast_for_fp32_op(x);
+}
+
 std::optional<DType> parse_amp_mode(const std::string& mode) {
   if (mode == "none") return std::nullopt;
   if (mode == "fp16") return DType::f16;

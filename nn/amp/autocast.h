@@ -5,9 +5,13 @@
 //     the GEMMs run in half and save half activations for backward. The casts are recorded ops,
 //     so the gradient of an f32 master weight comes back to it in f32 (what the optimiser and
 //     the DDP buckets expect).
-//   fp32 ops (batch_norm, sync_batch_norm, cross_entropy): half inputs are cast up to f32; batch
-//     statistics and the softmax are reductions that half precision would spoil.
-// Every other op runs in its inputs' dtype (in a ResNet they follow a BN, so they see f32).
+//   fp32 ops (sync_batch_norm, cross_entropy): half inputs are cast up to f32; the softmax and
+//     the all-reduced statistics are reductions that half precision would spoil.
+//   batch_norm (and batch_norm_relu) keeps a bf16 input on the CPU, as PyTorch's CPU autocast
+//     does: bf16 data with f32 parameters, statistics and arithmetic (kernels/ops.h). Elsewhere
+//     (f16, or CUDA, whose kernels take f32 and f64 data) the input is cast up to f32.
+// Every other op runs in its inputs' dtype: in a ResNet under bf16 on the CPU the relu, add and
+// pooling after a batch norm see bf16, as in PyTorch; elsewhere they see f32.
 // f64 is never cast, as in PyTorch: double precision is asked for on purpose.
 // backward() needs no guard: the recorded casts carry the dtypes. Per thread, not shared.
 #pragma once
@@ -36,6 +40,7 @@ std::optional<DType> autocast_dtype();
 // The policy, applied by the ops to each input (undefined inputs pass through):
 Variable cast_for_half_op(const Variable& x);  // f32 -> autocast dtype, when autocast is on
 Variable cast_for_fp32_op(const Variable& x);  // f16/bf16 -> f32, when autocast is on
+Variable cast_for_norm_op(const Variable& x);  // as cast_for_fp32_op, but keeps bf16 on the CPU
 
 // The --amp flag: "none" -> nullopt, "fp16" -> f16, "bf16" -> bf16; throws on anything else.
 std::optional<DType> parse_amp_mode(const std::string& mode);

@@ -1,8 +1,8 @@
 // Differentiable operations on Variables: each runs the forward kernel from kernels/ops.h and,
 // when an input requires grad (and grad mode is on), records a Node whose backward calls the
 // matching backward kernel. Optional inputs (bias) are passed as an undefined Variable.
-// Under an amp::AutocastGuard, conv2d and linear run in half precision and batch_norm,
-// sync_batch_norm and cross_entropy in f32 (nn/amp/autocast.h).
+// Under an amp::AutocastGuard, conv2d and linear run in half precision, sync_batch_norm and
+// cross_entropy in f32, and batch_norm in bf16 on the CPU and f32 otherwise (nn/amp/autocast.h).
 #pragma once
 #include "kernels/ops.h"
 #include "nn/autograd/variable.h"
@@ -25,6 +25,13 @@ Variable linear(const Variable& x, const Variable& w, const Variable& bias);
 Variable batch_norm(const Variable& x, const Variable& gamma, const Variable& beta,
                     Tensor& running_mean, Tensor& running_var, bool training, double momentum,
                     double eps);
+
+// relu(batch_norm(x) + residual), residual undefined or like x: what ends each half of a ResNet
+// block, as one op whose CPU kernel makes one pass over the data (kernels/ops.h). Same values
+// and gradients as the three ops it replaces, which stay the reference the tests hold it to.
+Variable batch_norm_relu(const Variable& x, const Variable& residual, const Variable& gamma,
+                         const Variable& beta, Tensor& running_mean, Tensor& running_var,
+                         bool training, double momentum, double eps);
 
 // SyncBatchNorm's training forward: the batch statistics are those of the global batch, over
 // every rank of `group` (per-channel sums all-reduced), and so are the reductions of backward.

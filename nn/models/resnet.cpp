@@ -19,9 +19,8 @@ BasicBlock::BasicBlock(int in_channels, int out_channels, int stride, Generator&
 }
 
 Variable BasicBlock::forward(const Variable& x) {
-  Variable out = relu(bn1_->forward(conv1_->forward(x)));
-  out = bn2_->forward(conv2_->forward(out));
-  return add_relu(out, downsample_ ? downsample_->forward(x) : x);
+  const Variable out = bn1_->forward_relu(conv1_->forward(x));
+  return bn2_->forward_relu(conv2_->forward(out), downsample_ ? downsample_->forward(x) : x);
 }
 
 ResNet::ResNet(const ResNetConfig& config, Generator& rng) {
@@ -52,7 +51,7 @@ ResNet::ResNet(const ResNetConfig& config, Generator& rng) {
 }
 
 Variable ResNet::forward(const Variable& x) {
-  Variable h = relu(bn1_->forward(conv1_->forward(x)));
+  Variable h = bn1_->forward_relu(conv1_->forward(x));
   if (maxpool_) h = maxpool_->forward(h);
   for (auto& stage : stages_) h = stage->forward(h);
   return fc_->forward(global_avg_pool(h));

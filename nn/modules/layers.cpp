@@ -56,6 +56,16 @@ Variable BatchNorm2d::forward(const Variable& x) {
   return batch_norm(x, weight_, bias_, running_mean_, running_var_, is_training(), momentum_, eps_);
 }
 
+Variable BatchNorm2d::forward_relu(const Variable& x, const Variable& residual) {
+  if (is_training() && sync_group_) {
+    const Variable y = forward(x);
+    return residual.defined() ? add_relu(y, residual) : relu(y);
+  }
+  if (is_training()) kernels::increment_(num_batches_tracked_);
+  return batch_norm_relu(x, residual, weight_, bias_, running_mean_, running_var_, is_training(),
+                         momentum_, eps_);
+}
+
 Linear::Linear(int in_features, int out_features, Generator& rng)
     : weight_(register_parameter("weight", uniform_tensor({out_features, in_features},
                                                           1.0 / std::sqrt(in_features), rng))),

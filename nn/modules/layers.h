@@ -27,6 +27,9 @@ class BatchNorm2d : public Module {
  public:
   explicit BatchNorm2d(int channels, double momentum = 0.1, double eps = 1e-5);
   Variable forward(const Variable& x) override;
+  // relu(forward(x) + residual) (residual undefined: relu(forward(x))), fused into one op
+  // (batch_norm_relu) unless the statistics span a group.
+  Variable forward_relu(const Variable& x, const Variable& residual = Variable());
   // With a group, training statistics span all its ranks (SyncBatchNorm); null: per rank.
   void set_sync_group(comm::ProcessGroup* group) { sync_group_ = group; }
 

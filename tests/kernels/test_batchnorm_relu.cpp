@@ -1,0 +1,194 @@
+// Tests for the fused batch norm + relu (+ residual add) kernels (kernels/cpu/batchnorm.cpp,
+// batchnorm_passes.cpp) against the unfused ops they replace, which stay the reference:
+// forward (training and eval), running statistics and backward, with and without a residual,
+// over layouts that reach every block shape (hw 1, 4, 16, 784; many and few channels per
+// block; 1 to 3 threads), in f64, f32 and bf16; finite-difference gradients of the fused op
+// (through the residual too); and batch norm on bf16 data against f64 on the same values.
+#include <cmath>
+#include <vector>
+
+#include "core/rng.h"
+#include "kernels/ops.h"
+#include "tests/kernels/gradcheck.h"
+
+using namespace ringgrad;
+using namespace ringgrad::testing;
+
+namespace {
+
+Tensor like(const Tensor& t) { return Tensor::empty(t.shape(), t.dtype()); }
+
+struct Params {
+  Tensor gamma, beta, running_mean, running_var;  // f32 per-channel tensors, f64 for f64 data
+};
+
+Params random_params(int64_t channels, DType dtype, Generator& g) {
+  const DType per_channel = dtype == DType::f64 ? DType::f64 : DType::f32;
+  return {random_tensor({channels}, g, per_channel), random_tensor({channels}, g, per_channel),
+          random_tensor({channels}, g, per_channel, 0.1),
+          random_tensor({channels}, g, DType::f64, 0.1).to(DType::f64).to(per_channel)};
+}
+
+struct Result {
+  Tensor y, save_mean, save_invstd, running_mean, running_var;
+  Tensor dx, dresidual, dgamma, dbeta;
+};
+
+// Training forward then backward, fused (one op each way) or as the separate ops.
+Result run(bool fused, const Tensor& x, const Tensor& residual, const Params& p,
+           const Tensor& dy) {
+  Result r;
+  const DType per_channel = p.gamma.dtype();
+  r.y = like(x);
+  r.save_mean = Tensor::empty({x.size(1)}, per_channel);
+  r.save_invstd = like(r.save_mean);
+  r.running_mean = p.running_mean.clone();
+  r.running_var = p.running_var.clone();
+  if (fused) {
+    kernels::batchnorm_relu_forward_train(r.y, r.save_mean, r.save_invstd, r.running_mean,
+                                          r.running_var, x, residual, p.gamma, p.beta, 0.1, 1e-5);
+  } else {
+    kernels::batchnorm_forward_train(r.y, r.save_mean, r.save_invstd, r.running_mean,
+                                     r.running_var, x, p.gamma, p.beta, 0.1, 1e-5);
+    if (residual.defined())
+      kernels::add_relu_forward(r.y, r.y, residual);
+    else
+      kernels::relu_forward(r.y, r.y);
+  }
+  r.dx = like(x);
+  r.dgamma = like(p.gamma);
+  r.dbeta = like(p.gamma);
+  if (residual.defined()) r.dresidual = like(x);
+  if (fused) {
+    kernels::batchnorm_relu_backward(r.dx, r.dresidual, r.dgamma, r.dbeta, dy, r.y, x, p.gamma,
+                                     r.save_mean, r.save_invstd);
+  } else {
+    Tensor masked = like(x);
+    kernels::relu_backward(masked, dy, r.y);
+    kernels::batchnorm_backward(r.dx, r.dgamma, r.dbeta, masked, x, p.gamma, r.save_mean,
+                                r.save_invstd);
+    if (residual.defined()) r.dresidual = masked;
+  }
+  return r;
+}
+
+void check_results(const Result& got, const Result& want, double tol) {
+  check_close(got.y, want.y, tol, "y");
+  check_close(got.save_mean, want.save_mean, tol, "save_mean");
+  check_close(got.save_invstd, want.save_invstd, tol, "save_invstd");
+  check_close(got.running_mean, want.running_mean, tol, "running_mean");
+  check_close(got.running_var, want.running_var, tol, "running_var");
+  check_close(got.dx, want.dx, tol, "dx");
+  check_close(got.dgamma, want.dgamma, tol, "dgamma");
+  check_close(got.dbeta, want.dbeta, tol, "dbeta");
+  if (want.dresidual.defined()) check_close(got.dresidual, want.dresidual, tol, "dresidual");
+}
+
+// (n, c, h, w): hw 16 with few channels; hw 1 and 4 with many channels per block; 28x28.
+const std::vector<Shape> kLayouts = {
+    {3, 5, 4, 4}, {8, 70, 1, 1}, {4, 33, 2, 2}, {2, 3, 28, 28}, {1, 6, 3, 1}};
+
+struct ThreadCountGuard {
+  int saved = kernels::num_threads();
+  ~ThreadCountGuard() { kernels::set_num_threads(saved); }
+};
+
+}  // namespace
+
+TEST_CASE("batchnorm_relu forward and backward equal batch norm, add and relu run apart") {
+  Generator g(21);
+  ThreadCountGuard guard;
+  for (const int threads : {1, 3})
+    for (const DType dtype : {DType::f64, DType::f32})
+      for (const Shape& shape : kLayouts)
+        for (const bool with_residual : {false, true}) {
+          kernels::set_num_threads(threads);
+          CAPTURE(threads);
+          CAPTURE(std::string(dtype_name(dtype)));
+          CAPTURE(shape);
+          CAPTURE(with_residual);
+          const Tensor x = random_tensor(shape, g, dtype, 2.0);
+          const Tensor residual = with_residual ? random_tensor(shape, g, dtype) : Tensor();
+          const Tensor dy = random_tensor(shape, g, dtype);
+          const Params p = random_params(shape[1], dtype, g);
+          check_results(run(true, x, residual, p, dy), run(false, x, residual, p, dy),
+                        dtype == DType::f64 ? 1e-12 : 2e-5);
+        }
+}
+
+TEST_CASE("batchnorm_relu in eval mode equals the eval batch norm followed by add and relu") {
+  Generator g(22);
+  for (const Shape& shape : kLayouts) {
+    CAPTURE(shape);
+    const Tensor x = random_tensor(shape, g, DType::f32, 2.0);
+    const Tensor residual = random_tensor(shape, g, DType::f32);
+    const Params p = random_params(shape[1], DType::f32, g);
+    Tensor fused = like(x), apart = like(x), none;
+    const Tensor var = p.running_var.to(DType::f64);
+    Tensor positive_var = like(p.running_var);
+    for (int64_t c = 0; c < shape[1]; ++c)
+      positive_var.set_element(c, std::fabs(var.element(c)) + 0.5);
+    kernels::batchnorm_relu_forward_eval(fused, x, residual, p.gamma, p.beta, p.running_mean,
+                                         positive_var, 1e-5);
+    kernels::batchnorm_forward_eval(apart, x, p.gamma, p.beta, p.running_mean, positive_var,
+                                    1e-5);
+    kernels::add_relu_forward(apart, apart, residual);
+    check_close(fused, apart, 1e-6, "eval y with residual");
+    kernels::batchnorm_relu_forward_eval(fused, x, none, p.gamma, p.beta, p.running_mean,
+                                         positive_var, 1e-5);
+    kernels::batchnorm_forward_eval(apart, x, p.gamma, p.beta, p.running_mean, positive_var,
+                                    1e-5);
+    kernels::relu_forward(apart, apart);
+    check_close(fused, apart, 1e-6, "eval y");
+  }
+}
+
+TEST_CASE("batchnorm_relu backward matches central finite differences, residual included") {
+  Generator g(23);
+  const Shape shape{3, 2, 2, 3};
+  Tensor x = random_tensor(shape, g, DType::f64, 2.0), residual = random_tensor(shape, g);
+  Params p = random_params(2, DType::f64, g);
+  const Tensor dy = random_tensor(shape, g);
+  const Result r = run(true, x, residual, p, dy);
+  auto f = [&] {
+    Tensor y = like(x), mean = like(p.gamma), invstd = like(p.gamma), none_mean, none_var;
+    kernels::batchnorm_relu_forward_train(y, mean, invstd, none_mean, none_var, x, residual,
+                                          p.gamma, p.beta, 0.1, 1e-5);
+    return y;
+  };
+  check_close(r.dx, numeric_gradient(f, x, dy), 1e-6, "dx");
+  check_close(r.dresidual, numeric_gradient(f, residual, dy), 1e-6, "dresidual");
+  check_close(r.dgamma, numeric_gradient(f, p.gamma, dy), 1e-6, "dgamma");
+  check_close(r.dbeta, numeric_gradient(f, p.beta, dy), 1e-6, "dbeta");
+}
+
+TEST_CASE("batch norm on bf16 data is f64 batch norm on the same values, rounded once") {
+  // bf16 data, f32 parameters and statistics, f32 arithmetic (PyTorch's CPU batch norm under
+  // autocast). Each data result is rounded to bf16 once: within half a bf16 ulp (2^-8
+  // relative) of the f64 result, plus f32 arithmetic error. dgamma and dbeta stay f32.
+  Generator g(24);
+  const double tol = std::ldexp(1.0, -8) * 1.05;
+  for (const Shape& shape : kLayouts)
+    for (const bool with_residual : {false, true}) {
+      CAPTURE(shape);
+      CAPTURE(with_residual);
+      const Tensor x = random_tensor(shape, g, DType::bf16, 2.0);
+      const Tensor residual = with_residual ? random_tensor(shape, g, DType::bf16) : Tensor();
+      const Tensor dy = random_tensor(shape, g, DType::bf16);
+      const Params p = random_params(shape[1], DType::f32, g);
+      const Result got = run(true, x, residual, p, dy);
+      CHECK(got.y.dtype() == DType::bf16);
+      CHECK(got.dx.dtype() == DType::bf16);
+      auto wide = [](const Tensor& t) { return t.defined() ? t.to(DType::f64) : Tensor(); };
+      const Params p64{wide(p.gamma), wide(p.beta), wide(p.running_mean), wide(p.running_var)};
+      const Result want = run(true, wide(x), wide(residual), p64, wide(dy));
+      check_close(got.y, want.y, tol, "y");
+      check_close(got.save_mean, want.save_mean, 1e-6, "save_mean");
+      check_close(got.save_invstd, want.save_invstd, 1e-6, "save_invstd");
+      // The relu masks agree (y is rounded where it is computed), so the gradients follow.
+      check_close(got.dx, want.dx, tol, "dx");
+      check_close(got.dgamma, want.dgamma, 1e-5, "dgamma");
+      check_close(got.dbeta, want.dbeta, 1e-5, "dbeta");
+      if (with_residual) check_close(got.dresidual, want.dresidual, tol, "dresidual");
+    }
+}
