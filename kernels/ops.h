@@ -47,7 +47,8 @@ void linear_backward(Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& dy, co
 
 // ---- batch normalisation (x: (N, C, H, W), per-channel tensors: (C)) ------------------------
 // Split into statistics and application so SyncBatchNorm can all-reduce the sums in between.
-// Per-channel sum and sum of squares over N, H, W (accumulated in double on the CPU).
+// Per-channel sum and sum of squares over N, H, W (on the CPU: per position over N in the
+// data's arithmetic type, of x less a value of the channel, then in double).
 void batchnorm_channel_sums(Tensor& sum, Tensor& sum_sq, const Tensor& x);
 // y = (x - mean) * invstd * gamma + beta
 void batchnorm_apply(Tensor& y, const Tensor& x, const Tensor& mean, const Tensor& invstd,

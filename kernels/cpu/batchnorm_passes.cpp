@@ -1,8 +1,10 @@
 // The passes of the CPU batch norm over the data (kernels/cpu/batchnorm_passes.h), with the
-// element math of kernels/batchnorm_math.h and kernels/elementwise_math.h. Sums are kept in
-// double per position of a block's run (cheap, and E[x^2] - mean^2 needs the precision); the
-// elementwise results are computed in the value's arithmetic type (f32 for f32 and bf16) and
-// rounded once.
+// element math of kernels/batchnorm_math.h and kernels/elementwise_math.h. Everything over the
+// data runs in the values' arithmetic type (f32 for f32 and bf16, so 8 or 16 lanes a vector),
+// each result rounded once. Sums are kept per position of a block's run over the n rows, then
+// folded per channel in double. The forward sums are of x - pivot, with pivot a value of the
+// channel: E[x^2] - mean^2 then cancels nothing where the mean is large against the spread,
+// and the sums of x and x^2 are rebuilt from them in double.
 #include "kernels/cpu/batchnorm_passes.h"
 
 #include <omp.h>
@@ -32,7 +34,7 @@ struct Block {
 // Per-thread scratch, grown to the largest block and then reused: no allocation per step. One
 // buffer per use that can be live at once: sums per run position, values per channel, and
 // coefficients spread per run position.
-enum Scratch { kRunSums, kChannelValues, kRunCoefficients };
+enum Scratch { kRunSums, kChannelValues, kChannelPivots, kRunCoefficients };
 
 template <class V, Scratch Use>
 V* scratch(int64_t size) {
@@ -69,7 +71,8 @@ void spread(M* out, const double* value, Block b, int64_t hw) {
 }
 
 // per_channel[c] = the sum of channel c's positions in sums (per_channel indexed from c0).
-void fold(double* per_channel, const double* sums, Block b, int64_t hw) {
+template <class M>
+void fold(double* per_channel, const M* sums, Block b, int64_t hw) {
   for (int64_t c = 0; c < b.c1 - b.c0; ++c) {
     double total = 0;
     for (int64_t i = 0; i < hw; ++i) total += sums[c * hw + i];
@@ -80,20 +83,30 @@ void fold(double* per_channel, const double* sums, Block b, int64_t hw) {
 // sum and sum_sq (indexed from c0) of the block's channels.
 template <class T>
 void block_sums(const T* x, Layout l, Block b, double* sum, double* sum_sq) {
-  double* s = scratch<double, kRunSums>(2 * b.run);
-  double* q = s + b.run;
-  std::fill_n(s, 2 * b.run, 0.0);
+  const int64_t channels = b.c1 - b.c0;
+  double* pivot = scratch<double, kChannelPivots>(channels);
+  for (int64_t c = 0; c < channels; ++c) pivot[c] = widen(x[(b.c0 + c) * l.hw]);  // image 0
+  Math<T>* s = scratch<Math<T>, kRunSums>(3 * b.run);
+  Math<T>* q = s + b.run;
+  Math<T>* p = q + b.run;
+  std::fill_n(s, 2 * b.run, Math<T>(0));
+  spread(p, pivot, b, l.hw);
   for (int64_t n = 0; n < l.n; ++n) {
     const T* row = x + b.row(l, n);
 #pragma omp simd
     for (int64_t j = 0; j < b.run; ++j) {
-      const double v = widen(row[j]);
+      const Math<T> v = widen(row[j]) - p[j];
       s[j] += v;
       q[j] += v * v;
     }
   }
   fold(sum, s, b, l.hw);
   fold(sum_sq, q, b, l.hw);
+  const double count = l.count();
+  for (int64_t c = 0; c < channels; ++c) {  // sums of x and x^2 from those of x - pivot
+    sum_sq[c] += pivot[c] * (2 * sum[c] + count * pivot[c]);
+    sum[c] += count * pivot[c];
+  }
 }
 
 // y = epilogue(x * scale + shift) over the block, coefficients spread per position.
@@ -132,10 +145,10 @@ void block_apply(T* y, const T* x, Layout l, Block b, const double* scale, const
 template <class T, bool Masked, bool Written>
 void block_backward_sums_rows(const T* dy, const T* y, const T* x, T* dresidual, Layout l,
                               Block b, const double* mean, double* sum_dy, double* sum_dy_xmu) {
-  double* s = scratch<double, kRunSums>(3 * b.run);
-  double* sx = s + b.run;
-  double* m = sx + b.run;
-  std::fill_n(s, 2 * b.run, 0.0);
+  Math<T>* s = scratch<Math<T>, kRunSums>(3 * b.run);
+  Math<T>* sx = s + b.run;
+  Math<T>* m = sx + b.run;
+  std::fill_n(s, 2 * b.run, Math<T>(0));
   spread(m, mean, b, l.hw);
   for (int64_t n = 0; n < l.n; ++n) {
     const int64_t o = b.row(l, n);
@@ -145,7 +158,7 @@ void block_backward_sums_rows(const T* dy, const T* y, const T* x, T* dresidual,
       if constexpr (Masked) g = relu_grad(g, widen(y[o + j]));
       if constexpr (Written) dresidual[o + j] = narrow<T>(g);
       s[j] += g;
-      sx[j] += g * (static_cast<double>(widen(x[o + j])) - m[j]);
+      sx[j] += g * (widen(x[o + j]) - m[j]);
     }
   }
   fold(sum_dy, s, b, l.hw);

@@ -192,3 +192,22 @@ TEST_CASE("batch norm on bf16 data is f64 batch norm on the same values, rounded
       if (with_residual) check_close(got.dresidual, want.dresidual, tol, "dresidual");
     }
 }
+
+TEST_CASE("batch norm statistics stay accurate when the mean dwarfs the spread") {
+  // f32 sums of x and x^2 would cancel in E[x^2] - mean^2 here (mean 1000, spread 1: every
+  // digit f32 keeps of x^2 is taken by the mean); the kernels sum x - pivot instead.
+  Generator g(25);
+  const Shape shape{64, 3, 7, 7};
+  Tensor x64 = random_tensor(shape, g);
+  for (int64_t i = 0; i < x64.numel(); ++i) x64.set_element(i, 1000 + x64.element(i));
+  const Tensor x = x64.to(DType::f32);
+  const Params p = random_params(3, DType::f32, g);
+  const Tensor dy = random_tensor(shape, g, DType::f32);
+  const Result got = run(true, x, Tensor(), p, dy);
+  auto wide = [](const Tensor& t) { return t.to(DType::f64); };
+  const Params p64{wide(p.gamma), wide(p.beta), wide(p.running_mean), wide(p.running_var)};
+  const Result want = run(true, wide(x), Tensor(), p64, wide(dy));
+  check_close(got.save_invstd, want.save_invstd, 1e-4, "invstd");
+  check_close(got.running_var, want.running_var, 1e-4, "running_var");
+  check_close(got.y, want.y, 1e-3, "y");
+}
