@@ -7,12 +7,13 @@
 # (three rounds; with PyTorch's defaults, then with its flight recorder off). A rank that
 # cannot start (its port taken) ends the others within 15 minutes.
 #   PYTHON=/path/to/python bash bench/compare_ddp.sh [--steps N] [--model resnet20|resnet18]
-# PYTHON: the interpreter with torch (default /usr/bin/python3, Debian's 1.13, which has no
-# ringgrad column: the module needs torch 2.x).
+# PYTHON: as bench_env.sh says (default: PyTorch 2.x in build/torch-venv, else Debian's 1.13,
+# which has no ringgrad column: the module needs torch 2.x).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${BIN:-build/bin}
-python=${PYTHON:-/usr/bin/python3}
+source bench/bench_env.sh
+python=${PYTHON:-$(default_python)}
 [[ -x $bin/ddp_throughput ]] || bash scripts/build.sh >/dev/null
 args=(--batch-size 64 --threads 1 --steps 20 "$@")
 world=2
@@ -38,6 +39,7 @@ torch_ranks() {
   rm -f "$out"
 }
 theirs() { torch_ranks bench/torch_ddp_throughput.py "${args[@]}" "$@" | grep img/s; }
+cpu_header
 echo "PyTorch $("$python" -c 'import torch; print(torch.__version__)') from $python"
 os=$(field "$(ours)" img/s); on=$(field "$(ours --no-sync)" img/s)
 ts=$(field "$(theirs)" img/s); tn=$(field "$(theirs --no-sync)" img/s)

@@ -1,26 +1,44 @@
 #!/usr/bin/env bash
-# Training throughput, ours against PyTorch (PYTHON, default /usr/bin/python3: Debian 1.13) in one run:
-# resnet20 and resnet18, batch 64, 2 threads, SGD momentum 0.9 / weight decay 5e-4, synthetic
-# MNIST-shaped data. Prints img/s and peak RSS for both and the ratios ours/PyTorch.
-#   PYTHON=/path/to/python bash bench/compare_torch.sh [--steps N] [--threads N] [--batch-size N]
+# Training throughput, ours against PyTorch in one run: resnet20 and resnet18, batch 64, 2 threads,
+# SGD momentum 0.9 / weight decay 5e-4, synthetic MNIST-shaped data, each side in f32 and under
+# bf16 autocast (`--amp bf16`; PyTorch's torch.autocast("cpu", torch.bfloat16)). Prints img/s of
+# all four, peak RSS of the f32 runs, and the ratio of each side's best: ours against PyTorch at
+# its best setting.
+#   [PYTHON=...] bash bench/compare_torch.sh [--steps N] [--threads N] [--batch-size N]
+# PYTHON: as bench_env.sh says (default: PyTorch 2.x in build/torch-venv, else Debian's 1.13).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 args=(--threads 2 --batch-size 64 --steps 20 "$@")
 bin=${BIN:-build/bin}
-python=${PYTHON:-/usr/bin/python3}
+source bench/bench_env.sh
+python=${PYTHON:-$(default_python)}
 [[ -x $bin/train_throughput ]] || bash scripts/build.sh >/dev/null
 if ! "$python" -c "import torch, torchvision" 2>/dev/null; then
-  echo "compare_torch: $python cannot import torch and torchvision (apt-get install python3-torch python3-torchvision, or PYTHON=<a Python with them>)" >&2
+  echo "compare_torch: $python cannot import torch and torchvision (bash scripts/install_torch.sh build/torch-venv, or apt-get install python3-torch python3-torchvision, or PYTHON=<a Python with them>)" >&2
   exit 1
 fi
 field() { awk -v k="$2" '{for (i = 1; i < NF; ++i) if ($i == k) print $(i + 1)}' <<<"$1"; }
+threads=$(awk '{for (i = 1; i < NF; ++i) if ($i == "--threads") t = $(i + 1)} END {print t}' <<<"${args[*]}")
+cpu_header
 echo "PyTorch $("$python" -c 'import torch; print(torch.__version__)') from $python"
-printf '%-9s %12s %12s %7s %14s %14s %7s\n' model ours_img/s torch_img/s ratio ours_rss_mb torch_rss_mb ratio
+paths=$(mktemp)
+trap 'rm -f "$paths"' EXIT
+printf '%-9s %10s %10s %11s %11s %10s %9s %9s %6s\n' model ours_f32 ours_bf16 torch_f32 \
+  torch_bf16 best_ratio ours_MB torch_MB ratio
 for model in resnet20 resnet18; do
-  ours=$("$bin"/train_throughput --model "$model" "${args[@]}")
-  theirs=$(OMP_NUM_THREADS=2 "$python" bench/torch_train_throughput.py --model "$model" "${args[@]}")
-  oi=$(field "$ours" img/s); ti=$(field "$theirs" img/s)
-  om=$(field "$ours" peak_rss_mb); tm=$(field "$theirs" peak_rss_mb)
-  awk -v m="$model" -v oi="$oi" -v ti="$ti" -v om="$om" -v tm="$tm" \
-    'BEGIN { printf "%-9s %12s %12s %7.2f %14s %14s %7.2f\n", m, oi, ti, oi / ti, om, tm, om / tm }'
+  declare -A img=() rss=()
+  for amp in none bf16; do  # interleaved: ours, then PyTorch, per precision
+    out=$("$bin"/train_throughput --model "$model" --amp "$amp" "${args[@]}" 2>>"$paths")
+    img[ours_$amp]=$(field "$out" img/s) rss[ours_$amp]=$(field "$out" peak_rss_mb)
+    out=$(OMP_NUM_THREADS=$threads "$python" bench/torch_train_throughput.py --model "$model" \
+      --amp "$amp" "${args[@]}")
+    img[torch_$amp]=$(field "$out" img/s) rss[torch_$amp]=$(field "$out" peak_rss_mb)
+  done
+  awk -v m="$model" -v of="${img[ours_none]}" -v ob="${img[ours_bf16]}" -v tf="${img[torch_none]}" \
+    -v tb="${img[torch_bf16]}" -v om="${rss[ours_none]}" -v tm="${rss[torch_none]}" 'BEGIN {
+      ours = of > ob ? of : ob; theirs = tf > tb ? tf : tb
+      printf "%-9s %10s %10s %11s %11s %10.2f %9s %9s %6.2f\n", m, of, ob, tf, tb, ours / theirs,
+        om, tm, om / tm }'
 done
+echo "best_ratio: our faster precision's img/s over PyTorch's faster precision's; memory of the f32 runs"
+sort -u "$paths"

@@ -3,9 +3,15 @@
 // resnet18 at batch 64. `conv_bench --list-shapes` prints the shape table that
 // conv_compare_torch.py times in PyTorch; compare_conv.sh runs both and prints the ratios.
 // `--threads N` (default 2) sets the thread count; 1 gives steadier numbers on a busy machine.
+// `conv_bench --threads N --peak` prints the f32 multiply-add peak of N cores, measured with a
+// loop of independent vector FMAs at the widest width the CPU has (the roofline each shape's
+// GFLOP/s is set against).
 #include <benchmark/benchmark.h>
+#include <immintrin.h>
+#include <omp.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -106,6 +112,45 @@ void print_shapes() {
                 static_cast<long long>(s.S), s.stride, s.pad, s.count, s.input_grad ? 1 : 0);
 }
 
+// Independent FMA chains, enough to cover the latency of two FMA ports (4 cycles x 2), in
+// vectors of 16 (AVX-512) or 8 (AVX2) floats; each returns the flops it did.
+constexpr int kChains = 12;
+
+__attribute__((target("avx512f"))) double fma_chains_avx512(int64_t iterations) {
+  __m512 acc[kChains];
+  for (int i = 0; i < kChains; ++i) acc[i] = _mm512_set1_ps(1.0f + i * 1e-3f);
+  const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
+  for (int64_t it = 0; it < iterations; ++it)
+    for (int i = 0; i < kChains; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
+  for (int i = 1; i < kChains; ++i) acc[0] = _mm512_add_ps(acc[0], acc[i]);
+  benchmark::DoNotOptimize(acc[0]);
+  return 2.0 * kChains * iterations * 16;
+}
+
+double fma_chains_avx2(int64_t iterations) {
+  __m256 acc[kChains];
+  for (int i = 0; i < kChains; ++i) acc[i] = _mm256_set1_ps(1.0f + i * 1e-3f);
+  const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
+  for (int64_t it = 0; it < iterations; ++it)
+    for (int i = 0; i < kChains; ++i) acc[i] = _mm256_fmadd_ps(acc[i], a, b);
+  for (int i = 1; i < kChains; ++i) acc[0] = _mm256_add_ps(acc[0], acc[i]);
+  benchmark::DoNotOptimize(acc[0]);
+  return 2.0 * kChains * iterations * 8;
+}
+
+// GFLOP/s of `threads` threads running FMA chains at once for about half a second.
+double peak_gflops() {
+  const bool avx512 = __builtin_cpu_supports("avx512f");
+  constexpr int64_t kIterations = 20'000'000;
+  double flops = 0;
+  const auto start = std::chrono::steady_clock::now();
+#pragma omp parallel num_threads(threads) reduction(+ : flops)
+  flops += avx512 ? fma_chains_avx512(kIterations) : fma_chains_avx2(kIterations);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return flops / seconds / 1e9;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -118,6 +163,10 @@ int main(int argc, char** argv) {
     argv[2] = argv[0];  // drop the two arguments before Google Benchmark parses the rest
     argc -= 2;
     argv += 2;
+  }
+  if (argc == 2 && std::strcmp(argv[1], "--peak") == 0) {
+    std::printf("%.1f\n", peak_gflops());
+    return 0;
   }
   for (const ConvShape& s : shapes())
     benchmark::RegisterBenchmark(shape_name(s).c_str(), conv_step, s)

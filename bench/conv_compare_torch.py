@@ -1,9 +1,11 @@
-#!/usr/bin/python3
 """Times every conv shape of `conv_bench --list-shapes` in PyTorch (forward + backward, batch 64,
 2 threads unless --threads) and, unless --torch-only, beside it ours: per round and per shape,
 one PyTorch block then one conv_bench run filtered to that shape, so both sides see the same load
-on a shared machine. Each side keeps its fastest block over the rounds. Prints ours/PyTorch per shape and
-summed per network (each shape times its count). Run with /usr/bin/python3 (PyTorch 1.13).
+on a shared machine. Each side keeps its fastest block over the rounds. Prints ours/PyTorch per
+shape and summed per network (each shape times its count), and each side's GFLOP/s (the conv's
+nominal multiply-adds, padding included, x2) as a fraction of the cores' f32 FMA peak
+(`conv_bench --peak`). Run it with the Python whose PyTorch is the comparison
+(bench/compare_conv.sh picks one).
 
   conv_compare_torch.py PATH/TO/conv_bench [--rounds N] [--threads N] [--torch-only]
 """
@@ -53,6 +55,14 @@ class TorchConv:
         return (time.perf_counter() - start) / iters * 1e3
 
 
+def step_gflop(s):
+    """Nominal GFLOP of one shape's training step: forward, dw and (but for the stem) dx."""
+    out_h = (s["H"] + 2 * s["pad"] - s["R"]) // s["stride"] + 1
+    out_w = (s["W"] + 2 * s["pad"] - s["S"]) // s["stride"] + 1
+    macs = BATCH * s["K"] * out_h * out_w * s["C"] * s["R"] * s["S"]
+    return 2 * macs * (3 if s["input_grad"] else 2) / 1e9
+
+
 def ours_block_ms(bench, name, threads):
     # Names hold no regex metacharacters (and Google Benchmark's regex rejects escaped '-').
     assert re.fullmatch(r"[\w/-]+", name), name
@@ -77,6 +87,9 @@ def main():
     convs = {s["name"]: TorchConv(s) for s in shapes}
     ours = {s["name"]: float("inf") for s in shapes}
     theirs = dict(ours)
+    peak = float(subprocess.run([args.bench, "--threads", str(args.threads), "--peak"], check=True,
+                                capture_output=True, text=True).stdout)
+    print(f"f32 FMA peak of {args.threads} core(s), measured: {peak:.1f} GFLOP/s")
     for _ in range(args.rounds):
         for s in shapes:
             theirs[s["name"]] = min(theirs[s["name"]], convs[s["name"]].block_ms())
@@ -87,16 +100,23 @@ def main():
         for s in shapes:
             print(f"{s['name']:<34} {theirs[s['name']]:>9.3f} ms")
         return
-    print(f"{'shape':<34} {'count':>5} {'ours_ms':>9} {'torch_ms':>9} {'ratio':>6}")
+    print(f"{'shape':<34} {'count':>5} {'ours_ms':>9} {'torch_ms':>9} {'ratio':>6} "
+          f"{'ours_GF/s':>9} {'%peak':>6} {'torch_GF/s':>10} {'%peak':>6}")
     totals = {}
     for s in shapes:
         o, t = ours[s["name"]], theirs[s["name"]]
-        print(f"{s['name']:<34} {s['count']:>5} {o:>9.3f} {t:>9.3f} {o / t:>6.2f}")
-        net = totals.setdefault(s["network"], [0.0, 0.0])
+        gflop = step_gflop(s)
+        print(f"{s['name']:<34} {s['count']:>5} {o:>9.3f} {t:>9.3f} {o / t:>6.2f} "
+              f"{gflop / o * 1e3:>9.1f} {100 * gflop / o * 1e3 / peak:>5.0f}% "
+              f"{gflop / t * 1e3:>10.1f} {100 * gflop / t * 1e3 / peak:>5.0f}%")
+        net = totals.setdefault(s["network"], [0.0, 0.0, 0.0])
         net[0] += s["count"] * o
         net[1] += s["count"] * t
-    for net, (o, t) in totals.items():
-        print(f"{net + ' all convs x count':<34} {'':>5} {o:>9.2f} {t:>9.2f} {o / t:>6.2f}")
+        net[2] += s["count"] * gflop
+    for net, (o, t, gflop) in totals.items():
+        print(f"{net + ' all convs x count':<34} {'':>5} {o:>9.2f} {t:>9.2f} {o / t:>6.2f} "
+              f"{gflop / o * 1e3:>9.1f} {100 * gflop / o * 1e3 / peak:>5.0f}% "
+              f"{gflop / t * 1e3:>10.1f} {100 * gflop / t * 1e3 / peak:>5.0f}%")
     print("ratio = ours / PyTorch time per training step (below 1: we are faster)")
 
 

@@ -77,6 +77,9 @@ int main(int argc, char** argv) {
     getrusage(RUSAGE_SELF, &usage);
     std::printf("%s batch %d threads %d img/s %.1f peak_rss_mb %.1f\n", model_name.c_str(), batch,
                 threads, static_cast<double>(batch) * steps / seconds, usage.ru_maxrss / 1024.0);
+    if (device.is_cpu())
+      std::fprintf(stderr, "train_throughput: CPU convolutions on %s\n",
+                   kernels::cpu_conv_path(amp_dtype.value_or(DType::f32)).c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "train_throughput: error: %s\n", e.what());
     return 1;

@@ -3,9 +3,12 @@
 // Conventions: outputs first, then inputs, then parameters. Outputs are preallocated by the
 // caller with the right shape and are overwritten (never accumulated into) unless the name
 // ends in '_' (in place). Optional tensors are passed undefined (Tensor()) to skip them.
-// Floating kernels support f32 and f64 on the CPU (f64 is what the gradient checks use);
-// conv2d, linear and count_correct take f16 and bf16 too (mixed precision), computed in f32.
+// Floating kernels support f32 and f64 on the CPU (f64 is what the gradient checks use); bf16
+// too, with f32 arithmetic, for what mixed precision runs in bf16 (conv2d, batch norm, relu,
+// add, pooling); linear and count_correct take f16 and bf16 through f32 copies.
 #pragma once
+#include <string>
+
 #include "core/tensor.h"
 
 namespace ringgrad::kernels {
@@ -16,6 +19,10 @@ int num_threads();
 // 4 per core: more only makes every thread wait for a core, and thousands overflow the stack
 // space of the OpenMP runtime (a segfault at the first parallel region).
 int max_num_threads();
+// What the CPU convolutions in dtype t run on here, in words ("AMX tiles", "AVX512-BF16 dot
+// products", "f32 copies: why", "our AVX-512 SGEMM", "OpenBLAS"), for logs and benchmark
+// headers: one binary picks its kernels at run time (RINGGRAD_CPU_ISA caps the choice).
+std::string cpu_conv_path(DType t);
 
 // ---- convolution -----------------------------------------------------------------------
 struct Conv2dParams {

@@ -8,6 +8,9 @@
 // bf16 GEMM uses AVX512-BF16 instead, and `limited` says why.
 #include "kernels/cpu/cpu_features.h"
 
+#include "kernels/cpu/sgemm_avx512.h"
+#include "kernels/ops.h"
+
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -90,3 +93,18 @@ const CpuFeatures& cpu_features() {
 }
 
 }  // namespace ringgrad::kernels::cpu
+
+namespace ringgrad::kernels {
+
+std::string cpu_conv_path(DType t) {
+  const cpu::CpuFeatures& f = cpu::cpu_features();
+  const std::string why = f.limited.empty() ? "" : " (" + f.limited + ")";
+  if (t == DType::bf16 && cpu::cpu_has(cpu::Isa::amx)) return "AMX tiles" + why;
+  if (t == DType::bf16 && cpu::cpu_has(cpu::Isa::avx512_bf16))
+    return "AVX512-BF16 dot products" + why;
+  if (t == DType::f16) return "f32 copies: no f16 kernel on the CPU";
+  if (t == DType::bf16) return "f32 copies: this CPU has no bf16 dot products" + why;
+  return cpu::avx512_sgemm_enabled() ? "our AVX-512 SGEMM" + why : "OpenBLAS" + why;
+}
+
+}  // namespace ringgrad::kernels

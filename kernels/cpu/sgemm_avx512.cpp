@@ -22,6 +22,8 @@
 // kRows x 3 accumulators in registers (24 of the 32) over the whole block.
 #include "kernels/cpu/sgemm_avx512.h"
 
+#include "kernels/cpu/cpu_features.h"
+
 #include <immintrin.h>
 
 #include <algorithm>
@@ -198,10 +200,7 @@ void scale(float* c, int64_t ldc, int64_t m, int64_t n, float beta) {
 
 }  // namespace
 
-bool cpu_has_avx512() {
-  static const bool has = __builtin_cpu_supports("avx512f");
-  return has;
-}
+bool cpu_has_avx512() { return cpu_has(Isa::avx512); }
 
 bool avx512_sgemm_enabled() {
   static const bool enabled = [] {

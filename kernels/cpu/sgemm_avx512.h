@@ -10,7 +10,7 @@ enum class Op : bool { none = false, transpose = true };
 
 // True when this CPU runs AVX-512F and RINGGRAD_SGEMM is not "openblas" (read once).
 bool avx512_sgemm_enabled();
-// True when this CPU runs AVX-512F at all (the tests' skip condition).
+// True when this CPU runs AVX-512F at all (the tests' skip condition), after RINGGRAD_CPU_ISA.
 bool cpu_has_avx512();
 
 // Row-major C (m x n) = alpha op(A) (m x k) op(B) (k x n) + beta C, BLAS semantics: C is not

@@ -114,6 +114,9 @@ TrainResult train(const TrainConfig& c) {
   scaler_options.enabled = amp_dtype == DType::f16;  // bf16 has f32's range: nothing underflows
   scaler_options.init_scale = c.amp_init_scale;
   amp::GradScaler scaler(scaler_options);
+  if (job.leader() && device.is_cpu())
+    log_info("CPU convolutions in ", dtype_name(amp_dtype.value_or(DType::f32)), ": ",
+             kernels::cpu_conv_path(amp_dtype.value_or(DType::f32)));
 
   DataLoader loader(data.train, DistributedSampler(data.train.size(), world, rank, true, c.seed),
                     c.batch_size);
