@@ -243,6 +243,9 @@ void conv2d_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b
     const T* b = bias.defined() ? bias.data<T>() : nullptr;
     if (!covers_kernel(taps, g))
       return tap_cropped_forward(y.data<T>(), x.data<T>(), w.data<T>(), b, x.size(0), g, taps);
+    if constexpr (std::is_same_v<T, BFloat16>)
+      if (direct_conv_applies(g))
+        return direct_conv_forward(y.data<T>(), x.data<T>(), w.data<T>(), b, x.size(0), g);
     im2col_conv_forward(y.data<T>(), x.data<T>(), w.data<T>(), b, x.size(0), g);
   });
 }

@@ -59,6 +59,16 @@ void flipped_conv_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, in
   using R = GemmResult<T>;
   const ConvGeometry f = input_grad_geometry(g);  // the conv over dy: f.K == g.C, f.C == g.K
   const Tensor flipped = flipped_transposed_kernel(w, g);
+  // bf16 on AMX: dx straight from dy's tiles (Note [Direct bf16 convolution]); the loop below
+  // then only builds dy's column matrix for dw.
+  bool dx_done = false;
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    if (direct_conv_applies(f)) {
+      direct_conv_forward(dx, dy, flipped.data<T>(), nullptr, N, f);
+      if (!dw) return;
+      dx_done = true;
+    }
+  }
   const GemmA<T> weights(Op::none, flipped.data<T>(), f.patch_size(), g.C, f.patch_size());
   const ChunkPlan plan = plan_chunks(N, f, sizeof(T));
   const bool batched = plan.images > 1;  // dx and x then need moving to and from (C, columns)
@@ -84,12 +94,14 @@ void flipped_conv_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, in
       const int64_t first = chunk * plan.images, images = std::min(plan.images, N - first);
       const int64_t cols = images * f.output_plane();
       im2col(col, dy + first * g.output_image_size(), images, f);
-      T* dxc = dx + first * g.image_size();
-      R* out = result;
-      if constexpr (std::is_same_v<T, R>)
-        if (gemm_into_dx) out = dxc;
-      weights.multiply(Op::none, cols, col, cols, R(0), out, cols);
-      store_output(dxc, out, static_cast<const T*>(nullptr), images, f);
+      if (!dx_done) {
+        T* dxc = dx + first * g.image_size();
+        R* out = result;
+        if constexpr (std::is_same_v<T, R>)
+          if (gemm_into_dx) out = dxc;
+        weights.multiply(Op::none, cols, col, cols, R(0), out, cols);
+        store_output(dxc, out, static_cast<const T*>(nullptr), images, f);
+      }
       if (!dw) continue;
       const T* xc = x + first * g.image_size();
       if (batched) {  // x (images, C, H*W) is laid out as the flipped conv's output

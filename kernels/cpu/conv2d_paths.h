@@ -6,7 +6,9 @@
 //                                chunking and output moves the other paths reuse;
 //   conv2d_tap_crop.cpp          kernels whose border taps only ever meet padding: cropped away
 //                                first, the rest of the conv then runs uncropped;
-//   conv2d_flipped_backward.cpp  stride 1: dx as the forward conv of dy with the flipped kernel.
+//   conv2d_flipped_backward.cpp  stride 1: dx as the forward conv of dy with the flipped kernel;
+//   conv2d_direct_bf16.cpp       bf16 on AMX, stride 1: tile multiplies straight from the padded
+//                                image, no column matrix (Note [Direct bf16 convolution]).
 // Read conv2d_reference.cpp (the definition, plain loops) before any of them.
 #pragma once
 #include <algorithm>
@@ -113,5 +115,15 @@ bool input_grad_is_conv(const ConvGeometry& g);
 template <class T>
 void flipped_conv_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, int64_t N,
                            const ConvGeometry& g);
+
+// ---- conv2d_direct_bf16.cpp ----------------------------------------------------------------
+
+// Whether the direct path takes this conv: an AMX CPU, stride 1, a kernel larger than 1x1, and
+// images wide enough that most tile positions are outputs.
+bool direct_conv_applies(const ConvGeometry& g);
+
+// y (N, K, P, Q) = conv(x, w) + bias (bias may be null) when direct_conv_applies(g).
+void direct_conv_forward(BFloat16* y, const BFloat16* x, const BFloat16* w, const BFloat16* bias,
+                         int64_t N, const ConvGeometry& g);
 
 }  // namespace ringgrad::kernels::cpu

@@ -10,6 +10,7 @@
 
 #include <cstring>
 
+#include "kernels/cpu/amx_config.h"
 #include "kernels/cpu/gemm_bf16_tiles.h"
 
 #define RG_AMX __attribute__((target("amx-tile,amx-bf16")))
@@ -19,24 +20,14 @@ namespace ringgrad::kernels::cpu {
 
 namespace {
 
-// The AMX tile configuration: every tile 16 rows of 64 bytes (palette 1). It is per thread and
-// survives context switches, so each thread loads it once.
-struct alignas(64) TileConfig {
-  uint8_t palette = 1, start_row = 0, reserved[14] = {};
-  uint16_t bytes_per_row[16] = {};
-  uint8_t rows[16] = {};
-};
-
+// Every tile 16 rows of 64 bytes.
 RG_AMX void configure_tiles() {
-  thread_local bool configured = false;
-  if (configured) return;
-  TileConfig config;
+  TileShapes shapes;
   for (int t = 0; t < 8; ++t) {
-    config.rows[t] = kTileRows;
-    config.bytes_per_row[t] = kTileDepth * sizeof(uint16_t);
+    shapes.rows[t] = kTileRows;
+    shapes.bytes_per_row[t] = kTileDepth * sizeof(uint16_t);
   }
-  _tile_loadconfig(&config);
-  configured = true;
+  use_tile_shapes(shapes);
 }
 
 constexpr int kTileStride = kTileDepth * sizeof(uint16_t);  // bytes per packed tile row

@@ -222,15 +222,23 @@ TEST_CASE("conv2d forward and backward match the direct f64 reference over many 
 }
 
 TEST_CASE("conv2d in bf16 matches the f64 reference of the same bf16 values over every path") {
-  // On a CPU with a bf16 GEMM (AMX or AVX512-BF16) every path runs in bf16 with f32 sums;
-  // elsewhere the conv widens to f32. Either way each result is rounded to bf16 once: within
+  // On a CPU with a bf16 GEMM (AMX or AVX512-BF16) every path runs in bf16 with f32 sums, the
+  // direct one too on AMX; elsewhere the conv widens to f32. Either way each result is rounded to bf16 once: within
   // half a bf16 ulp (2^-8 relative) of the exact value, plus f32 summation error.
   const double tol = std::ldexp(1.0, -8) * 1.01;
   Generator gen(17);
   ThreadCountGuard guard;
+  std::vector<ConvCase> cases = sweep_cases();
+  // Stride 1 on wide enough images takes the direct path on AMX (Note [Direct bf16
+  // convolution]): whole and partial blocks of 16 channel pairs, an odd channel count, more
+  // than 32 output channels, resnet20's first stage, a 5x5 kernel without padding.
+  cases.insert(cases.end(), {{{2, 33, 9, 9}, {40, 33, 3, 3}, 1, 1, 1, 1, true},
+                             {{2, 64, 7, 7}, {16, 64, 3, 3}, 1, 1, 1, 1, false},
+                             {{2, 16, 28, 28}, {16, 16, 3, 3}, 1, 1, 1, 1, false},
+                             {{3, 6, 12, 11}, {5, 6, 5, 5}, 1, 1, 0, 0, true}});
   for (const int threads : {1, 3}) {
     kernels::set_num_threads(threads);
-    for (const ConvCase& c : sweep_cases()) {
+    for (const ConvCase& c : cases) {
       CAPTURE(threads);
       CAPTURE(c.x);
       CAPTURE(c.w);
