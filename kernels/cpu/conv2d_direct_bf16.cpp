@@ -25,7 +25,9 @@
 #include "kernels/cpu/conv2d_paths.h"
 #include "kernels/cpu/cpu_features.h"
 
-#define RG_AMX __attribute__((target("amx-tile,amx-bf16")))
+#define RG_AMX __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bf16,avx512vbmi2,avx512vl")))
+// Every CPU with AMX has these (Sapphire Rapids and later).
+#define RG_STORE __attribute__((target("avx512f,avx512bf16,avx512vbmi2,avx512vl,avx512bw")))
 
 namespace ringgrad::kernels::cpu {
 
@@ -99,17 +101,28 @@ std::vector<uint16_t> pack_weights(const BFloat16* w, const ConvGeometry& g,
 
 // C tile (output channels from k0, flat positions from e0) into y (K, P, Q) of one image,
 // plus bias, rounded to bf16; rows past K and positions past P * Wp or in columns ow >= Q are
-// not stored.
-void store_tile(BFloat16* y, const float* tile, int64_t k0, int64_t e0, const BFloat16* bias,
-                const ConvGeometry& g, const DirectLayout& d) {
-  for (int64_t i = 0; i < kTile && k0 + i < g.K; ++i) {
-    const float add = bias ? widen(bias[k0 + i]) : 0.0f;
-    BFloat16* plane = y + (k0 + i) * g.output_plane();
-    for (int64_t j = 0; j < kTile; ++j) {
-      const int64_t e = e0 + j, oh = e / d.Wp, ow = e % d.Wp;
-      if (e >= d.positions) break;
-      if (ow < g.Q) plane[oh * g.Q + ow] = narrow<BFloat16>(tile[i * kTile + j] + add);
+// not stored. The stored positions of a tile are consecutive outputs (a position thrown away
+// ends an output row), so each row of the tile is one compressing store.
+RG_STORE void store_tile(BFloat16* y, const float* tile, int64_t k0, int64_t e0,
+                         const BFloat16* bias, const ConvGeometry& g, const DirectLayout& d) {
+  __mmask16 keep = 0;
+  int64_t first = -1;  // the output index of the first position kept
+  for (int64_t j = 0, oh = e0 / d.Wp, ow = e0 % d.Wp; j < kTile; ++j) {
+    if (e0 + j < d.positions && ow < g.Q) {
+      keep |= static_cast<__mmask16>(1u << j);
+      if (first < 0) first = oh * g.Q + ow;
     }
+    if (++ow == d.Wp) {
+      ow = 0;
+      ++oh;
+    }
+  }
+  if (!keep) return;
+  for (int64_t i = 0; i < kTile && k0 + i < g.K; ++i) {
+    const __m512 sum = _mm512_add_ps(_mm512_loadu_ps(tile + i * kTile),
+                                     _mm512_set1_ps(bias ? widen(bias[k0 + i]) : 0.0f));
+    const __m256i rounded = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(sum));
+    _mm256_mask_compressstoreu_epi16(y + (k0 + i) * g.output_plane() + first, keep, rounded);
   }
 }
 
