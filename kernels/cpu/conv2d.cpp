@@ -90,7 +90,8 @@ void bias_grad(T* dbias, const T* dy, int64_t N, const ConvGeometry& g) {
 }
 
 // Per chunk, with dY the chunk's output gradient as (K, columns):
-//   dw (K, CRS)        += dY col(x)^T       (one partial per thread, summed last)
+//   dw (K, CRS)        += dY col(x)^T       (one partial per thread, summed last;
+//                                            accumulate_outer)
 //   dcol (CRS, columns) = w^T dY,  dx = col2im(dcol)
 // For bf16, dcol and the col2im sums are f32 (R), rounded once into dx.
 template <class T>
@@ -132,9 +133,12 @@ void im2col_conv_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, int
       }
       const T* xc = x + first * g.image_size();
       if (dw) {
-        if (!x_is_col) im2col(col, xc, images, g);
-        gemm(Op::none, Op::transpose, g.K, g.patch_size(), cols, R(1), dyc, cols,
-             x_is_col ? xc : col, cols, beta, dw_sum, g.patch_size());
+        if constexpr (kWeightSumTransposed<T>) {
+          accumulate_outer_im2col(g.K, g.patch_size(), cols, dyc, xc, images, g, beta, dw_sum);
+        } else {
+          if (!x_is_col) im2col(col, xc, images, g);
+          accumulate_outer(g.K, g.patch_size(), cols, dyc, x_is_col ? xc : col, beta, dw_sum);
+        }
         beta = 1;
       }
       if (dx) {
@@ -161,8 +165,9 @@ void im2col_conv_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, int
       const R* partials = r_space.data<R>() + plan.threads * (dcol_size + dx_size);
 #pragma omp for schedule(static)
       for (int64_t i = 0; i < dw_size; ++i) {
+        const int64_t at = outer_at<T>(i / g.patch_size(), i % g.patch_size(), g.K, g.patch_size());
         R sum = 0;
-        for (int t = 0; t < team; ++t) sum += partials[t * dw_size + i];
+        for (int t = 0; t < team; ++t) sum += partials[t * dw_size + at];
         dw[i] = narrow<T>(sum);
       }
     }

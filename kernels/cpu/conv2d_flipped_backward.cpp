@@ -93,8 +93,9 @@ void flipped_conv_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, in
     for (int64_t chunk = 0; chunk < plan.chunks; ++chunk) {
       const int64_t first = chunk * plan.images, images = std::min(plan.images, N - first);
       const int64_t cols = images * f.output_plane();
-      im2col(col, dy + first * g.output_image_size(), images, f);
+      const T* dyc = dy + first * g.output_image_size();
       if (!dx_done) {
+        im2col(col, dyc, images, f);
         T* dxc = dx + first * g.image_size();
         R* out = result;
         if constexpr (std::is_same_v<T, R>)
@@ -108,7 +109,14 @@ void flipped_conv_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, in
         batch_output_grad(x_moved, xc, images, f);
         xc = x_moved;
       }
-      gemm(Op::none, Op::transpose, g.C, KRS, cols, R(1), xc, cols, col, cols, beta, dw_sum, KRS);
+      if constexpr (kWeightSumTransposed<T>) {
+        if (dx_done)  // col(dy) was not built: the GEMM builds it into its tiles
+          accumulate_outer_im2col(g.C, KRS, cols, xc, dyc, images, f, beta, dw_sum);
+        else
+          accumulate_outer(g.C, KRS, cols, xc, col, beta, dw_sum);
+      } else {
+        accumulate_outer(g.C, KRS, cols, xc, col, beta, dw_sum);
+      }
       beta = 1;
     }
     // dw[k][c][r][s] = sum over threads of dw^T[c][(k, R-1-r, S-1-s)].
@@ -119,7 +127,7 @@ void flipped_conv_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, in
       for (int64_t kc = 0; kc < g.K * g.C; ++kc) {
         const int64_t k = kc / g.C, c = kc % g.C;
         for (int64_t rs = 0; rs < RS; ++rs) {
-          const int64_t from = c * KRS + k * RS + (RS - 1 - rs);
+          const int64_t from = outer_at<T>(c, k * RS + (RS - 1 - rs), g.C, KRS);
           R sum = 0;
           for (int t = 0; t < team; ++t) sum += partials[t * dw_size + from];
           dw[kc * RS + rs] = narrow<T>(sum);

@@ -19,6 +19,7 @@
 #include "kernels/cast_math.h"
 #include "kernels/conv_geometry.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/im2col.h"
 
 namespace ringgrad::kernels::cpu {
 
@@ -69,6 +70,40 @@ void batch_output_grad(T* batched, const T* dy, int64_t images, const ConvGeomet
   for (int64_t b = 0; b < images; ++b)
     for (int64_t k = 0; k < g.K; ++k)
       std::copy_n(dy + (b * g.K + k) * plane, plane, batched + k * columns + b * plane);
+}
+
+// Weight gradients are sums of outer products, sum (m x n) += A (m x depth) B (n x depth)^T,
+// with B the column matrix (the larger operand). The f32 and f64 GEMMs read both in place; the
+// bf16 GEMM packs its B operand, where a transposed one costs a 16 x 16 transpose per tile, so
+// in bf16 the sum is kept transposed, (n x m) += B A^T, and the column matrix becomes the A
+// operand, which packs by plain copies.
+template <class T>
+constexpr bool kWeightSumTransposed = std::is_same_v<T, BFloat16>;
+
+template <class T>
+void accumulate_outer(int64_t m, int64_t n, int64_t depth, const T* a, const T* b,
+                      GemmResult<T> beta, GemmResult<T>* sum) {
+  if constexpr (kWeightSumTransposed<T>)
+    gemm(Op::none, Op::transpose, n, m, depth, GemmResult<T>(1), b, depth, a, depth, beta, sum, m);
+  else
+    gemm(Op::none, Op::transpose, m, n, depth, GemmResult<T>(1), a, depth, b, depth, beta, sum, n);
+}
+
+// The same for bf16 with B the column matrix of `images` images of `source` under geometry
+// `cg`, built 16 rows at a time straight into the GEMM's tiles: never stored whole.
+inline void accumulate_outer_im2col(int64_t m, int64_t n, int64_t depth, const BFloat16* a,
+                                    const BFloat16* source, int64_t images,
+                                    const ConvGeometry& cg, float beta, float* sum) {
+  const PackedBf16A col(n, depth, [&](int64_t first, int64_t last, BFloat16* out) {
+    im2col_rows(out, source, first, last, images, cg);
+  });
+  gemm_bf16(col, Op::transpose, m, a, depth, beta, sum, m);
+}
+
+// Element (i, j) of such a sum.
+template <class T>
+int64_t outer_at(int64_t i, int64_t j, int64_t m, int64_t n) {
+  return kWeightSumTransposed<T> ? j * m + i : i * n + j;
 }
 
 // y (N, K, P, Q) = conv(x, w) + bias (bias may be null), by im2col + GEMM.

@@ -186,6 +186,23 @@ PackedBf16A::PackedBf16A(Op op, const BFloat16* a, int64_t lda, int64_t m, int64
   pack_a(reinterpret_cast<uint16_t*>(tiles_.raw_data()), op, bits(a), lda, m, k);
 }
 
+PackedBf16A::PackedBf16A(int64_t m, int64_t k, const RowSource& rows)
+    : m_(m), k_(k), tiles_(Tensor::empty({std::max<int64_t>(1, tiles_of(m) * blocks_of(k) *
+                                                                   kTileElements)},
+                                         DType::bf16)) {
+  thread_local std::vector<BFloat16> t_rows;
+  if (static_cast<int64_t>(t_rows.size()) < kTileRows * k) t_rows.resize(kTileRows * k);
+  uint16_t* tiles = reinterpret_cast<uint16_t*>(tiles_.raw_data());
+  const int64_t blocks = blocks_of(k);
+  for (int64_t t = 0; t < tiles_of(m); ++t) {
+    const int64_t first = t * kTileRows, last = std::min(m, first + kTileRows);
+    rows(first, last, t_rows.data());
+    for (int64_t kb = 0; kb < blocks; ++kb)
+      pack_a_tile(tiles + (t * blocks + kb) * kTileElements, Op::none, bits(t_rows.data()), k,
+                  last - first, k, 0, kb * kTileDepth);
+  }
+}
+
 const uint16_t* PackedBf16A::data() const {
   return reinterpret_cast<const uint16_t*>(tiles_.raw_data());
 }

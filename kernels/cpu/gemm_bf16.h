@@ -4,6 +4,7 @@
 // kernels/cpu; the tests call it directly to compare it with a plain f64 reference.
 #pragma once
 #include <cstdint>
+#include <functional>
 
 #include "core/half.h"
 #include "core/tensor.h"
@@ -36,6 +37,10 @@ inline bool cpu_has_bf16_gemm() { return cpu_has(Isa::avx512_bf16); }
 class PackedBf16A {
  public:
   PackedBf16A(Op op, const BFloat16* a, int64_t lda, int64_t m, int64_t k);
+  // A (m x k) written by rows(first, last, out) into out ((last - first) x k), 16 rows at a
+  // time: a matrix that is never stored whole (a convolution's column matrix).
+  using RowSource = std::function<void(int64_t first, int64_t last, BFloat16* out)>;
+  PackedBf16A(int64_t m, int64_t k, const RowSource& rows);
   int64_t rows() const { return m_; }
   int64_t depth() const { return k_; }
   const uint16_t* data() const;  // the tiles, in (row tile, k block) order

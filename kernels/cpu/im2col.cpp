@@ -13,94 +13,95 @@ namespace ringgrad::kernels::cpu {
 namespace {
 
 // Calls image_run(col_offset, x_offset, count) for each run of `count` column entries that read
-// x[x_offset + i*stride_w], and padding_run(col_offset, count) for each run of padding entries.
-// Offsets are into the column matrix and into the chunk of `images` images.
+// x[x_offset + i*stride_w], and padding_run(col_offset, count) for each run of padding entries,
+// over rows [first, last) of the column matrix. Offsets are into those rows (row `first` at 0)
+// and into the chunk of `images` images.
 template <class ImageRun, class PaddingRun>
-void walk_columns(const ConvGeometry& g, int64_t images, ImageRun&& image_run,
-                  PaddingRun&& padding_run) {
+void walk_columns(const ConvGeometry& g, int64_t images, int64_t first, int64_t last,
+                  ImageRun&& image_run, PaddingRun&& padding_run) {
   const int64_t columns = images * g.output_plane();
-  for (int64_t c = 0; c < g.C; ++c) {
-    for (int64_t r = 0; r < g.R; ++r) {
-      const ValidRange ps = valid_outputs(r, g.pad_h, g.stride_h, g.H, g.P);
-      for (int64_t s = 0; s < g.S; ++s) {
-        const ValidRange qs = valid_outputs(s, g.pad_w, g.stride_w, g.W, g.Q);
-        const int64_t row = ((c * g.R + r) * g.S + s) * columns;
-        for (int64_t b = 0; b < images; ++b) {
-          const int64_t out = row + b * g.output_plane();
-          const int64_t plane = (b * g.C + c) * g.input_plane();
-          padding_run(out, ps.begin * g.Q);
-          for (int64_t p = ps.begin; p < ps.end; ++p) {
-            const int64_t o = out + p * g.Q;
-            const int64_t ih = p * g.stride_h - g.pad_h + r;
-            const int64_t iw = qs.begin * g.stride_w - g.pad_w + s;
-            padding_run(o, qs.begin);
-            if (qs.end > qs.begin)
-              image_run(o + qs.begin, plane + ih * g.W + iw, qs.end - qs.begin);
-            padding_run(o + qs.end, g.Q - qs.end);
-          }
-          padding_run(out + ps.end * g.Q, (g.P - ps.end) * g.Q);
-        }
+  for (int64_t index = first; index < last; ++index) {
+    const int64_t c = index / (g.R * g.S), r = index / g.S % g.R, s = index % g.S;
+    const ValidRange ps = valid_outputs(r, g.pad_h, g.stride_h, g.H, g.P);
+    const ValidRange qs = valid_outputs(s, g.pad_w, g.stride_w, g.W, g.Q);
+    const int64_t row = (index - first) * columns;
+    for (int64_t b = 0; b < images; ++b) {
+      const int64_t out = row + b * g.output_plane();
+      const int64_t plane = (b * g.C + c) * g.input_plane();
+      padding_run(out, ps.begin * g.Q);
+      for (int64_t p = ps.begin; p < ps.end; ++p) {
+        const int64_t o = out + p * g.Q;
+        const int64_t ih = p * g.stride_h - g.pad_h + r;
+        const int64_t iw = qs.begin * g.stride_w - g.pad_w + s;
+        padding_run(o, qs.begin);
+        if (qs.end > qs.begin) image_run(o + qs.begin, plane + ih * g.W + iw, qs.end - qs.begin);
+        padding_run(o + qs.end, g.Q - qs.end);
       }
+      padding_run(out + ps.end * g.Q, (g.P - ps.end) * g.Q);
     }
   }
 }
 
 // Stride-1 convs that keep the width (Q == W: 3x3 pad 1 and the like, most of a ResNet) have a
 // shortcut. Output (p, q) of tap (r, s) reads flat input index p*W + q + shift with the constant
-// shift = (r - pad_h)*W + (s - pad_w), so each (tap, image) block of the column matrix is one
+// shift = (r - pad_h)*W + (s - pad_w), so each (tap, image) block of a column matrix row is one
 // shifted copy of the plane, after which the entries that wrapped across a row edge (q outside
 // the tap's valid range) are cleared, column by column: a 3x3 tap wraps at most one column, so
 // clearing it row by row would cost a call per row. Small images then cost one copy per block.
 template <class T>
-void im2col_shifted(T* col, const T* x, int64_t images, const ConvGeometry& g) {
-  const int64_t columns = images * g.output_plane(), Q = g.Q;
-  for (int64_t c = 0; c < g.C; ++c) {
-    for (int64_t r = 0; r < g.R; ++r) {
-      const ValidRange ps = valid_outputs(r, g.pad_h, 1, g.H, g.P);
-      for (int64_t s = 0; s < g.S; ++s) {
-        const ValidRange qs = valid_outputs(s, g.pad_w, 1, g.W, Q);
-        const int64_t shift = (r - g.pad_h) * g.W + s - g.pad_w;
-        T* row = col + ((c * g.R + r) * g.S + s) * columns;
-        for (int64_t b = 0; b < images; ++b) {
-          T* out = row + b * g.output_plane();
-          const T* plane = x + (b * g.C + c) * g.input_plane();
-          if (qs.empty() || ps.empty()) {
-            std::fill_n(out, g.output_plane(), T{});
-            continue;
-          }
-          std::fill_n(out, ps.begin * Q, T{});
-          const int64_t begin = ps.begin * Q + qs.begin, end = (ps.end - 1) * Q + qs.end;
-          std::memcpy(out + begin, plane + begin + shift, (end - begin) * sizeof(T));
-          auto clear_column = [&](int64_t q) {
-            for (int64_t p = ps.begin; p < ps.end; ++p) out[p * Q + q] = T{};
-          };
-          for (int64_t q = 0; q < qs.begin; ++q) clear_column(q);
-          for (int64_t q = qs.end; q < Q; ++q) clear_column(q);
-          std::fill_n(out + ps.end * Q, (g.P - ps.end) * Q, T{});
-        }
-      }
+void shifted_row(T* out_row, const T* x, int64_t index, int64_t images, const ConvGeometry& g) {
+  const int64_t c = index / (g.R * g.S), r = index / g.S % g.R, s = index % g.S, Q = g.Q;
+  const ValidRange ps = valid_outputs(r, g.pad_h, 1, g.H, g.P);
+  const ValidRange qs = valid_outputs(s, g.pad_w, 1, g.W, Q);
+  const int64_t shift = (r - g.pad_h) * g.W + s - g.pad_w;
+  for (int64_t b = 0; b < images; ++b) {
+    T* out = out_row + b * g.output_plane();
+    const T* plane = x + (b * g.C + c) * g.input_plane();
+    if (qs.empty() || ps.empty()) {
+      std::fill_n(out, g.output_plane(), T{});
+      continue;
     }
+    std::fill_n(out, ps.begin * Q, T{});
+    const int64_t begin = ps.begin * Q + qs.begin, end = (ps.end - 1) * Q + qs.end;
+    std::memcpy(out + begin, plane + begin + shift, (end - begin) * sizeof(T));
+    auto clear_column = [&](int64_t q) {
+      for (int64_t p = ps.begin; p < ps.end; ++p) out[p * Q + q] = T{};
+    };
+    for (int64_t q = 0; q < qs.begin; ++q) clear_column(q);
+    for (int64_t q = qs.end; q < Q; ++q) clear_column(q);
+    std::fill_n(out + ps.end * Q, (g.P - ps.end) * Q, T{});
   }
 }
 
 }  // namespace
 
 template <class T>
-void im2col(T* col, const T* x, int64_t images, const ConvGeometry& g) {
-  if (g.stride_h == 1 && g.stride_w == 1 && g.Q == g.W) return im2col_shifted(col, x, images, g);
+void im2col_rows(T* rows, const T* x, int64_t first, int64_t last, int64_t images,
+                 const ConvGeometry& g) {
+  if (g.stride_h == 1 && g.stride_w == 1 && g.Q == g.W) {
+    const int64_t columns = images * g.output_plane();
+    for (int64_t index = first; index < last; ++index)
+      shifted_row(rows + (index - first) * columns, x, index, images, g);
+    return;
+  }
   const int64_t stride = g.stride_w;
   walk_columns(
-      g, images,
+      g, images, first, last,
       [&](int64_t dst, int64_t src, int64_t count) {
         if (stride == 1) {
-          std::memcpy(col + dst, x + src, count * sizeof(T));
+          std::memcpy(rows + dst, x + src, count * sizeof(T));
         } else if (stride == 2) {  // a constant stride the compiler vectorises (ResNet's only)
-          for (int64_t i = 0; i < count; ++i) col[dst + i] = x[src + 2 * i];
+          for (int64_t i = 0; i < count; ++i) rows[dst + i] = x[src + 2 * i];
         } else {
-          for (int64_t i = 0; i < count; ++i) col[dst + i] = x[src + i * stride];
+          for (int64_t i = 0; i < count; ++i) rows[dst + i] = x[src + i * stride];
         }
       },
-      [&](int64_t dst, int64_t count) { std::fill_n(col + dst, count, T{}); });
+      [&](int64_t dst, int64_t count) { std::fill_n(rows + dst, count, T{}); });
+}
+
+template <class T>
+void im2col(T* col, const T* x, int64_t images, const ConvGeometry& g) {
+  im2col_rows(col, x, 0, g.patch_size(), images, g);
 }
 
 template <class T>
@@ -108,7 +109,7 @@ void col2im(T* dx, const T* dcol, int64_t images, const ConvGeometry& g) {
   std::fill_n(dx, images * g.image_size(), T{});
   const int64_t stride = g.stride_w;
   walk_columns(
-      g, images,
+      g, images, 0, g.patch_size(),
       [&](int64_t src, int64_t dst, int64_t count) {
         T* out = dx + dst;
         const T* in = dcol + src;
@@ -126,6 +127,8 @@ void col2im(T* dx, const T* dcol, int64_t images, const ConvGeometry& g) {
 template void im2col<float>(float*, const float*, int64_t, const ConvGeometry&);
 template void im2col<double>(double*, const double*, int64_t, const ConvGeometry&);
 template void im2col<BFloat16>(BFloat16*, const BFloat16*, int64_t, const ConvGeometry&);
+template void im2col_rows<BFloat16>(BFloat16*, const BFloat16*, int64_t, int64_t, int64_t,
+                                    const ConvGeometry&);
 template void col2im<float>(float*, const float*, int64_t, const ConvGeometry&);
 template void col2im<double>(double*, const double*, int64_t, const ConvGeometry&);
 

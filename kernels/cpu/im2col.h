@@ -30,6 +30,12 @@ inline ValidRange valid_outputs(int64_t tap, int64_t pad, int64_t stride, int64_
 template <class T>
 void im2col(T* col, const T* x, int64_t images, const ConvGeometry& g);
 
+// Rows [first, last) of that column matrix only, into `rows` ((last - first) x columns): for
+// the bf16 GEMM, which takes a few rows at a time into its tiles (bf16 only).
+template <class T>
+void im2col_rows(T* rows, const T* x, int64_t first, int64_t last, int64_t images,
+                 const ConvGeometry& g);
+
 // The adjoint of im2col: dx (images, C, H, W) is overwritten with the sum, over every column
 // entry, of dcol at the input pixel that entry was copied from.
 template <class T>
