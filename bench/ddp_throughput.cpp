@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "comm/process_group/from_environment.h"
+#include "nn/amp/autocast.h"
 #include "nn/autograd/ops.h"
 #include "nn/data/mnist.h"
 #include "nn/models/resnet.h"
@@ -46,7 +47,7 @@ int main(int argc, char** argv) {
   std::string model_name = "resnet20", backend = "ring";
   int batch = 64, threads = 1, warmup = 3, steps = 20;
   bool no_sync = false;
-  std::string timeline_path;
+  std::string timeline_path, amp = "none";
   double bucket_cap_mb = 25;
   CLI::App app{"ddp_throughput: data-parallel training img/s, with and without gradient sync"};
   // The compare_*.sh scripts pass their defaults first and the user's flags after: last wins.
@@ -62,6 +63,7 @@ int main(int argc, char** argv) {
   app.add_option("--bucket-cap-mb", bucket_cap_mb, "DDP bucket size in MiB")
       ->check(CLI::PositiveNumber);
   app.add_option("--timeline", timeline_path, "rank 0 writes the last step's bucket timeline here");
+  app.add_option("--amp", amp, "none or bf16 (autocast)")->check(CLI::IsMember({"none", "bf16"}));
   CLI11_PARSE(app, argc, argv);
   try {
     kernels::set_num_threads(threads);
@@ -78,9 +80,17 @@ int main(int argc, char** argv) {
     opts.weight_decay = 5e-4;
     Sgd sgd(model->parameters(), opts);
     Dataset data = synthetic_mnist(batch, 1 + job.env.rank);
+    const std::optional<DType> amp_dtype = amp::parse_amp_mode(amp);
     auto step = [&] {
       sgd.zero_grad();
-      auto run = [&] { backward(cross_entropy(ddp.forward(Variable(data.images)), data.labels)); };
+      auto run = [&] {
+        Variable loss;
+        {
+          amp::AutocastGuard autocast(amp_dtype);
+          loss = cross_entropy(ddp.forward(Variable(data.images)), data.labels);
+        }
+        backward(loss);
+      };
       if (no_sync) {
         auto guard = ddp.no_sync();
         run();

@@ -23,6 +23,7 @@ def main():
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--no-sync", action="store_true")
     p.add_argument("--backend", default="gloo", choices=["gloo", "ringgrad"])
+    p.add_argument("--amp", choices=["none", "bf16"], default="none")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     if a.backend == "ringgrad":
@@ -38,7 +39,9 @@ def main():
     def step():
         opt.zero_grad()
         with model.no_sync() if a.no_sync else contextlib.nullcontext():
-            loss_fn(model(x), y).backward()
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.amp == "bf16"):
+                loss = loss_fn(model(x), y)
+            loss.backward()
         opt.step()
 
     for _ in range(a.warmup):
