@@ -1,6 +1,8 @@
 // The tap-crop path of the CPU convolution (kernels/cpu/conv2d_paths.h): kernel taps that only
 // ever meet padding multiply zeros, so a conv whose kernel has such border taps is run with the
 // kernel cropped to the taps that meet the image, and its weight gradient is zero outside them.
+#include <algorithm>
+
 #include "core/tensor.h"
 #include "kernels/cpu/conv2d_paths.h"
 #include "kernels/cpu/im2col.h"
@@ -36,30 +38,33 @@ ConvGeometry cropped(ConvGeometry g, const TapWindow& t) {
   return g;
 }
 
-// Calls f(full, cropped) for every tap of w (K, C, R, S): `full` its index in w, `cropped` its
-// index in the cropped kernel (K, C, r1 - r0, s1 - s0), or -1 outside the window. Parallel over
-// (k, c), since ResNet-18's largest kernels (9 MB) are exactly the ones that get cropped.
-template <class F>
-void for_each_kernel_tap(const ConvGeometry& g, const TapWindow& t, F&& f) {
-  const int64_t R = t.r1 - t.r0, S = t.s1 - t.s0;
-#pragma omp parallel for schedule(static)
-  for (int64_t kc = 0; kc < g.K * g.C; ++kc)
-    for (int64_t r = 0; r < g.R; ++r)
-      for (int64_t s = 0; s < g.S; ++s) {
-        const bool inside = r >= t.r0 && r < t.r1 && s >= t.s0 && s < t.s1;
-        f((kc * g.R + r) * g.S + s, inside ? (kc * R + r - t.r0) * S + s - t.s0 : -1);
-      }
-}
-
-// w (K, C, R, S) cropped to the window: (K, C, r1 - r0, s1 - s0).
+// w (K, C, R, S) cropped to the window: (K, C, r1 - r0, s1 - s0). Parallel over (k, c), since
+// ResNet-18's largest kernels (9 MB) are exactly the ones that get cropped.
 template <class T>
 Tensor crop_kernel(const T* w, const ConvGeometry& g, const TapWindow& t) {
-  Tensor crop = Tensor::empty({g.K, g.C, t.r1 - t.r0, t.s1 - t.s0}, DTypeOf<T>::value);
+  const int64_t R = t.r1 - t.r0, S = t.s1 - t.s0;
+  Tensor crop = Tensor::empty({g.K, g.C, R, S}, DTypeOf<T>::value);
   T* c = crop.data<T>();
-  for_each_kernel_tap(g, t, [&](int64_t full, int64_t at) {
-    if (at >= 0) c[at] = w[full];
-  });
+#pragma omp parallel for schedule(static)
+  for (int64_t kc = 0; kc < g.K * g.C; ++kc)
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t s = 0; s < S; ++s)
+        c[(kc * R + r) * S + s] = w[(kc * g.R + t.r0 + r) * g.S + t.s0 + s];
   return crop;
+}
+
+// dw (K, C, R, S) from the cropped kernel's gradient: zero outside the window.
+template <class T>
+void uncrop_kernel_grad(T* dw, const T* dcrop, const ConvGeometry& g, const TapWindow& t) {
+  const int64_t R = t.r1 - t.r0, S = t.s1 - t.s0;
+#pragma omp parallel for schedule(static)
+  for (int64_t kc = 0; kc < g.K * g.C; ++kc) {
+    T* taps = dw + kc * g.R * g.S;
+    std::fill_n(taps, g.R * g.S, T{});
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t s = 0; s < S; ++s)
+        taps[(t.r0 + r) * g.S + t.s0 + s] = dcrop[(kc * R + r) * S + s];
+  }
 }
 
 }  // namespace
@@ -88,11 +93,7 @@ void tap_cropped_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, int
   Tensor dcrop = dw ? Tensor::empty(crop.shape(), crop.dtype()) : Tensor();
   uncropped_backward(dx, dw ? dcrop.data<T>() : nullptr, dy, x, crop.data<T>(), N,
                      cropped(g, taps));
-  if (dw) {  // taps outside the window have zero gradient
-    const T* dc = dcrop.data<T>();
-    for_each_kernel_tap(g, taps,
-                        [&](int64_t full, int64_t at) { dw[full] = at >= 0 ? dc[at] : T{}; });
-  }
+  if (dw) uncrop_kernel_grad(dw, dcrop.data<T>(), g, taps);
 }
 
 #define RG_INSTANTIATE(T)                                                                        \
