@@ -272,7 +272,8 @@ void batchnorm_relu_backward(Tensor& dx, Tensor& dresidual, Tensor& dgamma, Tens
                                           {"gamma", gamma},
                                           {"save_mean", save_mean},
                                           {"save_invstd", save_invstd}})) {
-    Tensor masked = dresidual.defined() ? dresidual : Tensor::empty(y.shape(), y.dtype(), y.device());
+    Tensor masked =
+        dresidual.defined() ? dresidual : Tensor::empty(y.shape(), y.dtype(), y.device());
     relu_backward(masked, dy, y);
     return batchnorm_backward(dx, dgamma, dbeta, masked, x, gamma, save_mean, save_invstd);
   }

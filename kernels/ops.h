@@ -92,8 +92,7 @@ void batchnorm_relu_forward_train(Tensor& y, Tensor& save_mean, Tensor& save_inv
                                   double momentum, double eps);
 void batchnorm_relu_forward_eval(Tensor& y, const Tensor& x, const Tensor& residual,
                                  const Tensor& gamma, const Tensor& beta,
-                                 const Tensor& running_mean, const Tensor& running_var,
-                                 double eps);
+                                 const Tensor& running_mean, const Tensor& running_var, double eps);
 void batchnorm_relu_backward(Tensor& dx, Tensor& dresidual, Tensor& dgamma, Tensor& dbeta,
                              const Tensor& dy, const Tensor& y, const Tensor& x,
                              const Tensor& gamma, const Tensor& save_mean,

@@ -111,8 +111,8 @@ void block_sums(const T* x, Layout l, Block b, double* sum, double* sum_sq) {
 
 // y = epilogue(x * scale + shift) over the block, coefficients spread per position.
 template <class T, bool Residual, bool Relu>
-void block_apply_rows(T* y, const T* x, const T* residual, Layout l, Block b,
-                      const Math<T>* scale, const Math<T>* shift) {
+void block_apply_rows(T* y, const T* x, const T* residual, Layout l, Block b, const Math<T>* scale,
+                      const Math<T>* shift) {
   for (int64_t n = 0; n < l.n; ++n) {
     const int64_t o = b.row(l, n);
 #pragma omp simd
@@ -143,8 +143,8 @@ void block_apply(T* y, const T* x, Layout l, Block b, const double* scale, const
 // sum_dy and sum_dy_xmu (indexed from c0) of g = dy, masked by y > 0 when Masked, with g
 // written to dresidual when Written.
 template <class T, bool Masked, bool Written>
-void block_backward_sums_rows(const T* dy, const T* y, const T* x, T* dresidual, Layout l,
-                              Block b, const double* mean, double* sum_dy, double* sum_dy_xmu) {
+void block_backward_sums_rows(const T* dy, const T* y, const T* x, T* dresidual, Layout l, Block b,
+                              const double* mean, double* sum_dy, double* sum_dy_xmu) {
   Math<T>* s = scratch<Math<T>, kRunSums>(3 * b.run);
   Math<T>* sx = s + b.run;
   Math<T>* m = sx + b.run;
@@ -182,8 +182,7 @@ void block_backward_sums(const T* dy, const T* y, const T* x, T* dresidual, Layo
 // offset = scale * (xmu_coeff * mean - mean_dy); g is dy, masked by y > 0 when Masked.
 template <class T, bool Masked>
 void block_backward_apply_rows(T* dx, const T* dy, const T* y, const T* x, Layout l, Block b,
-                               const Math<T>* scale, const Math<T>* slope,
-                               const Math<T>* offset) {
+                               const Math<T>* scale, const Math<T>* slope, const Math<T>* offset) {
   for (int64_t n = 0; n < l.n; ++n) {
     const int64_t o = b.row(l, n);
 #pragma omp simd
@@ -226,16 +225,14 @@ void block_backward_apply(T* dx, const T* dy, const T* y, const T* x, Layout l, 
 
 template <class T>
 void channel_sums_loop(const T* x, Layout l, double* sum, double* sum_sq) {
-  for_each_block(l, sizeof(T),
-                 [&](Block b) { block_sums(x, l, b, sum + b.c0, sum_sq + b.c0); });
+  for_each_block(l, sizeof(T), [&](Block b) { block_sums(x, l, b, sum + b.c0, sum_sq + b.c0); });
 }
 
 template <class T>
 void apply_loop(T* y, const T* x, Layout l, const double* scale, const double* shift,
                 Epilogue<T> epilogue) {
-  for_each_block(l, 2 * sizeof(T), [&](Block b) {
-    block_apply(y, x, l, b, scale + b.c0, shift + b.c0, epilogue);
-  });
+  for_each_block(l, 2 * sizeof(T),
+                 [&](Block b) { block_apply(y, x, l, b, scale + b.c0, shift + b.c0, epilogue); });
 }
 
 template <class T>
@@ -287,8 +284,7 @@ void fused_backward_loop(T* dx, T* dresidual, const T* dy, const T* y, const T* 
   for_each_block(l, 3 * sizeof(T), [&](Block b) {
     const int64_t channels = b.c1 - b.c0;
     InputGradFactors* factors = scratch<InputGradFactors, kChannelValues>(channels);
-    block_backward_sums(dy, y, x, dresidual, l, b, mean + b.c0, sum_dy + b.c0,
-                        sum_dy_xhat + b.c0);
+    block_backward_sums(dy, y, x, dresidual, l, b, mean + b.c0, sum_dy + b.c0, sum_dy_xhat + b.c0);
     for (int64_t i = 0; i < channels; ++i) {
       const int64_t c = b.c0 + i;
       sum_dy_xhat[c] *= invstd[c];  // sum g * (x - mean) * invstd

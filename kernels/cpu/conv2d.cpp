@@ -183,10 +183,10 @@ void uncropped_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, int64
   im2col_conv_backward(dx, dw, dy, x, w, N, g);
 }
 
-#define RG_INSTANTIATE(T)                                                                        \
-  template void im2col_conv_forward<T>(T*, const T*, const T*, const T*, int64_t,                  \
-                                       const ConvGeometry&);                                      \
-  template void uncropped_backward<T>(T*, T*, const T*, const T*, const T*, int64_t,              \
+#define RG_INSTANTIATE(T)                                                            \
+  template void im2col_conv_forward<T>(T*, const T*, const T*, const T*, int64_t,    \
+                                       const ConvGeometry&);                         \
+  template void uncropped_backward<T>(T*, T*, const T*, const T*, const T*, int64_t, \
                                       const ConvGeometry&);
 RG_INSTANTIATE(float)
 RG_INSTANTIATE(double)

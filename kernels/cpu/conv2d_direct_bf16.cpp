@@ -134,7 +134,7 @@ RG_AMX void direct_block(BFloat16* y, const uint32_t* xp, const uint16_t* a_tile
                          const DirectLayout& d) {
   const int64_t taps = g.R * g.S, a_size = kTile * 2 * d.block_pairs;
   const int a_stride = static_cast<int>(4 * d.block_pairs);  // bytes per weight tile row
-  const int64_t b_stride = d.plane * 4;                       // bytes between channel pairs
+  const int64_t b_stride = d.plane * 4;                      // bytes between channel pairs
   _tile_zero(0);
   if (PR == 2) _tile_zero(1);
   if (KR == 2) _tile_zero(2);

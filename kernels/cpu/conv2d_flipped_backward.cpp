@@ -137,8 +137,8 @@ void flipped_conv_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, in
   }
 }
 
-#define RG_INSTANTIATE(T)                                                                        \
-  template void flipped_conv_backward<T>(T*, T*, const T*, const T*, const T*, int64_t,            \
+#define RG_INSTANTIATE(T)                                                               \
+  template void flipped_conv_backward<T>(T*, T*, const T*, const T*, const T*, int64_t, \
                                          const ConvGeometry&);
 RG_INSTANTIATE(float)
 RG_INSTANTIATE(double)

@@ -23,7 +23,6 @@
 
 namespace ringgrad::kernels::cpu {
 
-
 // ---- conv2d.cpp ----------------------------------------------------------------------------
 
 // The operand checks of conv2d_forward and conv2d_backward for f32 and f64 (the reference's
@@ -92,8 +91,8 @@ void accumulate_outer(int64_t m, int64_t n, int64_t depth, const T* a, const T* 
 // The same for bf16 with B the column matrix of `images` images of `source` under geometry
 // `cg`, built 16 rows at a time straight into the GEMM's tiles: never stored whole.
 inline void accumulate_outer_im2col(int64_t m, int64_t n, int64_t depth, const BFloat16* a,
-                                    const BFloat16* source, int64_t images,
-                                    const ConvGeometry& cg, float beta, float* sum) {
+                                    const BFloat16* source, int64_t images, const ConvGeometry& cg,
+                                    float beta, float* sum) {
   const PackedBf16A col(n, depth, [&](int64_t first, int64_t last, BFloat16* out) {
     im2col_rows(out, source, first, last, images, cg);
   });

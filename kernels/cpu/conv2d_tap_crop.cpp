@@ -96,10 +96,10 @@ void tap_cropped_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, int
   if (dw) uncrop_kernel_grad(dw, dcrop.data<T>(), g, taps);
 }
 
-#define RG_INSTANTIATE(T)                                                                        \
-  template void tap_cropped_forward<T>(T*, const T*, const T*, const T*, int64_t,                  \
-                                       const ConvGeometry&, const TapWindow&);                    \
-  template void tap_cropped_backward<T>(T*, T*, const T*, const T*, const T*, int64_t,            \
+#define RG_INSTANTIATE(T)                                                              \
+  template void tap_cropped_forward<T>(T*, const T*, const T*, const T*, int64_t,      \
+                                       const ConvGeometry&, const TapWindow&);         \
+  template void tap_cropped_backward<T>(T*, T*, const T*, const T*, const T*, int64_t, \
                                         const ConvGeometry&, const TapWindow&);
 RG_INSTANTIATE(float)
 RG_INSTANTIATE(double)

@@ -8,15 +8,15 @@
 // bf16 GEMM uses AVX512-BF16 instead, and `limited` says why.
 #include "kernels/cpu/cpu_features.h"
 
-#include "kernels/cpu/sgemm_avx512.h"
-#include "kernels/ops.h"
-
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+
+#include "kernels/cpu/sgemm_avx512.h"
+#include "kernels/ops.h"
 
 namespace ringgrad::kernels::cpu {
 

@@ -3,7 +3,8 @@
 // (kernels/backend_ops.h); kernels/ops.cpp calls them for CPU tensors. f32 and f64 everywhere
 // (f64 is what the gradient checks use); batch norm, relu, add and pooling take bf16 too (f32
 // arithmetic), and so does conv2d where the CPU has a bf16 GEMM; conv2d elsewhere, linear and
-// count_correct take f16 and bf16 through f32 copies (half_via_f32.h). Plus the textbook convolution the fast paths are tested on.
+// count_correct take f16 and bf16 through f32 copies (half_via_f32.h). Plus the textbook
+// convolution the fast paths are tested on.
 #pragma once
 #include "core/tensor.h"
 #include "kernels/ops.h"
@@ -20,8 +21,7 @@ void batchnorm_relu_forward_train(Tensor& y, Tensor& save_mean, Tensor& save_inv
                                   double momentum, double eps);
 void batchnorm_relu_forward_eval(Tensor& y, const Tensor& x, const Tensor& residual,
                                  const Tensor& gamma, const Tensor& beta,
-                                 const Tensor& running_mean, const Tensor& running_var,
-                                 double eps);
+                                 const Tensor& running_mean, const Tensor& running_var, double eps);
 void batchnorm_relu_backward(Tensor& dx, Tensor& dresidual, Tensor& dgamma, Tensor& dbeta,
                              const Tensor& dy, const Tensor& y, const Tensor& x,
                              const Tensor& gamma, const Tensor& save_mean,

@@ -23,14 +23,16 @@ void map(int64_t n, T* out, F f, const In*... in) {
 void relu_forward(Tensor& y, const Tensor& x) {
   dispatch_float_or_bf16(x.dtype(), "relu_forward", [&](auto tag) {
     using T = decltype(tag);
-    map(x.numel(), y.data<T>(), [](auto v) { return relu(v); }, x.data<T>());
+    map(
+        x.numel(), y.data<T>(), [](auto v) { return relu(v); }, x.data<T>());
   });
 }
 
 void relu_backward(Tensor& dx, const Tensor& dy, const Tensor& y) {
   dispatch_float_or_bf16(y.dtype(), "relu_backward", [&](auto tag) {
     using T = decltype(tag);
-    map(y.numel(), dx.data<T>(), [](auto g, auto v) { return relu_grad(g, v); }, dy.data<T>(),
+    map(
+        y.numel(), dx.data<T>(), [](auto g, auto v) { return relu_grad(g, v); }, dy.data<T>(),
         y.data<T>());
   });
 }
@@ -38,14 +40,16 @@ void relu_backward(Tensor& dx, const Tensor& dy, const Tensor& y) {
 void add(Tensor& y, const Tensor& a, const Tensor& b) {
   dispatch_float_or_bf16(a.dtype(), "add", [&](auto tag) {
     using T = decltype(tag);
-    map(a.numel(), y.data<T>(), [](auto u, auto v) { return u + v; }, a.data<T>(), b.data<T>());
+    map(
+        a.numel(), y.data<T>(), [](auto u, auto v) { return u + v; }, a.data<T>(), b.data<T>());
   });
 }
 
 void add_relu_forward(Tensor& y, const Tensor& a, const Tensor& b) {
   dispatch_float_or_bf16(a.dtype(), "add_relu_forward", [&](auto tag) {
     using T = decltype(tag);
-    map(a.numel(), y.data<T>(), [](auto u, auto v) { return relu(u + v); }, a.data<T>(),
+    map(
+        a.numel(), y.data<T>(), [](auto u, auto v) { return relu(u + v); }, a.data<T>(),
         b.data<T>());
   });
 }
@@ -55,7 +59,8 @@ void scale_(Tensor& a, double alpha) {
     using T = decltype(tag);
     const auto factor = static_cast<ComputeType<T>>(alpha);
     T* ap = a.data<T>();
-    map(a.numel(), ap, [factor](auto v) { return v * factor; }, static_cast<const T*>(ap));
+    map(
+        a.numel(), ap, [factor](auto v) { return v * factor; }, static_cast<const T*>(ap));
   });
 }
 

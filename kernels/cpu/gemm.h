@@ -44,9 +44,8 @@ template <class T>
 using GemmResult = ComputeType<T>;
 
 // bf16 operands, f32 C; alpha must be 1 (no caller scales a bf16 product).
-inline void gemm(Op op_a, Op op_b, int64_t m, int64_t n, int64_t k, float alpha,
-                 const BFloat16* a, int64_t lda, const BFloat16* b, int64_t ldb, float beta,
-                 float* c, int64_t ldc) {
+inline void gemm(Op op_a, Op op_b, int64_t m, int64_t n, int64_t k, float alpha, const BFloat16* a,
+                 int64_t lda, const BFloat16* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   RG_CHECK(alpha == 1.0f, "the bf16 GEMM does not scale its product (alpha ", alpha, ")");
   gemm_bf16(op_a, op_b, m, n, k, a, lda, b, ldb, beta, c, ldc);
 }

@@ -55,8 +55,9 @@ RG_AVX512_BW void pack_a_tile(uint16_t* tile, Op op, const uint16_t* a, int64_t 
 // start from an undefined vector and warn that it may be used uninitialised.
 RG_AVX512_BW __m512i widened_row(const uint16_t* b, int64_t ldb, int64_t p, int64_t depth,
                                  __mmask16 mask) {
-  return p < depth ? _mm512_maskz_cvtepu16_epi32(0xFFFF, _mm256_maskz_loadu_epi16(mask, b + p * ldb))
-                   : _mm512_setzero_si512();
+  return p < depth
+             ? _mm512_maskz_cvtepu16_epi32(0xFFFF, _mm256_maskz_loadu_epi16(mask, b + p * ldb))
+             : _mm512_setzero_si512();
 }
 
 // rows (16 vectors of 16 32-bit values) becomes its transpose, in four rounds that each swap
@@ -180,16 +181,18 @@ Bf16Kernel default_bf16_kernel() {
 }
 
 PackedBf16A::PackedBf16A(Op op, const BFloat16* a, int64_t lda, int64_t m, int64_t k)
-    : m_(m), k_(k), tiles_(Tensor::empty({std::max<int64_t>(1, tiles_of(m) * blocks_of(k) *
-                                                                   kTileElements)},
-                                         DType::bf16)) {
+    : m_(m),
+      k_(k),
+      tiles_(Tensor::empty({std::max<int64_t>(1, tiles_of(m) * blocks_of(k) * kTileElements)},
+                           DType::bf16)) {
   pack_a(reinterpret_cast<uint16_t*>(tiles_.raw_data()), op, bits(a), lda, m, k);
 }
 
 PackedBf16A::PackedBf16A(int64_t m, int64_t k, const RowSource& rows)
-    : m_(m), k_(k), tiles_(Tensor::empty({std::max<int64_t>(1, tiles_of(m) * blocks_of(k) *
-                                                                   kTileElements)},
-                                         DType::bf16)) {
+    : m_(m),
+      k_(k),
+      tiles_(Tensor::empty({std::max<int64_t>(1, tiles_of(m) * blocks_of(k) * kTileElements)},
+                           DType::bf16)) {
   thread_local std::vector<BFloat16> t_rows;
   if (static_cast<int64_t>(t_rows.size()) < kTileRows * k) t_rows.resize(kTileRows * k);
   uint16_t* tiles = reinterpret_cast<uint16_t*>(tiles_.raw_data());
@@ -207,8 +210,8 @@ const uint16_t* PackedBf16A::data() const {
   return reinterpret_cast<const uint16_t*>(tiles_.raw_data());
 }
 
-void gemm_bf16(const PackedBf16A& a, Op op_b, int64_t n, const BFloat16* b, int64_t ldb,
-               float beta, float* c, int64_t ldc, Bf16Kernel kernel) {
+void gemm_bf16(const PackedBf16A& a, Op op_b, int64_t n, const BFloat16* b, int64_t ldb, float beta,
+               float* c, int64_t ldc, Bf16Kernel kernel) {
   const int64_t m = a.rows(), k = a.depth();
   if (m <= 0 || n <= 0) return;
   if (k <= 0) return scale(c, ldc, m, n, beta);

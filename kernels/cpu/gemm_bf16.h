@@ -57,7 +57,7 @@ void gemm_bf16(Op op_a, Op op_b, int64_t m, int64_t n, int64_t k, const BFloat16
                const BFloat16* b, int64_t ldb, float beta, float* c, int64_t ldc,
                Bf16Kernel kernel = default_bf16_kernel());
 // The same with op(A) packed beforehand (m and k are a's).
-void gemm_bf16(const PackedBf16A& a, Op op_b, int64_t n, const BFloat16* b, int64_t ldb,
-               float beta, float* c, int64_t ldc, Bf16Kernel kernel = default_bf16_kernel());
+void gemm_bf16(const PackedBf16A& a, Op op_b, int64_t n, const BFloat16* b, int64_t ldb, float beta,
+               float* c, int64_t ldc, Bf16Kernel kernel = default_bf16_kernel());
 
 }  // namespace ringgrad::kernels::cpu

@@ -6,12 +6,13 @@
 //     broadcast pair of A's row to the pairs of 16 columns of B.
 // Both accumulate in f32, pairs of products added before the sum (TDPBF16PS and VDPBF16PS
 // round the same way; products of bf16 values are exact in f32).
+#include "kernels/cpu/gemm_bf16_tiles.h"
+
 #include <immintrin.h>
 
 #include <cstring>
 
 #include "kernels/cpu/amx_config.h"
-#include "kernels/cpu/gemm_bf16_tiles.h"
 
 #define RG_AMX __attribute__((target("amx-tile,amx-bf16")))
 #define RG_AVX512_BF16 __attribute__((target("avx512f,avx512bf16")))
@@ -31,7 +32,7 @@ RG_AMX void configure_tiles() {
 }
 
 constexpr int kTileStride = kTileDepth * sizeof(uint16_t);  // bytes per packed tile row
-constexpr int kBlockStride = kBlockEdge * sizeof(float);     // bytes per block row
+constexpr int kBlockStride = kBlockEdge * sizeof(float);    // bytes per block row
 
 // Tile numbers are immediates, so each shape of block is its own function.
 template <int Rows, int Columns>

@@ -7,10 +7,10 @@
 
 namespace ringgrad::kernels::cpu {
 
-constexpr int64_t kTileRows = 16;                         // rows of an A tile, columns of a B tile
-constexpr int64_t kTileDepth = 32;                        // products per tile
+constexpr int64_t kTileRows = 16;                          // rows of an A tile, columns of a B tile
+constexpr int64_t kTileDepth = 32;                         // products per tile
 constexpr int64_t kTileElements = kTileRows * kTileDepth;  // 512 bf16: 1 KiB
-constexpr int64_t kBlockEdge = 2 * kTileRows;             // a block of C is 2 x 2 tiles
+constexpr int64_t kBlockEdge = 2 * kTileRows;              // a block of C is 2 x 2 tiles
 
 // block (kBlockEdge x kBlockEdge, row-major) = the product over `blocks` k blocks of `rows` (1 or
 // 2) A tile rows and `columns` (1 or 2) B tile columns; tile (r, kb) of a is at

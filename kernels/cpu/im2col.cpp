@@ -1,6 +1,6 @@
-// im2col (see im2col.h) for float, double and bf16, col2im for float and double. Both walk the column matrix in
-// memory order and split every output row into runs: runs that read the image (contiguous when
-// stride_w == 1) and runs that fall in the padding.
+// im2col (see im2col.h) for float, double and bf16, col2im for float and double. Both walk the
+// column matrix in memory order and split every output row into runs: runs that read the image
+// (contiguous when stride_w == 1) and runs that fall in the padding.
 #include "kernels/cpu/im2col.h"
 
 #include <algorithm>

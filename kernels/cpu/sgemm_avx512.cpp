@@ -22,14 +22,14 @@
 // kRows x 3 accumulators in registers (24 of the 32) over the whole block.
 #include "kernels/cpu/sgemm_avx512.h"
 
-#include "kernels/cpu/cpu_features.h"
-
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
+
+#include "kernels/cpu/cpu_features.h"
 
 #define RG_AVX512 __attribute__((target("avx512f")))
 

@@ -79,8 +79,8 @@ Variable batch_norm_relu(const Variable& x_in, const Variable& residual_in, cons
                          const Variable& beta, Tensor& running_mean, Tensor& running_var,
                          bool training, double momentum, double eps) {
   const Variable x = amp::cast_for_norm_op(x_in);
-  const Variable residual = residual_in.defined() ? to_dtype(residual_in, x.value().dtype())
-                                                  : residual_in;
+  const Variable residual =
+      residual_in.defined() ? to_dtype(residual_in, x.value().dtype()) : residual_in;
   const Tensor& xv = x.value();
   const Tensor r = residual.defined() ? residual.value() : Tensor();
   Tensor y = Tensor::empty(xv.shape(), xv.dtype(), xv.device());

@@ -35,8 +35,7 @@ struct Result {
 };
 
 // Training forward then backward, fused (one op each way) or as the separate ops.
-Result run(bool fused, const Tensor& x, const Tensor& residual, const Params& p,
-           const Tensor& dy) {
+Result run(bool fused, const Tensor& x, const Tensor& residual, const Params& p, const Tensor& dy) {
   Result r;
   const DType per_channel = p.gamma.dtype();
   r.y = like(x);
@@ -48,8 +47,8 @@ Result run(bool fused, const Tensor& x, const Tensor& residual, const Params& p,
     kernels::batchnorm_relu_forward_train(r.y, r.save_mean, r.save_invstd, r.running_mean,
                                           r.running_var, x, residual, p.gamma, p.beta, 0.1, 1e-5);
   } else {
-    kernels::batchnorm_forward_train(r.y, r.save_mean, r.save_invstd, r.running_mean,
-                                     r.running_var, x, p.gamma, p.beta, 0.1, 1e-5);
+    kernels::batchnorm_forward_train(r.y, r.save_mean, r.save_invstd, r.running_mean, r.running_var,
+                                     x, p.gamma, p.beta, 0.1, 1e-5);
     if (residual.defined())
       kernels::add_relu_forward(r.y, r.y, residual);
     else
@@ -130,14 +129,12 @@ TEST_CASE("batchnorm_relu in eval mode equals the eval batch norm followed by ad
       positive_var.set_element(c, std::fabs(var.element(c)) + 0.5);
     kernels::batchnorm_relu_forward_eval(fused, x, residual, p.gamma, p.beta, p.running_mean,
                                          positive_var, 1e-5);
-    kernels::batchnorm_forward_eval(apart, x, p.gamma, p.beta, p.running_mean, positive_var,
-                                    1e-5);
+    kernels::batchnorm_forward_eval(apart, x, p.gamma, p.beta, p.running_mean, positive_var, 1e-5);
     kernels::add_relu_forward(apart, apart, residual);
     check_close(fused, apart, 1e-6, "eval y with residual");
     kernels::batchnorm_relu_forward_eval(fused, x, none, p.gamma, p.beta, p.running_mean,
                                          positive_var, 1e-5);
-    kernels::batchnorm_forward_eval(apart, x, p.gamma, p.beta, p.running_mean, positive_var,
-                                    1e-5);
+    kernels::batchnorm_forward_eval(apart, x, p.gamma, p.beta, p.running_mean, positive_var, 1e-5);
     kernels::relu_forward(apart, apart);
     check_close(fused, apart, 1e-6, "eval y");
   }

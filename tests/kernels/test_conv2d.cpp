@@ -223,8 +223,8 @@ TEST_CASE("conv2d forward and backward match the direct f64 reference over many 
 
 TEST_CASE("conv2d in bf16 matches the f64 reference of the same bf16 values over every path") {
   // On a CPU with a bf16 GEMM (AMX or AVX512-BF16) every path runs in bf16 with f32 sums, the
-  // direct one too on AMX; elsewhere the conv widens to f32. Either way each result is rounded to bf16 once: within
-  // half a bf16 ulp (2^-8 relative) of the exact value, plus f32 summation error.
+  // direct one too on AMX; elsewhere the conv widens to f32. Either way each result is rounded to
+  // bf16 once: within half a bf16 ulp (2^-8 relative) of the exact value, plus f32 summation error.
   const double tol = std::ldexp(1.0, -8) * 1.01;
   Generator gen(17);
   ThreadCountGuard guard;

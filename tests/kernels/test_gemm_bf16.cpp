@@ -36,8 +36,8 @@ std::string run(const GemmCase& c, uint64_t seed, Bf16Kernel kernel, bool prepac
     kernels::cpu::gemm_bf16(packed, c.op_b, c.n, b.data.data(), b.ld, c.beta, out.data(), ldc,
                             kernel);
   } else {
-    kernels::cpu::gemm_bf16(c.op_a, c.op_b, c.m, c.n, c.k, a.data.data(), a.ld, b.data.data(),
-                            b.ld, c.beta, out.data(), ldc, kernel);
+    kernels::cpu::gemm_bf16(c.op_a, c.op_b, c.m, c.n, c.k, a.data.data(), a.ld, b.data.data(), b.ld,
+                            c.beta, out.data(), ldc, kernel);
   }
   return testing::check_gemm(c, a, b, before, out, widen, 1e-5);
 }
@@ -67,8 +67,8 @@ TEST_CASE("gemm_bf16 matches an f64 reference across transposes and tile edges")
         for (int64_t m : {1, 16, 17, 40})
           for (int64_t n : {1, 16, 31, 33, 70})
             for (int64_t k : {1, 31, 32, 33, 100})
-              cases.push_back({op_a, op_b, m, n, k, (m + n + k) % 3, 0, 1.0f,
-                               (k % 2) ? 0.0f : -0.5f});
+              cases.push_back(
+                  {op_a, op_b, m, n, k, (m + n + k) % 3, 0, 1.0f, (k % 2) ? 0.0f : -0.5f});
     cases.push_back({Op::none, Op::none, 64, 100, 600, 1, 0, 1.0f, 1.0f});  // long products
     // All at once from several threads: each thread has its own packing buffers (and, for
     // AMX, its own tile configuration).
@@ -87,8 +87,8 @@ TEST_CASE("gemm_bf16 matches an f64 reference across transposes and tile edges")
 TEST_CASE("gemm_bf16 with an empty product scales C by beta") {
   for (Bf16Kernel kernel : kernels_here()) {
     std::vector<float> c = {1, 2, 3, 4};
-    kernels::cpu::gemm_bf16(Op::none, Op::none, 2, 2, 0, nullptr, 1, nullptr, 2, 0.5f, c.data(),
-                            2, kernel);
+    kernels::cpu::gemm_bf16(Op::none, Op::none, 2, 2, 0, nullptr, 1, nullptr, 2, 0.5f, c.data(), 2,
+                            kernel);
     CHECK(c == std::vector<float>{0.5f, 1, 1.5f, 2});
   }
 }

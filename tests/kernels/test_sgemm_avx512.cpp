@@ -32,7 +32,8 @@ std::string run(const GemmCase& c, uint64_t seed) {
   const std::vector<float> before = out;
   kernels::cpu::sgemm_avx512(c.op_a, c.op_b, c.m, c.n, c.k, c.alpha, a.data.data(), a.ld,
                              b.data.data(), b.ld, c.beta, out.data(), c.n + c.pad);
-  return testing::check_gemm(c, a, b, before, out, [](float v) { return double{v}; }, 1e-5);
+  return testing::check_gemm(
+      c, a, b, before, out, [](float v) { return double{v}; }, 1e-5);
 }
 
 bool skip_without_avx512() {

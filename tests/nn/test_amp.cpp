@@ -96,7 +96,8 @@ struct ScalarModel {
 
 }  // namespace
 
-TEST_CASE("autocast: conv2d and linear run in half, cross_entropy in f32, batch_norm as PyTorch's CPU") {
+TEST_CASE(
+    "autocast: conv2d and linear run in half, cross_entropy in f32, batch_norm as PyTorch's CPU") {
   Generator g(1);
   SmallNet net(g);
   Batch b = small_batch(g);
