@@ -34,6 +34,19 @@ void batchnorm_backward_apply(Tensor& dx, const Tensor& dy, const Tensor& x, con
 void batchnorm_backward(Tensor& dx, Tensor& dgamma, Tensor& dbeta, const Tensor& dy,
                         const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
                         const Tensor& save_invstd);
+// batch norm + relu (+ residual): one pass on the CPU (cpu/batchnorm.cpp), the ops above one
+// after another on CUDA (cuda/batchnorm_relu.cu)
+void batchnorm_relu_forward_train(Tensor& y, Tensor& save_mean, Tensor& save_invstd,
+                                  Tensor& running_mean, Tensor& running_var, const Tensor& x,
+                                  const Tensor& residual, const Tensor& gamma, const Tensor& beta,
+                                  double momentum, double eps);
+void batchnorm_relu_forward_eval(Tensor& y, const Tensor& x, const Tensor& residual,
+                                 const Tensor& gamma, const Tensor& beta,
+                                 const Tensor& running_mean, const Tensor& running_var, double eps);
+void batchnorm_relu_backward(Tensor& dx, Tensor& dresidual, Tensor& dgamma, Tensor& dbeta,
+                             const Tensor& dy, const Tensor& y, const Tensor& x,
+                             const Tensor& gamma, const Tensor& save_mean,
+                             const Tensor& save_invstd);
 
 // elementwise (the router has checked counts, dtypes and devices: check_same; and the counter)
 void relu_forward(Tensor& y, const Tensor& x);

@@ -233,9 +233,10 @@ void batchnorm_relu_forward_train(Tensor& y, Tensor& save_mean, Tensor& save_inv
                                                {"running_var", running_var},
                                                {"gamma", gamma},
                                                {"beta", beta}})) {
-    batchnorm_forward_train(y, save_mean, save_invstd, running_mean, running_var, x, gamma, beta,
-                            momentum, eps);
-    return residual.defined() ? add_relu_forward(y, y, residual) : relu_forward(y, y);
+    if constexpr (kCudaBuild)
+      return cuda::batchnorm_relu_forward_train(y, save_mean, save_invstd, running_mean,
+                                                running_var, x, residual, gamma, beta, momentum,
+                                                eps);
   }
   cpu::batchnorm_relu_forward_train(y, save_mean, save_invstd, running_mean, running_var, x,
                                     residual, gamma, beta, momentum, eps);
@@ -252,8 +253,9 @@ void batchnorm_relu_forward_eval(Tensor& y, const Tensor& x, const Tensor& resid
                                               {"beta", beta},
                                               {"running_mean", running_mean},
                                               {"running_var", running_var}})) {
-    batchnorm_forward_eval(y, x, gamma, beta, running_mean, running_var, eps);
-    return residual.defined() ? add_relu_forward(y, y, residual) : relu_forward(y, y);
+    if constexpr (kCudaBuild)
+      return cuda::batchnorm_relu_forward_eval(y, x, residual, gamma, beta, running_mean,
+                                               running_var, eps);
   }
   cpu::batchnorm_relu_forward_eval(y, x, residual, gamma, beta, running_mean, running_var, eps);
 }
@@ -272,10 +274,9 @@ void batchnorm_relu_backward(Tensor& dx, Tensor& dresidual, Tensor& dgamma, Tens
                                           {"gamma", gamma},
                                           {"save_mean", save_mean},
                                           {"save_invstd", save_invstd}})) {
-    Tensor masked =
-        dresidual.defined() ? dresidual : Tensor::empty(y.shape(), y.dtype(), y.device());
-    relu_backward(masked, dy, y);
-    return batchnorm_backward(dx, dgamma, dbeta, masked, x, gamma, save_mean, save_invstd);
+    if constexpr (kCudaBuild)
+      return cuda::batchnorm_relu_backward(dx, dresidual, dgamma, dbeta, dy, y, x, gamma, save_mean,
+                                           save_invstd);
   }
   cpu::batchnorm_relu_backward(dx, dresidual, dgamma, dbeta, dy, y, x, gamma, save_mean,
                                save_invstd);

@@ -54,8 +54,7 @@ void linear_backward(Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& dy, co
 
 // ---- batch normalisation (x: (N, C, H, W), per-channel tensors: (C)) ------------------------
 // Split into statistics and application so SyncBatchNorm can all-reduce the sums in between.
-// Per-channel sum and sum of squares over N, H, W (on the CPU: per position over N in the
-// data's arithmetic type, of x less a value of the channel, then in double).
+// Per-channel sum and sum of squares over N, H, W (accumulated in double on the CPU).
 void batchnorm_channel_sums(Tensor& sum, Tensor& sum_sq, const Tensor& x);
 // y = (x - mean) * invstd * gamma + beta
 void batchnorm_apply(Tensor& y, const Tensor& x, const Tensor& mean, const Tensor& invstd,
@@ -85,7 +84,8 @@ void batchnorm_backward(Tensor& dx, Tensor& dgamma, Tensor& dbeta, const Tensor&
 // Batch norm fused with the relu, and the residual add, that follow it in a ResNet block:
 // y = relu(bn(x) + residual), residual like x or undefined (then y = relu(bn(x))). One pass over
 // the data where the three ops make three (CPU); on CUDA the ops above, one after another. The
-// backward takes that y (its mask is y > 0) and gives dresidual = dy * (y > 0) when defined.
+// backward takes that y (its mask is y > 0; undefined: no relu, batchnorm_backward) and gives
+// dresidual = dy * (y > 0) when defined.
 void batchnorm_relu_forward_train(Tensor& y, Tensor& save_mean, Tensor& save_invstd,
                                   Tensor& running_mean, Tensor& running_var, const Tensor& x,
                                   const Tensor& residual, const Tensor& gamma, const Tensor& beta,

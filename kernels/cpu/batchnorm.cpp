@@ -84,14 +84,11 @@ void apply(Tensor& y, const Tensor& x, const Tensor& residual, bool relu, Layout
            const ChannelVector& beta, const char* op) {
   check_like_x(y, x, op, "y");
   if (residual.defined()) check_like_x(residual, x, op, "residual");
-  ChannelVector scale(l.c), shift(l.c);
-  for (int64_t c = 0; c < l.c; ++c) {
-    scale[c] = invstd[c] * gamma[c];
-    shift[c] = beta[c] - mean[c] * scale[c];
-  }
+  ChannelVector scale(l.c);
+  for (int64_t c = 0; c < l.c; ++c) scale[c] = invstd[c] * gamma[c];
   dispatch_float_or_bf16(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
-    apply_loop(y.data<T>(), x.data<T>(), l, scale.data(), shift.data(),
+    apply_loop(y.data<T>(), x.data<T>(), l, mean.data(), scale.data(), beta.data(),
                epilogue<T>(residual, relu));
   });
 }

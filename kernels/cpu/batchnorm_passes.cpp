@@ -1,10 +1,9 @@
 // The passes of the CPU batch norm over the data (kernels/cpu/batchnorm_passes.h), with the
-// element math of kernels/batchnorm_math.h and kernels/elementwise_math.h. Everything over the
-// data runs in the values' arithmetic type (f32 for f32 and bf16, so 8 or 16 lanes a vector),
-// each result rounded once. Sums are kept per position of a block's run over the n rows, then
-// folded per channel in double. The forward sums are of x - pivot, with pivot a value of the
-// channel: E[x^2] - mean^2 then cancels nothing where the mean is large against the spread,
-// and the sums of x and x^2 are rebuilt from them in double.
+// element math of kernels/batchnorm_math.h and kernels/elementwise_math.h. The elementwise work
+// runs in the values' arithmetic type (f32 for f32 and bf16), each result rounded once. Sums are
+// kept in double per position of a block's run over the n rows, then folded per channel:
+// E[x^2] - mean^2 and the gradient sums need the precision, and a data-parallel run must get
+// the single-process numbers whatever the split of the batch (tests/nn/test_ddp.cpp).
 #include "kernels/cpu/batchnorm_passes.h"
 
 #include <omp.h>
@@ -34,7 +33,7 @@ struct Block {
 // Per-thread scratch, grown to the largest block and then reused: no allocation per step. One
 // buffer per use that can be live at once: sums per run position, values per channel, and
 // coefficients spread per run position.
-enum Scratch { kRunSums, kChannelValues, kChannelPivots, kRunCoefficients };
+enum Scratch { kRunSums, kChannelValues, kRunCoefficients };
 
 template <class V, Scratch Use>
 V* scratch(int64_t size) {
@@ -83,41 +82,33 @@ void fold(double* per_channel, const M* sums, Block b, int64_t hw) {
 // sum and sum_sq (indexed from c0) of the block's channels.
 template <class T>
 void block_sums(const T* x, Layout l, Block b, double* sum, double* sum_sq) {
-  const int64_t channels = b.c1 - b.c0;
-  double* pivot = scratch<double, kChannelPivots>(channels);
-  for (int64_t c = 0; c < channels; ++c) pivot[c] = widen(x[(b.c0 + c) * l.hw]);  // image 0
-  Math<T>* s = scratch<Math<T>, kRunSums>(3 * b.run);
-  Math<T>* q = s + b.run;
-  Math<T>* p = q + b.run;
-  std::fill_n(s, 2 * b.run, Math<T>(0));
-  spread(p, pivot, b, l.hw);
+  double* s = scratch<double, kRunSums>(2 * b.run);
+  double* q = s + b.run;
+  std::fill_n(s, 2 * b.run, 0.0);
   for (int64_t n = 0; n < l.n; ++n) {
     const T* row = x + b.row(l, n);
 #pragma omp simd
     for (int64_t j = 0; j < b.run; ++j) {
-      const Math<T> v = widen(row[j]) - p[j];
+      const double v = widen(row[j]);
       s[j] += v;
       q[j] += v * v;
     }
   }
   fold(sum, s, b, l.hw);
   fold(sum_sq, q, b, l.hw);
-  const double count = l.count();
-  for (int64_t c = 0; c < channels; ++c) {  // sums of x and x^2 from those of x - pivot
-    sum_sq[c] += pivot[c] * (2 * sum[c] + count * pivot[c]);
-    sum[c] += count * pivot[c];
-  }
 }
 
-// y = epilogue(x * scale + shift) over the block, coefficients spread per position.
+// y = epilogue((x - mean) * scale + beta) over the block, coefficients spread per position.
+// (Not x * scale + (beta - mean * scale): with a mean large against the spread, the two terms
+// would cancel in f32.)
 template <class T, bool Residual, bool Relu>
-void block_apply_rows(T* y, const T* x, const T* residual, Layout l, Block b, const Math<T>* scale,
-                      const Math<T>* shift) {
+void block_apply_rows(T* y, const T* x, const T* residual, Layout l, Block b, const Math<T>* mean,
+                      const Math<T>* scale, const Math<T>* beta) {
   for (int64_t n = 0; n < l.n; ++n) {
     const int64_t o = b.row(l, n);
 #pragma omp simd
     for (int64_t j = 0; j < b.run; ++j) {
-      Math<T> v = widen(x[o + j]) * scale[j] + shift[j];
+      Math<T> v = bn_normalize(widen(x[o + j]), mean[j], scale[j], beta[j]);
       if constexpr (Residual) v += widen(residual[o + j]);
       if constexpr (Relu) v = relu(v);
       y[o + j] = narrow<T>(v);
@@ -125,19 +116,21 @@ void block_apply_rows(T* y, const T* x, const T* residual, Layout l, Block b, co
   }
 }
 
-// scale and shift indexed from c0.
+// mean, scale and beta indexed from c0.
 template <class T>
-void block_apply(T* y, const T* x, Layout l, Block b, const double* scale, const double* shift,
-                 Epilogue<T> e) {
-  Math<T>* k = scratch<Math<T>, kRunCoefficients>(2 * b.run);
+void block_apply(T* y, const T* x, Layout l, Block b, const double* mean, const double* scale,
+                 const double* beta, Epilogue<T> e) {
+  Math<T>* m = scratch<Math<T>, kRunCoefficients>(3 * b.run);
+  Math<T>* k = m + b.run;
   Math<T>* s = k + b.run;
+  spread(m, mean, b, l.hw);
   spread(k, scale, b, l.hw);
-  spread(s, shift, b, l.hw);
+  spread(s, beta, b, l.hw);
   const T* r = e.residual;
-  if (r && e.relu) return block_apply_rows<T, true, true>(y, x, r, l, b, k, s);
-  if (r) return block_apply_rows<T, true, false>(y, x, r, l, b, k, s);
-  if (e.relu) return block_apply_rows<T, false, true>(y, x, r, l, b, k, s);
-  block_apply_rows<T, false, false>(y, x, r, l, b, k, s);
+  if (r && e.relu) return block_apply_rows<T, true, true>(y, x, r, l, b, m, k, s);
+  if (r) return block_apply_rows<T, true, false>(y, x, r, l, b, m, k, s);
+  if (e.relu) return block_apply_rows<T, false, true>(y, x, r, l, b, m, k, s);
+  block_apply_rows<T, false, false>(y, x, r, l, b, m, k, s);
 }
 
 // sum_dy and sum_dy_xmu (indexed from c0) of g = dy, masked by y > 0 when Masked, with g
@@ -145,20 +138,32 @@ void block_apply(T* y, const T* x, Layout l, Block b, const double* scale, const
 template <class T, bool Masked, bool Written>
 void block_backward_sums_rows(const T* dy, const T* y, const T* x, T* dresidual, Layout l, Block b,
                               const double* mean, double* sum_dy, double* sum_dy_xmu) {
-  Math<T>* s = scratch<Math<T>, kRunSums>(3 * b.run);
-  Math<T>* sx = s + b.run;
-  Math<T>* m = sx + b.run;
-  std::fill_n(s, 2 * b.run, Math<T>(0));
+  double* s = scratch<double, kRunSums>(3 * b.run);
+  double* sx = s + b.run;
+  double* m = sx + b.run;
+  std::fill_n(s, 2 * b.run, 0.0);
   spread(m, mean, b, l.hw);
+  // In pieces of kPiece values: g and x in the values' type first, then the double sums, two
+  // loops that vectorise where one mixing both widths does not.
+  constexpr int64_t kPiece = 256;
+  Math<T> g[kPiece], xv[kPiece];
   for (int64_t n = 0; n < l.n; ++n) {
     const int64_t o = b.row(l, n);
+    for (int64_t j0 = 0; j0 < b.run; j0 += kPiece) {
+      const int64_t count = std::min(kPiece, b.run - j0);
 #pragma omp simd
-    for (int64_t j = 0; j < b.run; ++j) {
-      Math<T> g = widen(dy[o + j]);
-      if constexpr (Masked) g = relu_grad(g, widen(y[o + j]));
-      if constexpr (Written) dresidual[o + j] = narrow<T>(g);
-      s[j] += g;
-      sx[j] += g * (widen(x[o + j]) - m[j]);
+      for (int64_t j = 0; j < count; ++j) {
+        Math<T> v = widen(dy[o + j0 + j]);
+        if constexpr (Masked) v = relu_grad(v, widen(y[o + j0 + j]));
+        if constexpr (Written) dresidual[o + j0 + j] = narrow<T>(v);
+        g[j] = v;
+        xv[j] = widen(x[o + j0 + j]);
+      }
+#pragma omp simd
+      for (int64_t j = 0; j < count; ++j) {
+        s[j0 + j] += g[j];
+        sx[j0 + j] += g[j] * (static_cast<double>(xv[j]) - m[j0 + j]);
+      }
     }
   }
   fold(sum_dy, s, b, l.hw);
@@ -177,19 +182,25 @@ void block_backward_sums(const T* dy, const T* y, const T* x, T* dresidual, Layo
   block_backward_sums_rows<T, false, false>(dy, y, x, dresidual, l, b, mean, sum_dy, sum_dy_xmu);
 }
 
-// dx = scale * (g - mean_dy - (x - mean) * xmu_coeff), rearranged per channel as
-// dx = scale * g - slope * x + offset with slope = scale * xmu_coeff and
-// offset = scale * (xmu_coeff * mean - mean_dy); g is dy, masked by y > 0 when Masked.
+// dx = scale * (g - mean_dy - (x - mean) * xmu_coeff) (bn_input_grad), g being dy, masked by
+// y > 0 when Masked; the four factors spread per position, in the order of Factor.
+enum Factor { kMean, kScale, kMeanDy, kXmuCoeff, kFactors };
+
 template <class T, bool Masked>
 void block_backward_apply_rows(T* dx, const T* dy, const T* y, const T* x, Layout l, Block b,
-                               const Math<T>* scale, const Math<T>* slope, const Math<T>* offset) {
+                               const Math<T>* f) {
+  const Math<T>* mean = f + kMean * b.run;
+  const Math<T>* scale = f + kScale * b.run;
+  const Math<T>* mean_dy = f + kMeanDy * b.run;
+  const Math<T>* xmu_coeff = f + kXmuCoeff * b.run;
   for (int64_t n = 0; n < l.n; ++n) {
     const int64_t o = b.row(l, n);
 #pragma omp simd
     for (int64_t j = 0; j < b.run; ++j) {
       Math<T> g = widen(dy[o + j]);
       if constexpr (Masked) g = relu_grad(g, widen(y[o + j]));
-      dx[o + j] = narrow<T>(scale[j] * g - slope[j] * widen(x[o + j]) + offset[j]);
+      dx[o + j] =
+          narrow<T>(bn_input_grad(g, widen(x[o + j]), mean[j], scale[j], mean_dy[j], xmu_coeff[j]));
     }
   }
 }
@@ -199,26 +210,18 @@ template <class T>
 void block_backward_apply(T* dx, const T* dy, const T* y, const T* x, Layout l, Block b,
                           const double* mean, const InputGradFactors* factors) {
   const int64_t channels = b.c1 - b.c0;
-  double* per_channel = scratch<double, kChannelValues>(3 * channels);
-  double* k = per_channel;
-  double* slope = k + channels;
-  double* offset = slope + channels;
+  double* per_channel = scratch<double, kChannelValues>(kFactors * channels);
   for (int64_t c = 0; c < channels; ++c) {
-    const InputGradFactors& f = factors[c];
-    k[c] = f.scale;
-    slope[c] = f.scale * f.xmu_coeff;
-    offset[c] = f.scale * (f.xmu_coeff * mean[c] - f.mean_dy);
+    per_channel[kMean * channels + c] = mean[c];
+    per_channel[kScale * channels + c] = factors[c].scale;
+    per_channel[kMeanDy * channels + c] = factors[c].mean_dy;
+    per_channel[kXmuCoeff * channels + c] = factors[c].xmu_coeff;
   }
-  Math<T>* spread_k = scratch<Math<T>, kRunCoefficients>(3 * b.run);
-  Math<T>* spread_slope = spread_k + b.run;
-  Math<T>* spread_offset = spread_slope + b.run;
-  spread(spread_k, k, b, l.hw);
-  spread(spread_slope, slope, b, l.hw);
-  spread(spread_offset, offset, b, l.hw);
-  if (y)
-    return block_backward_apply_rows<T, true>(dx, dy, y, x, l, b, spread_k, spread_slope,
-                                              spread_offset);
-  block_backward_apply_rows<T, false>(dx, dy, y, x, l, b, spread_k, spread_slope, spread_offset);
+  Math<T>* spread_factors = scratch<Math<T>, kRunCoefficients>(kFactors * b.run);
+  for (int i = 0; i < kFactors; ++i)
+    spread(spread_factors + i * b.run, per_channel + i * channels, b, l.hw);
+  if (y) return block_backward_apply_rows<T, true>(dx, dy, y, x, l, b, spread_factors);
+  block_backward_apply_rows<T, false>(dx, dy, y, x, l, b, spread_factors);
 }
 
 }  // namespace
@@ -229,10 +232,11 @@ void channel_sums_loop(const T* x, Layout l, double* sum, double* sum_sq) {
 }
 
 template <class T>
-void apply_loop(T* y, const T* x, Layout l, const double* scale, const double* shift,
-                Epilogue<T> epilogue) {
-  for_each_block(l, 2 * sizeof(T),
-                 [&](Block b) { block_apply(y, x, l, b, scale + b.c0, shift + b.c0, epilogue); });
+void apply_loop(T* y, const T* x, Layout l, const double* mean, const double* scale,
+                const double* beta, Epilogue<T> epilogue) {
+  for_each_block(l, 2 * sizeof(T), [&](Block b) {
+    block_apply(y, x, l, b, mean + b.c0, scale + b.c0, beta + b.c0, epilogue);
+  });
 }
 
 template <class T>
@@ -259,10 +263,9 @@ void fused_forward_train_loop(T* y, const T* x, Layout l, const double* gamma, c
   const double count = l.count();
   for_each_block(l, 2 * sizeof(T), [&](Block b) {
     const int64_t channels = b.c1 - b.c0;
-    double* sums = scratch<double, kChannelValues>(4 * channels);  // sum, sum_sq, scale, shift
+    double* sums = scratch<double, kChannelValues>(3 * channels);  // sum, sum_sq, scale
     double* sum_sq = sums + channels;
     double* scale = sum_sq + channels;
-    double* shift = scale + channels;
     block_sums(x, l, b, sums, sum_sq);
     for (int64_t i = 0; i < channels; ++i) {
       const int64_t c = b.c0 + i;
@@ -270,9 +273,8 @@ void fused_forward_train_loop(T* y, const T* x, Layout l, const double* gamma, c
       mean[c] = sums[i] / count;
       invstd[c] = bn_invstd(var[c], eps);
       scale[i] = invstd[c] * gamma[c];
-      shift[i] = beta[c] - mean[c] * scale[i];
     }
-    block_apply(y, x, l, b, scale, shift, epilogue);
+    block_apply(y, x, l, b, mean + b.c0, scale, beta + b.c0, epilogue);
   });
 }
 
@@ -298,17 +300,18 @@ void fused_backward_loop(T* dx, T* dresidual, const T* dy, const T* y, const T* 
   });
 }
 
-#define RG_INSTANTIATE(T)                                                                       \
-  template void channel_sums_loop<T>(const T*, Layout, double*, double*);                       \
-  template void apply_loop<T>(T*, const T*, Layout, const double*, const double*, Epilogue<T>); \
-  template void backward_reduce_loop<T>(const T*, const T*, Layout, const double*, double*,     \
-                                        double*);                                               \
-  template void backward_apply_loop<T>(T*, const T*, const T*, Layout, const double*,           \
-                                       const InputGradFactors*);                                \
-  template void fused_forward_train_loop<T>(T*, const T*, Layout, const double*, const double*, \
-                                            double, double*, double*, double*, Epilogue<T>);    \
-  template void fused_backward_loop<T>(T*, T*, const T*, const T*, const T*, Layout,            \
-                                       const double*, const double*, const double*, double*,    \
+#define RG_INSTANTIATE(T)                                                                        \
+  template void channel_sums_loop<T>(const T*, Layout, double*, double*);                        \
+  template void apply_loop<T>(T*, const T*, Layout, const double*, const double*, const double*, \
+                              Epilogue<T>);                                                      \
+  template void backward_reduce_loop<T>(const T*, const T*, Layout, const double*, double*,      \
+                                        double*);                                                \
+  template void backward_apply_loop<T>(T*, const T*, const T*, Layout, const double*,            \
+                                       const InputGradFactors*);                                 \
+  template void fused_forward_train_loop<T>(T*, const T*, Layout, const double*, const double*,  \
+                                            double, double*, double*, double*, Epilogue<T>);     \
+  template void fused_backward_loop<T>(T*, T*, const T*, const T*, const T*, Layout,             \
+                                       const double*, const double*, const double*, double*,     \
                                        double*);
 RG_INSTANTIATE(float)
 RG_INSTANTIATE(double)

@@ -41,10 +41,10 @@ struct Epilogue {
 template <class T>
 void channel_sums_loop(const T* x, Layout l, double* sum, double* sum_sq);
 
-// y = epilogue(x * scale[c] + shift[c]).
+// y = epilogue((x - mean[c]) * scale[c] + beta[c]).
 template <class T>
-void apply_loop(T* y, const T* x, Layout l, const double* scale, const double* shift,
-                Epilogue<T> epilogue);
+void apply_loop(T* y, const T* x, Layout l, const double* mean, const double* scale,
+                const double* beta, Epilogue<T> epilogue);
 
 // sum_dy[c] = sum dy, sum_dy_xmu[c] = sum dy * (x - mean[c]) over channel c.
 template <class T>

@@ -13,20 +13,6 @@ namespace ringgrad::kernels::cpu {
 
 #include "kernels/backend_ops.h"
 
-// batchnorm.cpp: the fused batch norm + relu (+ residual add) of kernels/ops.h, which the CUDA
-// backend composes from its separate kernels instead.
-void batchnorm_relu_forward_train(Tensor& y, Tensor& save_mean, Tensor& save_invstd,
-                                  Tensor& running_mean, Tensor& running_var, const Tensor& x,
-                                  const Tensor& residual, const Tensor& gamma, const Tensor& beta,
-                                  double momentum, double eps);
-void batchnorm_relu_forward_eval(Tensor& y, const Tensor& x, const Tensor& residual,
-                                 const Tensor& gamma, const Tensor& beta,
-                                 const Tensor& running_mean, const Tensor& running_var, double eps);
-void batchnorm_relu_backward(Tensor& dx, Tensor& dresidual, Tensor& dgamma, Tensor& dbeta,
-                             const Tensor& dy, const Tensor& y, const Tensor& x,
-                             const Tensor& gamma, const Tensor& save_mean,
-                             const Tensor& save_invstd);
-
 // conv2d_reference.cpp: the convolution straight from its definition, seven plain loops, f32
 // and f64, same contract as conv2d_forward / conv2d_backward. Slow; what readers start from and
 // what tests compare conv2d (im2col + GEMM, tap crop, flipped backward) against.

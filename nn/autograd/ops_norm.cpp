@@ -8,26 +8,12 @@ namespace ringgrad::nn {
 
 namespace {
 
+// batch_norm and batch_norm_relu: inputs x, residual (undefined for batch_norm), gamma, beta.
+// The fused op's backward sees relu's output y: the gradient of bn's output is dy where y > 0,
+// which is also the residual's gradient; batch_norm leaves y undefined (no relu).
 struct BatchNormNode : Node {
-  Tensor x, gamma, save_mean, save_invstd;
-  const char* name() const override { return "batch_norm"; }
-  void backward(const Tensor& dy, std::vector<Tensor>& grads) override {
-    auto like = [](const Tensor& t) { return Tensor::empty(t.shape(), t.dtype(), t.device()); };
-    Tensor dx = inputs[0] ? like(x) : Tensor();
-    Tensor dgamma = inputs[1] ? like(gamma) : Tensor();
-    Tensor dbeta = inputs[2] ? like(gamma) : Tensor();
-    kernels::batchnorm_backward(dx, dgamma, dbeta, dy, x, gamma, save_mean, save_invstd);
-    grads[0] = dx;
-    grads[1] = dgamma;
-    grads[2] = dbeta;
-  }
-};
-
-// Its backward sees relu's output y: the gradient of bn's output is dy where y > 0, which is
-// also the residual's gradient.
-struct BatchNormReluNode : Node {
   Tensor x, y, gamma, save_mean, save_invstd;
-  const char* name() const override { return "batch_norm_relu"; }
+  const char* name() const override { return y.defined() ? "batch_norm_relu" : "batch_norm"; }
   void backward(const Tensor& dy, std::vector<Tensor>& grads) override {
     auto like = [](const Tensor& t) { return Tensor::empty(t.shape(), t.dtype(), t.device()); };
     Tensor dx = inputs[0] ? like(x) : Tensor();
@@ -72,7 +58,8 @@ Variable batch_norm(const Variable& x_in, const Variable& gamma, const Variable&
   node->gamma = gamma.value();
   node->save_mean = save_mean;
   node->save_invstd = save_invstd;
-  return make_result(y, node, {&x, &gamma, &beta});
+  const Variable no_residual;
+  return make_result(y, node, {&x, &no_residual, &gamma, &beta});
 }
 
 Variable batch_norm_relu(const Variable& x_in, const Variable& residual_in, const Variable& gamma,
@@ -95,7 +82,7 @@ Variable batch_norm_relu(const Variable& x_in, const Variable& residual_in, cons
   kernels::batchnorm_relu_forward_train(y, save_mean, save_invstd, running_mean, running_var, xv, r,
                                         gamma.value(), beta.value(), momentum, eps);
   if (!any_requires_grad({&x, &residual, &gamma, &beta})) return Variable(y);
-  auto node = std::make_shared<BatchNormReluNode>();
+  auto node = std::make_shared<BatchNormNode>();
   node->x = xv;
   node->y = y;
   node->gamma = gamma.value();

@@ -192,7 +192,7 @@ TEST_CASE("batch norm on bf16 data is f64 batch norm on the same values, rounded
 
 TEST_CASE("batch norm statistics stay accurate when the mean dwarfs the spread") {
   // f32 sums of x and x^2 would cancel in E[x^2] - mean^2 here (mean 1000, spread 1: every
-  // digit f32 keeps of x^2 is taken by the mean); the kernels sum x - pivot instead.
+  // digit f32 keeps of x^2 is taken by the mean); the kernels sum in double.
   Generator g(25);
   const Shape shape{64, 3, 7, 7};
   Tensor x64 = random_tensor(shape, g);

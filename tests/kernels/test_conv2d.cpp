@@ -100,6 +100,38 @@ struct ThreadCountGuard {
   ~ThreadCountGuard() { kernels::set_num_threads(saved); }
 };
 
+// Every case at every thread count: random inputs of `dtype`, forward and backward against the
+// direct-loop reference run in f64 on the same values, within tol.
+void check_against_reference(std::initializer_list<int> thread_counts,
+                             const std::vector<ConvCase>& cases, DType dtype, double tol,
+                             uint64_t seed) {
+  Generator gen(seed);
+  ThreadCountGuard guard;
+  auto wide = [](const Tensor& t) { return t.defined() ? t.to(DType::f64) : Tensor(); };
+  for (const int threads : thread_counts) {
+    kernels::set_num_threads(threads);
+    for (const ConvCase& c : cases) {
+      CAPTURE(threads);
+      CAPTURE(c.x);
+      CAPTURE(c.w);
+      CAPTURE(c.stride_h);
+      CAPTURE(c.pad_h);
+      const kernels::Conv2dParams p = conv_params(c.stride_h, c.stride_w, c.pad_h, c.pad_w);
+      Tensor x = random_tensor(c.x, gen, dtype), w = random_tensor(c.w, gen, dtype);
+      Tensor b = c.bias ? random_tensor({c.w[0]}, gen, dtype) : Tensor();
+      Tensor y = conv(x, w, b, p);
+      CHECK(y.dtype() == dtype);
+      check_close(y, reference_conv(wide(x), wide(w), wide(b), p), tol, "y");
+      Tensor dy = random_tensor(y.shape(), gen, dtype);
+      ConvGrads got = conv_grads(dy, x, w, p);
+      ConvGrads want = reference_grads(wide(dy), wide(x), wide(w), p);
+      check_close(got.dx, want.dx, tol, "dx");
+      check_close(got.dw, want.dw, tol, "dw");
+      check_close(got.dbias, want.dbias, tol, "dbias");
+    }
+  }
+}
+
 }  // namespace
 
 TEST_CASE("conv2d output shape is floor((H + 2 pad - R) / stride) + 1 per dimension") {
@@ -196,38 +228,13 @@ TEST_CASE("conv2d worked by hand: stride 2 with padding, and a 1x1 conv mixing c
 }
 
 TEST_CASE("conv2d forward and backward match the direct f64 reference over many shapes") {
-  const std::vector<ConvCase> cases = sweep_cases();
-  Generator gen(7);
-  ThreadCountGuard guard;
-  for (const int threads : {1, 2, 3}) {
-    kernels::set_num_threads(threads);
-    for (const ConvCase& c : cases) {
-      CAPTURE(threads);
-      CAPTURE(c.x);
-      CAPTURE(c.w);
-      CAPTURE(c.stride_h);
-      CAPTURE(c.pad_h);
-      const kernels::Conv2dParams p = conv_params(c.stride_h, c.stride_w, c.pad_h, c.pad_w);
-      Tensor x = random_tensor(c.x, gen), w = random_tensor(c.w, gen);
-      Tensor b = c.bias ? random_tensor({c.w[0]}, gen) : Tensor();
-      Tensor y = conv(x, w, b, p);
-      check_close(y, reference_conv(x, w, b, p), 1e-12, "y");
-      Tensor dy = random_tensor(y.shape(), gen);
-      ConvGrads got = conv_grads(dy, x, w, p), want = reference_grads(dy, x, w, p);
-      check_close(got.dx, want.dx, 1e-12, "dx");
-      check_close(got.dw, want.dw, 1e-12, "dw");
-      check_close(got.dbias, want.dbias, 1e-12, "dbias");
-    }
-  }
+  check_against_reference({1, 2, 3}, sweep_cases(), DType::f64, 1e-12, 7);
 }
 
 TEST_CASE("conv2d in bf16 matches the f64 reference of the same bf16 values over every path") {
   // On a CPU with a bf16 GEMM (AMX or AVX512-BF16) every path runs in bf16 with f32 sums, the
   // direct one too on AMX; elsewhere the conv widens to f32. Either way each result is rounded to
   // bf16 once: within half a bf16 ulp (2^-8 relative) of the exact value, plus f32 summation error.
-  const double tol = std::ldexp(1.0, -8) * 1.01;
-  Generator gen(17);
-  ThreadCountGuard guard;
   std::vector<ConvCase> cases = sweep_cases();
   // Stride 1 on wide enough images takes the direct path on AMX (Note [Direct bf16
   // convolution]): whole and partial blocks of 16 channel pairs, an odd channel count, more
@@ -236,29 +243,7 @@ TEST_CASE("conv2d in bf16 matches the f64 reference of the same bf16 values over
                              {{2, 64, 7, 7}, {16, 64, 3, 3}, 1, 1, 1, 1, false},
                              {{2, 16, 28, 28}, {16, 16, 3, 3}, 1, 1, 1, 1, false},
                              {{3, 6, 12, 11}, {5, 6, 5, 5}, 1, 1, 0, 0, true}});
-  for (const int threads : {1, 3}) {
-    kernels::set_num_threads(threads);
-    for (const ConvCase& c : cases) {
-      CAPTURE(threads);
-      CAPTURE(c.x);
-      CAPTURE(c.w);
-      CAPTURE(c.stride_h);
-      CAPTURE(c.pad_h);
-      const kernels::Conv2dParams p = conv_params(c.stride_h, c.stride_w, c.pad_h, c.pad_w);
-      Tensor x = random_tensor(c.x, gen, DType::bf16), w = random_tensor(c.w, gen, DType::bf16);
-      Tensor b = c.bias ? random_tensor({c.w[0]}, gen, DType::bf16) : Tensor();
-      auto wide = [](const Tensor& t) { return t.defined() ? t.to(DType::f64) : Tensor(); };
-      Tensor y = conv(x, w, b, p);
-      CHECK(y.dtype() == DType::bf16);
-      check_close(y, reference_conv(wide(x), wide(w), wide(b), p), tol, "y");
-      Tensor dy = random_tensor(y.shape(), gen, DType::bf16);
-      ConvGrads got = conv_grads(dy, x, w, p);
-      ConvGrads want = reference_grads(wide(dy), wide(x), wide(w), p);
-      check_close(got.dx, want.dx, tol, "dx");
-      check_close(got.dw, want.dw, tol, "dw");
-      check_close(got.dbias, want.dbias, tol, "dbias");
-    }
-  }
+  check_against_reference({1, 3}, cases, DType::bf16, std::ldexp(1.0, -8) * 1.01, 17);
 }
 
 TEST_CASE("conv2d backward matches central finite differences") {
