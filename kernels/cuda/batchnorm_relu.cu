@@ -28,7 +28,8 @@ void batchnorm_relu_backward(Tensor& dx, Tensor& dresidual, Tensor& dgamma, Tens
                              const Tensor& dy, const Tensor& y, const Tensor& x,
                              const Tensor& gamma, const Tensor& save_mean,
                              const Tensor& save_invstd) {
-  if (!y.defined()) return batchnorm_backward(dx, dgamma, dbeta, dy, x, gamma, save_mean, save_invstd);
+  if (!y.defined())
+    return batchnorm_backward(dx, dgamma, dbeta, dy, x, gamma, save_mean, save_invstd);
   Tensor g = dresidual.defined() ? dresidual : Tensor::empty(y.shape(), y.dtype(), y.device());
   relu_backward(g, dy, y);
   batchnorm_backward(dx, dgamma, dbeta, g, x, gamma, save_mean, save_invstd);
