@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# docs/launcher.md's flag table against the truth:
-#   launcher_flags.sh help RINGGRAD_RUN DOC: its ringgrad-run column lists exactly the long flags
-#     of `ringgrad-run --help` (dash spellings; the underscore ones are aliases);
-#   launcher_flags.sh torchrun PYTHON DOC: its torchrun column lists exactly the flags of the
-#     torchrun and torch.distributed.launch of PYTHON's PyTorch (Skipped where it has none).
+# The table under "## Flags" of a doc against the truth (flags compared with '_' read as '-',
+# torchrun's and nccl-tests' two spellings of one flag):
+#   help_table.sh help PROGRAM DOC: its second column lists exactly the long flags of
+#     `PROGRAM --help` (docs/launcher.md: ringgrad-run; docs/benchmarks.md: all_reduce_perf);
+#   help_table.sh torchrun PYTHON DOC: its first column lists exactly the flags of the torchrun
+#     and torch.distributed.launch of PYTHON's PyTorch (Skipped where it has none).
 # A flag added to one and not the other fails here, naming it.
 set -uo pipefail
 mode=$1 tool=$2 doc=$3
@@ -11,7 +12,8 @@ fail() { echo "FAIL: $*"; exit 1; }
 # Column N (1-based) of the table under "## Flags": its --flag names, one per line, sorted.
 column_flags() {
   sed -n '/^## Flags/,/^## /p' "$doc" | grep -E '^\| ' | tail -n +2 | sed 's/\\|/ /g' |
-    awk -F'|' -v col=$(($1 + 1)) '{ print $col }' | grep -oE -- '--[a-z][a-z0-9-]*' | sort -u
+    awk -F'|' -v col=$(($1 + 1)) '{ print $col }' | grep -oE -- '--[a-z][a-z0-9_-]*' | tr _ - |
+    sort -u
 }
 compare() {  # NAME_OF_TRUTH TRUTH TABLE_COLUMN
   [[ -n $2 && -n $3 ]] || fail "could not read the flags ($1 or the table changed shape)"
@@ -26,8 +28,8 @@ case $mode in
   help)
     help=$("$tool" --help) || fail "--help exited non-zero"
     from_help=$(grep -E '^  -' <<<"$help" | awk '{ print $1 }' | tr ',' '\n' |
-                grep -E -- '^--[a-z][a-z0-9-]*$' | grep -vx -- --help | sort -u)
-    compare "ringgrad-run --help" "$from_help" "$(column_flags 2)" ;;
+                grep -E -- '^--[a-z][a-z0-9_-]*$' | grep -vx -- --help | tr _ - | sort -u)
+    compare "$(basename "$tool") --help" "$from_help" "$(column_flags 2)" ;;
   torchrun)
     from_torch=$("$tool" - <<'PY'
 import sys
@@ -56,5 +58,5 @@ PY
     [[ $rc == 0 ]] || fail "$tool could not list torchrun's flags: $from_torch"
     compare "the installed torchrun and torch.distributed.launch" "$(sort -u <<<"$from_torch")" \
       "$(column_flags 1)" ;;
-  *) fail "usage: launcher_flags.sh help|torchrun TOOL DOC" ;;
+  *) fail "usage: help_table.sh help|torchrun TOOL DOC" ;;
 esac
