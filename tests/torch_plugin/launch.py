@@ -1,14 +1,15 @@
 # Starts `world` copies of a test script as ranks of one job (RANK, WORLD_SIZE, LOCAL_RANK,
 # MASTER_ADDR, MASTER_PORT set here, as torchrun would), waits at most --timeout seconds, and
 # exits 0 only if every rank did. Skips (prints "SKIPPED: <why>", exits 77) when this Python
-# cannot import torch or the ringgrad_torch module (build it with RINGGRAD_PYTHON=<this python>).
+# cannot import torch or the ringgrad_torch module (CTest runs it in the environment the
+# torch_plugin_pip_install test pip-installs the module into).
 # --killed R: rank R is expected to die by SIGKILL (a fault test), the others to exit 0.
 # --ringgrad-run PATH: start the ranks with `ringgrad-run --standalone` instead (the launcher
 # sets their environment), as torchrun is started: `ringgrad-run ... script.py` with this
 # Python first on PATH, and expect it to exit 0; --module: as `ringgrad-run ... -m script`;
 # --launcher-flag F (repeatable): more ringgrad-run flags; --expect-error TEXT (repeatable):
-# expect exit 1 and each TEXT in the failure summary. --torchrun: the same with the torchrun installed next to
-# this Python (Skipped where there is none).
+# expect exit 1 and each TEXT in the failure summary. --torchrun: the same with this Python's
+# torchrun (python -m torch.distributed.run).
 #   python launch.py --world 2 [--timeout S] [--killed R | --ringgrad-run PATH | --torchrun]
 #                    [--module] [--launcher-flag F]... [--expect-error TEXT] script.py [args...]
 import argparse
@@ -50,7 +51,7 @@ def main():
     try:
         import ringgrad_torch  # noqa: F401
     except ImportError as e:
-        skip(f"the ringgrad_torch module is not built for {sys.executable} ({e})")
+        skip(f"{sys.executable} cannot import ringgrad_torch ({e}); the torch_plugin_pip_install test installs it")
 
     standalone = ["--standalone", "--nproc-per-node", str(a.world)] + a.launcher_flag
     env = dict(os.environ)
@@ -62,13 +63,10 @@ def main():
         # No Python named: the launcher finds this one first on PATH, as torchrun uses its own.
         env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env["PATH"]])
         launcher = [a.ringgrad_run] + standalone
-    elif a.torchrun:
-        torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
-        if not os.access(torchrun, os.X_OK):
-            skip(f"no torchrun next to {sys.executable}")
-        launcher = [torchrun] + standalone
+    elif a.torchrun:  # what the torchrun script runs
+        launcher = [sys.executable, "-m", "torch.distributed.run"] + standalone
     if a.ringgrad_run or a.torchrun:
-        name = os.path.basename(launcher[0])
+        name = "torchrun" if a.torchrun else os.path.basename(launcher[0])
         try:
             done = subprocess.run(launcher + script + a.args, timeout=a.timeout, env=env,
                                   stderr=subprocess.PIPE, text=True)
