@@ -9,8 +9,10 @@
 # Python first on PATH, and expect it to exit 0; --module: as `ringgrad-run ... -m script`;
 # --launcher-flag F (repeatable): more ringgrad-run flags; --expect-error TEXT (repeatable):
 # expect exit 1 and each TEXT in the failure summary. --torchrun: the same with this Python's
-# torchrun (python -m torch.distributed.run).
-#   python launch.py --world 2 [--timeout S] [--killed R | --ringgrad-run PATH | --torchrun]
+# torchrun (python -m torch.distributed.run); --accelerate: with Hugging Face Accelerate's
+# `accelerate launch` (Skipped where Accelerate is not installed).
+#   python launch.py --world 2 [--timeout S]
+#                    [--killed R | --ringgrad-run PATH | --torchrun | --accelerate]
 #                    [--module] [--launcher-flag F]... [--expect-error TEXT] script.py [args...]
 import argparse
 import os
@@ -38,6 +40,7 @@ def main():
     p.add_argument("--killed", type=int, default=-1)
     p.add_argument("--ringgrad-run")
     p.add_argument("--torchrun", action="store_true")
+    p.add_argument("--accelerate", action="store_true")
     p.add_argument("--module", action="store_true")
     p.add_argument("--launcher-flag", action="append", default=[])
     p.add_argument("--expect-error", action="append", default=[])
@@ -48,6 +51,11 @@ def main():
         import torch  # noqa: F401
     except ImportError as e:
         skip(f"{sys.executable} cannot import torch ({e}); configure with RINGGRAD_PYTHON=<a Python with torch 2.x>")
+    if a.accelerate or "accelerate" in os.path.basename(a.script):
+        try:
+            import accelerate  # noqa: F401
+        except ImportError as e:
+            skip(f"{sys.executable} cannot import accelerate ({e}): pip install accelerate")
     try:
         import ringgrad_torch  # noqa: F401
     except ImportError as e:
@@ -65,8 +73,13 @@ def main():
         launcher = [a.ringgrad_run] + standalone
     elif a.torchrun:  # what the torchrun script runs
         launcher = [sys.executable, "-m", "torch.distributed.run"] + standalone
-    if a.ringgrad_run or a.torchrun:
-        name = "torchrun" if a.torchrun else os.path.basename(launcher[0])
+    elif a.accelerate:  # `accelerate launch`: on a machine without GPUs --multi_gpu runs CPU ranks
+        launcher = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
+                    "--num_processes", str(a.world), "--num_machines", "1", "--mixed_precision",
+                    "no", "--dynamo_backend", "no", "--main_process_port", str(free_port())]
+    if a.ringgrad_run or a.torchrun or a.accelerate:
+        name = ("torchrun" if a.torchrun else "accelerate launch" if a.accelerate
+                else os.path.basename(launcher[0]))
         try:
             done = subprocess.run(launcher + script + a.args, timeout=a.timeout, env=env,
                                   stderr=subprocess.PIPE, text=True)
