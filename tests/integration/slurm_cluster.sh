@@ -75,20 +75,14 @@ run_into() {
 }
 
 # ---- the two nodes: network namespaces on a bridge ----
+source "$repo/scripts/netns_host.sh"
 ip netns add "$sw" || skip "'ip netns add' failed"
 namespaces+=("$sw")
 ip -n "$sw" link add br0 type bridge && ip -n "$sw" link set br0 up
 for i in 0 1; do
   ns=${nodes[$i]}
   ip netns add "$ns" && namespaces+=("$ns")
-  ip link add "${prefix}h$i" type veth peer name "${prefix}s$i"
-  ip link set "${prefix}h$i" netns "$ns"
-  ip link set "${prefix}s$i" netns "$sw"
-  ip -n "$ns" link set "${prefix}h$i" name eth0
-  ip -n "$ns" addr add "${addr[$i]}/24" dev eth0
-  ip -n "$ns" link set eth0 up
-  ip -n "$ns" link set lo up
-  ip -n "$sw" link set "${prefix}s$i" master br0 up
+  add_netns_host "$ns" "$sw" "${prefix}h$i" "${prefix}s$i" "${addr[$i]}/24"
 done
 # The machine's own name is node 0's, where slurmctld and srun run (srun tells the tasks where
 # to reach it by that name).
