@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "apps/cli_checks.h"
+#include "apps/torchrun_flags.h"
 #include "comm/launcher/check/env_check.h"
 #include "comm/launcher/check/node_check.h"
 #include "comm/launcher/launch_config.h"
@@ -78,6 +79,8 @@ ringgrad::comm::SshLaunchConfig ssh_launch_config(const CLI::App& app, const Ssh
         "--log-dir", "--redirects", "--tee", "--local-ranks-filter", "--check-port", "--timeout"})
     for (const auto& value : app.get_option(shared)->results())
       s.launcher_flags.insert(s.launcher_flags.end(), {shared, value});
+  const auto invocation = ringgrad::cli::torchrun_flags_for_remote(app);
+  s.launcher_flags.insert(s.launcher_flags.end(), invocation.begin(), invocation.end());
   if (app.get_option("--check")->count()) {  // every host runs the check; no program
     s.launcher_flags.push_back("--check");
     s.command.clear();
@@ -105,45 +108,63 @@ int main(int argc, char** argv) {
   std::string nnodes = "1", nproc = "1", endpoint, rdzv_conf, redirects = "0", tee = "0",
               ranks_filter;
   double monitor_interval = 0.1, stop_grace = 5, timeout_s = 0;
-  bool no_python = false;
+  cli::InvocationFlags invocation;
   SshFlags ssh;
   CheckFlags check;
-  app.add_option("--nnodes", nnodes, "N or MIN:MAX nodes");
-  app.add_option("--nproc-per-node,--nproc_per_node", nproc, "workers per node: N, auto, cpu, gpu");
+  // Each of torchrun's own flags also takes its value from torchrun's PET_<NAME> variable.
+  app.add_option("--nnodes", nnodes, "N or MIN:MAX nodes")->envname("PET_NNODES");
+  app.add_option("--nproc-per-node,--nproc_per_node", nproc, "workers per node: N, auto, cpu, gpu")
+      ->envname("PET_NPROC_PER_NODE");
   app.add_option("--node-rank,--node_rank", c.node_rank, "this node's rank (default: assigned)")
-      ->check(cli::whole_number_in(0, kMaxNodes - 1));
-  app.add_option("--master-addr,--master_addr", c.master_addr, "static backend: node 0's address");
+      ->check(cli::whole_number_in(0, kMaxNodes - 1))
+      ->envname("PET_NODE_RANK");
+  app.add_option("--master-addr,--master_addr", c.master_addr, "static backend: node 0's address")
+      ->envname("PET_MASTER_ADDR");
   app.add_option("--master-port,--master_port", c.master_port,
                  "static backend: store port (0: free)")
-      ->check(cli::whole_number_in(0, 65535));
-  app.add_option("--rdzv-id,--rdzv_id", c.rdzv_id, "job id shared by all nodes");
-  app.add_option("--rdzv-backend,--rdzv_backend", c.rdzv_backend, "c10d or static");
-  app.add_option("--rdzv-endpoint,--rdzv_endpoint", endpoint, "c10d backend: host[:port]");
+      ->check(cli::whole_number_in(0, 65535))
+      ->envname("PET_MASTER_PORT");
+  app.add_option("--rdzv-id,--rdzv_id", c.rdzv_id, "job id shared by all nodes")
+      ->envname("PET_RDZV_ID");
+  app.add_option("--rdzv-backend,--rdzv_backend", c.rdzv_backend, "c10d or static")
+      ->envname("PET_RDZV_BACKEND");
+  app.add_option("--rdzv-endpoint,--rdzv_endpoint", endpoint, "c10d backend: host[:port]")
+      ->envname("PET_RDZV_ENDPOINT");
   app.add_option("--rdzv-conf,--rdzv_conf", rdzv_conf,
                  "k=v,...: timeout, last_call_timeout, connect_timeout, keep_alive_timeout (s), "
-                 "token, bind_addr");
-  app.add_flag("--standalone", c.standalone, "one node, store on a free loopback port");
+                 "token, bind_addr")
+      ->envname("PET_RDZV_CONF");
+  app.add_flag("--standalone", c.standalone, "one node, store on a free loopback port")
+      ->envname("PET_STANDALONE");
   app.add_option("--max-restarts,--max_restarts", c.max_restarts, "restarts of the whole job")
-      ->check(cli::whole_number_in(0, 10000));
+      ->check(cli::whole_number_in(0, 10000))
+      ->envname("PET_MAX_RESTARTS");
   app.add_option("--monitor-interval,--monitor_interval", monitor_interval,
                  "seconds between checks")
-      ->check(cli::number_in(0.001, 3600));
-  app.add_option("--stop-grace,--stop_grace", stop_grace, "seconds from SIGTERM to SIGKILL")
-      ->check(cli::number_in(0, 3600));
+      ->check(cli::number_in(0.001, 3600))
+      ->envname("PET_MONITOR_INTERVAL");
+  app.add_option(
+         "--stop-grace,--stop_grace,--shutdown-timeout,--shutdown_timeout", stop_grace,
+         "seconds from SIGTERM to SIGKILL (torchrun's --shutdown-timeout, default 30 there)")
+      ->check(cli::number_in(0, 3600))
+      ->envname("PET_SHUTDOWN_TIMEOUT");
   app.add_option("--timeout", timeout_s,
                  "seconds any collective of a worker may wait for the others before the job "
                  "fails naming the missing rank; sets RINGGRAD_TIMEOUT_S for every worker "
                  "(default: RINGGRAD_TIMEOUT_S, else 600; torchrun has no such flag)")
       ->check(cli::number_in(0, 1e7));
-  app.add_option("--log-dir,--log_dir", c.log_dir, "directory for per-worker logs");
+  app.add_option("--log-dir,--log_dir", c.log_dir, "directory for per-worker logs")
+      ->envname("PET_LOG_DIR");
   app.add_option("-r,--redirects", redirects,
-                 "0-3 or local_rank:bits,... (1 out, 2 err): files only");
+                 "0-3 or local_rank:bits,... (1 out, 2 err): files only")
+      ->envname("PET_REDIRECTS");
   app.add_option("-t,--tee", tee,
-                 "0-3 or local_rank:bits,...: files and console, [node:rank] prefix");
+                 "0-3 or local_rank:bits,...: files and console, [node:rank] prefix")
+      ->envname("PET_TEE");
   app.add_option("--local-ranks-filter,--local_ranks_filter", ranks_filter,
-                 "local ranks shown on the console, e.g. 0,1");
-  app.add_flag("--no-python,--no_python", no_python,
-               "accepted for torchrun compatibility (implied)");
+                 "local ranks shown on the console, e.g. 0,1")
+      ->envname("PET_LOCAL_RANKS_FILTER");
+  cli::add_torchrun_flags(app, c, invocation);
   app.add_option("--hostfile", ssh.hostfile,
                  "'host slots=N' lines: start one ringgrad-run per host over SSH");
   app.add_option("--ssh-port", ssh.ssh_port, "--hostfile: the hosts' SSH port")
@@ -164,7 +185,10 @@ int main(int argc, char** argv) {
       ->check(cli::whole_number_in(1, 65535));
   app.add_option("--check-node", check.node_report, "(internal) one node's checker for --check")
       ->group("");
-  app.footer("PROGRAM [ARGS...] follow the options: ringgrad-run [OPTIONS] PROGRAM [ARGS...]");
+  app.footer(
+      "PROGRAM [ARGS...] follow the options: ringgrad-run [OPTIONS] PROGRAM [ARGS...]. As with "
+      "torchrun, a script runs with the Python on PATH (python -u script.py); an executable "
+      "file or a program on PATH runs directly.");
   app.prefix_command();  // everything from PROGRAM on belongs to the program
   try {
     app.parse(argc, argv);
@@ -176,6 +200,7 @@ int main(int argc, char** argv) {
   try {
     std::tie(c.min_nodes, c.max_nodes) = parse_nnodes(nnodes);
     c.nproc_per_node = parse_nproc_per_node(nproc);
+    cli::apply_invocation_flags(invocation, c);
     if (!endpoint.empty()) {
       std::tie(c.rdzv_host, c.rdzv_port) = parse_endpoint(endpoint, c.rdzv_port);
       // As in torchrun, the static backend reads its master from the endpoint too.

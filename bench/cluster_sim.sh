@@ -45,6 +45,7 @@ done
 mkdir -p "$OUT"
 
 # ---- the cluster ----
+source scripts/netns_host.sh
 ID=$(($$ % 10000))
 SW=rgsim${ID}sw
 NAMESPACES=()
@@ -67,14 +68,7 @@ build_cluster() {  # N RATE
   for ((h = 0; h < $1; h++)); do
     local ns; ns=$(host_ns $h)
     ip netns add "$ns"; NAMESPACES+=("$ns")
-    ip link add "rs${ID}h$h" type veth peer name "rs${ID}s$h"
-    ip link set "rs${ID}h$h" netns "$ns"
-    ip link set "rs${ID}s$h" netns "$SW"
-    ip -n "$ns" link set "rs${ID}h$h" name eth0
-    ip -n "$ns" addr add "$(host_addr $h)/16" dev eth0
-    ip -n "$ns" link set eth0 up
-    ip -n "$ns" link set lo up
-    ip -n "$SW" link set "rs${ID}s$h" master br0 up
+    add_netns_host "$ns" "$SW" "rs${ID}h$h" "rs${ID}s$h" "$(host_addr $h)/16"
     shape_host $h "$2"
   done
 }

@@ -61,11 +61,12 @@ priority() {  # WORLD -> the command prefix that sets the ranks' scheduling (see
   if [ -n "${RT:-}" ] && [ "$1" -le "$(nproc)" ]; then echo "chrt -f $RT"; fi
 }
 
+# -a 3: the slowest rank's time, which is what the Gloo and Open MPI columns report.
 ours() {  # WORLD TRANSPORT -> "size time busbw" lines
   local n=$1 pids=()
   for ((r = 0; r < n; ++r)); do
     RANK=$r WORLD_SIZE=$n MASTER_ADDR=127.0.0.1 MASTER_PORT=$PORT RINGGRAD_LOG=warn RINGGRAD_TRANSPORT=$2 \
-      $(priority $n) timeout 600 "$BUILD/bin/all_reduce_perf" -b $MIN -e "$MAX" -f $FACTOR -n $ITERS -w $WARMUP -c 1 \
+      $(priority $n) timeout 600 "$BUILD/bin/all_reduce_perf" -b $MIN -e "$MAX" -f $FACTOR -n $ITERS -w $WARMUP -c 1 -a 3 \
       --json "$TMP/ours$r.json" >/dev/null & pids+=($!)
   done
   wait "${pids[@]}"; PORT=$((PORT + 1)); cp "$TMP/ours0.json" "$TMP/ours_$2_world$n.json"

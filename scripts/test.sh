@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Quick-start command 2: install what is missing, build, and run the whole test suite (CTest).
 # Tests that need a GPU, real MNIST or root skip themselves and say why. PyTorch (Debian's
-# 1.13, for the drop-in-launcher and weights-interchange tests), Open MPI (mpirun) and
-# clang-format (the layout check) are installed too, so those tests run rather than skip, and so
+# 1.13, for the drop-in-launcher and weights-interchange tests), Open MPI (mpirun), Slurm and
+# munge (a 2-node Slurm in network namespaces) and clang-format (the layout check) are installed
+# too, so those tests run rather than skip, and so
 # is PyPI's torch 2.x, into a virtual environment in the build folder, for the ringgrad_torch
 # backend's tests (scripts/install_torch.sh; SKIP_TORCH=1 leaves it out, and those tests skip).
 #   SANITIZE=address,undefined or SANITIZE=thread: build into build-asan-ubsan/ or build-tsan/
@@ -22,7 +23,7 @@ if [[ -n ${SANITIZE:-} ]]; then
   source scripts/sanitizer_env.sh
 fi
 bash scripts/install_packages.sh python3-torch python3-torchvision python3-venv openmpi-bin \
-  clang-format
+  clang-format slurmctld slurmd slurm-client munge
 # The PyTorch backend is not built under the sanitizers: the Python running it is not instrumented.
 if [[ -z ${SANITIZE:-} && -z ${SKIP_TORCH:-} ]]; then
   torch_python=$(bash scripts/install_torch.sh "$(realpath -m "${BUILD_DIR:-build}")/torch-venv")

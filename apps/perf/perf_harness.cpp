@@ -14,7 +14,9 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "apps/perf/perf_measure.h"
 #include "apps/perf/perf_settings.h"
+#include "apps/perf/perf_table.h"
 #include "comm/store/hash_store.h"
 #include "comm/store/worker_store.h"
 #include "core/cuda_memory.h"
@@ -52,6 +54,7 @@ Job start_job(const Settings& s) {
   comm::ProcessGroupOptions o;
   o.group_name = "perf";
   o.tensor_device = s.device == "cuda" ? DeviceType::cuda : DeviceType::cpu;
+  o.timeout = std::chrono::seconds(s.timeout_s);  // -T; 0: RINGGRAD_TIMEOUT_S, else 10 minutes
   if (!launched) {
     job.device = s.device == "cuda" ? Device::cuda(0) : Device::cpu();
     o.cuda_device = 0;
@@ -72,25 +75,15 @@ Job start_job(const Settings& s) {
   return job;
 }
 
-// Runs a small collective of the harness's own (rank lines, timings, #wrong) on a host tensor,
-// through the device when the backend needs device buffers; `host` holds the result after.
-void run_on(Device device, Tensor& host, const std::function<comm::WorkPtr(const Tensor&)>& call) {
-  if (device.is_cpu()) {
-    call(host)->wait();
-    return;
-  }
-  Tensor on_device = host.to(device);
-  call(on_device)->wait();
-  host.copy_from(on_device);
-}
-
-// "#  Rank 0 Pid 1234 on host device cpu backend ring: shm to 1" for every rank (how it reaches
-// its peers last), gathered with our own allgather.
+// "#  Rank  0 Group  0 Pid   1234 on       host device cpu backend ring: shm to 1" for every
+// rank (how it reaches its peers last), gathered with our own allgather.
 std::vector<std::string> rank_lines(comm::ProcessGroup& pg, Device device) {
   constexpr int64_t kLine = 192;
+  char head[128];  // nccl-tests' "Using devices" columns, then the device and how it links
+  std::snprintf(head, sizeof head, "#  Rank %2d Group %2d Pid %6d on %10s device ", pg.rank(), 0,
+                static_cast<int>(::getpid()), hostname().c_str());
   std::string mine =
-      str_cat("#  Rank ", pg.rank(), " Pid ", ::getpid(), " on ", hostname(), " device ",
-              device.str(), " backend ", pg.backend_name(), ": ", pg.describe_links());
+      str_cat(head, device.str(), " backend ", pg.backend_name(), ": ", pg.describe_links());
   mine.resize(kLine - 1, '\0');  // a long list of links is cut, the line stays terminated
   mine.push_back('\0');
   Tensor all = Tensor::zeros({kLine * pg.size()}, DType::u8);
@@ -102,73 +95,50 @@ std::vector<std::string> rank_lines(comm::ProcessGroup& pg, Device device) {
   return lines;
 }
 
-struct Measure {
-  double time_us = 0, algbw = 0, busbw = 0;
-  int64_t wrong = 0;
-};
-
-double max_over_ranks(comm::ProcessGroup& pg, Device device, double v) {
-  Tensor t = Tensor::from_vector(std::vector<double>{v}, {1});
-  comm::AllreduceOptions o;
-  o.op = ReduceOp::max;
-  run_on(device, t, [&](const Tensor& d) { return pg.allreduce(d, o); });
-  return t.data<double>()[0];
+// The lines above the table: nccl-tests' settings line, the -z mode, which time is reported.
+void print_preamble(const PerfCollective& c, const Settings& s, int world,
+                    const std::vector<std::string>& rank_lines) {
+  std::printf("# ringgrad %s_perf: backend %s, device %s, world size %d\n", c.name,
+              s.backend.c_str(), s.device.c_str(), world);
+  std::printf("# Collective test starting: %s_perf\n", c.name);
+  std::printf(
+      "# nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: %s warmup iters: %d iters: %d "
+      "agg iters: %d validation: %d graph: 0 unalign: %d\n",
+      s.min_bytes, s.max_bytes,
+      s.step_factor > 1 ? str_cat(s.step_factor, "(factor)").c_str()
+                        : str_cat(s.step_bytes, "(bytes)").c_str(),
+      s.warmup, s.iters, s.agg_iters, s.check, s.unalign);
+  const char* blocking[] = {nullptr, "wait and barrier after each inner iteration (-m)",
+                            "wait after each inner iteration (-m), no barrier",
+                            "wait and barrier after each outer iteration (-n); time excludes "
+                            "barrier"};
+  if (s.blocking != Blocking::none)
+    std::printf("# Blocking Enabled: %s\n", blocking[static_cast<int>(s.blocking)]);
+  std::printf("# Time: %s%s (-a %d), per collective%s\n", statistic_label(s.statistic),
+              s.statistic == TimeStatistic::average ? ", as nccl-tests by default" : "",
+              static_cast<int>(s.statistic), s.report_cputime ? ", to issue it (-C 1)" : "");
+  std::printf("# busbw = algbw * %s\n#\n# Using devices\n", c.bus_formula);
+  for (const auto& l : rank_lines) std::printf("%s\n", l.c_str());
+  if (world == 1)
+    std::printf(
+        "# WARNING: world size 1: no data crosses a network, so busbw is 0. Start N ranks with\n"
+        "#          ringgrad-run --nproc-per-node N %s_perf ..., or mpirun -np N with "
+        "MASTER_ADDR/MASTER_PORT set.\n",
+        c.name);
+  std::printf("%s", table_header(s.report_cputime, s.report_timestamps).c_str());
 }
 
-// Buffers on `device`; the data is written and checked in host mirrors of them (the same
-// tensors on the CPU), copied over outside the timed loop, as nccl-tests does.
-Measure measure(comm::ProcessGroup& pg, const PerfCollective& c, const Settings& s, Device device,
-                size_t count, DType dtype, ReduceOp op, bool in_place) {
-  const int world = pg.size(), rank = pg.rank();
-  const size_t send_n = c.send_count(count, world), recv_n = c.recv_count(count, world);
-  Tensor send_host =
-      Tensor::empty({static_cast<int64_t>(in_place ? std::max(send_n, recv_n) : send_n)}, dtype);
-  Tensor recv_host = in_place ? send_host : Tensor::zeros({static_cast<int64_t>(recv_n)}, dtype);
-  Tensor send = send_host.to(device);
-  Tensor recv = in_place ? send : recv_host.to(device);
-  const size_t send_at = in_place ? c.in_place_send_offset(count, rank, world) : 0;
-  const size_t recv_at = in_place ? c.in_place_recv_offset(count, rank, world) : 0;
-  auto init = [&] {
-    for (size_t i = 0; i < send_n; ++i)
-      send_host.set_element(send_at + i, input_value(op, dtype, rank, i));
-    if (device.is_cuda()) send.copy_from(send_host);
-  };
-  init();
-  for (int i = 0; i < s.warmup; ++i) c.start(pg, send, recv, in_place, op, s.root)->wait();
-  pg.barrier()->wait();
-  const auto t0 = std::chrono::steady_clock::now();
-  comm::WorkPtr last;
-  for (int i = 0; i < s.iters; ++i) last = c.start(pg, send, recv, in_place, op, s.root);
-  last->wait();
-  const double local_us =
-      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
-      s.iters;
-  Measure m;
-  m.time_us = max_over_ranks(pg, device, local_us);
-  const double bytes = static_cast<double>(count * dtype_size(dtype));
-  m.algbw = bytes / m.time_us / 1e3;  // GB/s = bytes / (us * 1e3)
-  m.busbw = m.algbw * c.bus_factor(world);
-  if (s.check > 0) {
-    Tensor want = Tensor::empty({static_cast<int64_t>(recv_n)}, dtype);
-    for (int k = 0; k < s.check; ++k) {
-      init();
-      c.start(pg, send, recv, in_place, op, s.root)->wait();
-      if (device.is_cuda()) recv_host.copy_from(recv);
-      if (rank == 0 && env_bool("RINGGRAD_PERF_INJECT_BITFLIP", false) && recv_n > 0)
-        static_cast<uint8_t*>(recv_host.raw_data())[recv_at * dtype_size(dtype)] ^=
-            0x40;  // test hook
-      for (size_t i = 0; i < recv_n; ++i) {
-        const double e = c.expected(op, dtype, rank, world, s.root, count, i);
-        if (std::isnan(e)) continue;
-        want.set_element(i, e);  // rounded as the dtype would, like the result
-        m.wrong += recv_host.element(recv_at + i) != want.element(i) ? 1 : 0;
-      }
-    }
-    Tensor w = Tensor::from_vector(std::vector<int64_t>{m.wrong}, {1});
-    run_on(device, w, [&](const Tensor& d) { return pg.allreduce(d); });
-    m.wrong = w.data<int64_t>()[0];
-  }
-  return m;
+nlohmann::json half_json(const Measure& m) {
+  return {{"time_us", m.time_us}, {"algbw", m.algbw}, {"busbw", m.busbw}, {"wrong", m.wrong}};
+}
+
+// The next size of the sweep; nullopt past -e (or where it would not grow, or overflow).
+std::optional<size_t> next_size(const Settings& s, size_t bytes) {
+  size_t next = bytes + s.step_bytes;
+  if (s.step_factor > 1)
+    next = bytes > s.max_bytes / s.step_factor ? s.max_bytes + 1 : bytes * s.step_factor;
+  if (next <= bytes || next > s.max_bytes) return std::nullopt;
+  return next;
 }
 
 int run_sweep(const PerfCollective& c, const Settings& s) {
@@ -180,84 +150,67 @@ int run_sweep(const PerfCollective& c, const Settings& s) {
   const bool printer = pg.rank() == 0;
   if (printer) check_output_path(s.json_path, "--json");  // before the sweep, not after it
   const auto lines = rank_lines(pg, device);
-  if (printer) {
-    std::printf("# ringgrad %s_perf: backend %s, device %s, world size %d\n", c.name,
-                s.backend.c_str(), s.device.c_str(), pg.size());
-    std::printf("# minBytes %zu maxBytes %zu step: %s warmup iters: %d iters: %d validation: %d\n",
-                s.min_bytes, s.max_bytes,
-                s.step_factor > 1 ? str_cat(s.step_factor, "(factor)").c_str()
-                                  : str_cat(s.step_bytes, "(bytes)").c_str(),
-                s.warmup, s.iters, s.check);
-    std::printf("# busbw = algbw * %s\n#\n# Using ranks\n", c.bus_formula);
-    for (const auto& l : lines) std::printf("%s\n", l.c_str());
-    if (pg.size() == 1)
-      std::printf(
-          "# WARNING: world size 1: no data crosses a network, so busbw is 0. Start N ranks with\n"
-          "#          ringgrad-run --nproc-per-node N %s_perf ..., or mpirun -np N with "
-          "MASTER_ADDR/MASTER_PORT set.\n",
-          c.name);
-    std::printf("#\n#%89s%39s\n", "out-of-place", "in-place");
-    std::printf("#%11s %13s %9s %7s %6s %10s %8s %8s %6s %10s %8s %8s %6s\n", "size", "count",
-                "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw",
-                "busbw", "#wrong");
-    std::printf("#%11s %13s %9s %7s %6s %10s %8s %8s %6s %10s %8s %8s %6s\n", "(B)", "(elements)",
-                "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
-  }
+  if (printer) print_preamble(c, s, pg.size(), lines);
+  std::vector<int> roots = {c.has_root ? s.root : -1};
+  if (c.has_root && s.root < 0)
+    for (int r = 0; r < pg.size(); ++r) roots.push_back(r);
+  if (c.has_root && s.root < 0) roots.erase(roots.begin());
   nlohmann::json rows = nlohmann::json::array();
   int64_t wrong_total = 0;
   double busbw_sum = 0;
-  int rows_count = 0;
+  int halves = 0;
   for (DType dtype : s.dtypes)
     for (ReduceOp op : c.has_op ? s.ops : std::vector<ReduceOp>{ReduceOp::sum})
-      for (size_t bytes = s.min_bytes; bytes <= s.max_bytes;) {
-        const size_t elem = dtype_size(dtype);
-        const size_t granule = c.count_in_rank_blocks ? static_cast<size_t>(pg.size()) : 1;
-        const size_t count = bytes / elem / granule * granule;
-        Measure out = measure(pg, c, s, device, count, dtype, op, false);
-        Measure in = measure(pg, c, s, device, count, dtype, op, true);
-        wrong_total += out.wrong + in.wrong;
-        busbw_sum += out.busbw + in.busbw;
-        rows_count += 2;
-        const std::string wrong_out = s.check ? std::to_string(out.wrong) : "N/A",
-                          wrong_in = s.check ? std::to_string(in.wrong) : "N/A";
-        if (printer)
-          std::printf("%12zu %13zu %9s %7s %6d %10.2f %8.2f %8.2f %6s %10.2f %8.2f %8.2f %6s\n",
-                      count * elem, count, dtype_label(dtype),
-                      c.has_op ? comm::reduce_op_name(op) : "none", c.has_root ? s.root : -1,
-                      out.time_us, out.algbw, out.busbw, wrong_out.c_str(), in.time_us, in.algbw,
-                      in.busbw, wrong_in.c_str());
-        rows.push_back({{"size", count * elem},
-                        {"count", count},
-                        {"type", dtype_label(dtype)},
-                        {"redop", c.has_op ? comm::reduce_op_name(op) : "none"},
-                        {"root", c.has_root ? s.root : -1},
-                        {"out_of_place",
-                         {{"time_us", out.time_us},
-                          {"algbw", out.algbw},
-                          {"busbw", out.busbw},
-                          {"wrong", out.wrong}}},
-                        {"in_place",
-                         {{"time_us", in.time_us},
-                          {"algbw", in.algbw},
-                          {"busbw", in.busbw},
-                          {"wrong", in.wrong}}}});
-        const size_t next = s.step_factor > 1
-                                ? static_cast<size_t>(static_cast<double>(bytes) * s.step_factor)
-                                : bytes + s.step_bytes;
-        if (next <= bytes) break;
-        bytes = next;
+      for (int root : roots) {
+        warm_up(pg, c, s, device, dtype, op, std::max(root, 0));
+        for (int cycle = 0; s.run_cycles == 0 || cycle < s.run_cycles; ++cycle)
+          for (std::optional<size_t> bytes = s.min_bytes; bytes; bytes = next_size(s, *bytes)) {
+            RowSpec row;
+            row.count = row_count(c, *bytes, dtype, pg.size());
+            row.dtype = dtype;
+            row.op = op;
+            row.root = std::max(root, 0);
+            const Measure out = measure(pg, c, s, device, row);
+            row.in_place = true;
+            const Measure in = measure(pg, c, s, device, row);
+            wrong_total += std::max<int64_t>(out.wrong, 0) + std::max<int64_t>(in.wrong, 0);
+            busbw_sum += out.busbw + in.busbw;
+            halves += 2;
+            // nccl-tests' count column is the per-rank block for gather/scatter.
+            const size_t shown_count = c.count_in_rank_blocks ? row.count / pg.size() : row.count;
+            const char* redop = c.has_op ? comm::reduce_op_name(op) : "none";
+            if (printer) {
+              std::printf("%s%s%s%s\n",
+                          row_start(row.count * dtype_size(dtype), shown_count, dtype_label(dtype),
+                                    redop, root)
+                              .c_str(),
+                          row_half(out.time_us, out.algbw, out.busbw, out.wrong).c_str(),
+                          row_half(in.time_us, in.algbw, in.busbw, in.wrong).c_str(),
+                          s.report_timestamps ? timestamp_column().c_str() : "");
+              std::fflush(stdout);
+            }
+            rows.push_back({{"size", row.count * dtype_size(dtype)},
+                            {"count", shown_count},
+                            {"type", dtype_label(dtype)},
+                            {"redop", redop},
+                            {"root", root},
+                            {"out_of_place", half_json(out)},
+                            {"in_place", half_json(in)}});
+          }
       }
-  const double avg_busbw = rows_count ? busbw_sum / rows_count : 0;
+  const double avg_busbw = halves ? busbw_sum / halves : 0;
   if (printer) {
-    std::printf("# Out of bounds values : %lld %s\n", static_cast<long long>(wrong_total),
-                wrong_total ? "FAILED" : "OK");
-    std::printf("# Avg bus bandwidth    : %g \n#\n", avg_busbw);
+    std::printf("%s", table_footer(wrong_total, avg_busbw, str_cat(c.name, "_perf")).c_str());
     std::fflush(stdout);
     if (!s.json_path.empty()) {
       std::ofstream f(s.json_path);
-      f << nlohmann::json{{"collective", c.name},  {"world_size", pg.size()},
-                          {"backend", s.backend},  {"device", s.device},
-                          {"rows", rows},          {"wrong", wrong_total},
+      f << nlohmann::json{{"collective", c.name},
+                          {"world_size", pg.size()},
+                          {"backend", s.backend},
+                          {"device", s.device},
+                          {"time_statistic", statistic_label(s.statistic)},
+                          {"rows", rows},
+                          {"wrong", wrong_total},
                           {"avg_busbw", avg_busbw}}
                .dump(2)
         << "\n";

@@ -1,3 +1,5 @@
+// The perf binaries' flags: nccl-tests' names, meanings, defaults and ranges (its
+// src/common.cu), plus ringgrad's --backend, --device and --json.
 #include "apps/perf/perf_settings.h"
 
 #include <CLI/CLI.hpp>
@@ -32,9 +34,11 @@ size_t parse_bytes(const std::string& text, const char* flag) {
   return static_cast<size_t>(v * scale);
 }
 
+// In nccl-tests' -d all / -o all order.
 const std::pair<const char*, DType> kDTypeNames[] = {
-    {"float", DType::f32}, {"double", DType::f64}, {"half", DType::f16}, {"bfloat16", DType::bf16},
-    {"int32", DType::i32}, {"int64", DType::i64},  {"uint8", DType::u8}};
+    {"uint8", DType::u8},  {"int32", DType::i32},  {"int64", DType::i64},    {"half", DType::f16},
+    {"float", DType::f32}, {"double", DType::f64}, {"bfloat16", DType::bf16}};
+const char* const kNcclOnlyTypes = "int8, uint32, uint64, f8e4m3, f8e5m2";
 const std::pair<const char*, ReduceOp> kOpNames[] = {{"sum", ReduceOp::sum},
                                                      {"prod", ReduceOp::prod},
                                                      {"max", ReduceOp::max},
@@ -43,7 +47,7 @@ const std::pair<const char*, ReduceOp> kOpNames[] = {{"sum", ReduceOp::sum},
 
 template <class T, size_t N>
 std::vector<T> parse_choice(const std::string& text, const std::pair<const char*, T> (&names)[N],
-                            const char* flag) {
+                            const char* flag, const std::string& nccl_only) {
   std::vector<T> all;
   std::string valid;
   for (const auto& [name, value] : names) {
@@ -52,7 +56,21 @@ std::vector<T> parse_choice(const std::string& text, const std::pair<const char*
     valid += std::string(name) + ", ";
   }
   if (text == "all") return all;
-  RG_THROW(InvalidArgument, flag, " '", text, "' is not one of: ", valid, "all");
+  const bool from_nccl = (", " + nccl_only + ",").find(", " + text + ",") != std::string::npos;
+  RG_THROW(InvalidArgument, flag, " '", text, "' ",
+           from_nccl ? "is nccl-tests' but ringgrad's collectives do not have it; use one of: "
+                     : "is not one of: ",
+           valid, "all");
+}
+
+// A flag of nccl-tests that means something only to its threads or to NCCL itself: its default
+// value is accepted (a script written for nccl-tests runs), any other is refused with `why`.
+CLI::Validator default_only(const std::string& value, const std::string& why) {
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        return text == value ? "" : "takes only " + value + " here: " + why;
+      },
+      value);
 }
 
 }  // namespace
@@ -63,42 +81,163 @@ const char* dtype_label(DType d) {
   return "?";
 }
 
+const char* statistic_label(TimeStatistic a) {
+  switch (a) {
+    case TimeStatistic::rank0: return "rank 0's";
+    case TimeStatistic::average: return "the average over ranks";
+    case TimeStatistic::minimum: return "the minimum over ranks";
+    case TimeStatistic::maximum: return "the maximum over ranks";
+  }
+  return "?";
+}
+
 std::optional<int> parse_settings(int argc, char** argv, const PerfCollective& c, Settings& s) {
-  CLI::App app{str_cat(c.name, "_perf: nccl-tests-style benchmark of ringgrad's ", c.name,
-                       ".\nalgbw = size / time; busbw = algbw * ", c.bus_formula,
+  CLI::App app{str_cat(c.name, "_perf: nccl-tests' ", c.name, "_perf for ringgrad's ", c.name,
+                       ", with its flags and table.\nalgbw = size / time; busbw = algbw * ",
+                       c.bus_formula,
                        " (n = world size): the per-link rate comparable to the link speed.\n"
                        "Start N ranks with ringgrad-run --nproc-per-node N, or mpirun -np N (with "
                        "MASTER_ADDR/MASTER_PORT).")};
-  std::string minb = "32M", maxb = "32M", stepb = "1M", dtype = "float", op = "sum";
-  app.add_option("-b,--minbytes", minb, "smallest size (K/M/G suffixes)");
-  app.add_option("-e,--maxbytes", maxb, "largest size");
-  app.add_option("-i,--stepbytes", stepb, "additive step between sizes");
-  app.add_option("-f,--stepfactor", s.step_factor, "multiplicative step (overrides -i when > 1)")
-      ->check(cli::number_in(0, 1024));
   constexpr int kMaxInt = std::numeric_limits<int>::max();
-  app.add_option("-n,--iters", s.iters, "timed iterations per size")
-      ->check(cli::whole_number_in(1, kMaxInt));
-  app.add_option("-w,--warmup_iters", s.warmup, "untimed iterations first")
-      ->check(cli::whole_number_in(0, kMaxInt));
-  app.add_option("-c,--check", s.check, "check results this many times (0: off)")
-      ->check(cli::whole_number_in(0, kMaxInt));
+  const char* one_rank =
+      "each rank is a process with one device here; start more ranks with "
+      "ringgrad-run --nproc-per-node N";
+  std::string minb = "32M", maxb = "32M", stepb = "1M", dtype = "float", op = "sum", root = "0";
+  int blocking = 0, average = 1;
+  std::string ignored;
+  const char* sizes = "sizes";
+  app.add_option("-b,--minbytes", minb, "smallest size (K/M/G suffixes; default 32M)")
+      ->group(sizes);
+  app.add_option("-e,--maxbytes", maxb, "largest size (default 32M)")->group(sizes);
+  app.add_option("-i,--stepbytes", stepb, "additive step between sizes (default 1M)")->group(sizes);
+  app.add_option("-f,--stepfactor", s.step_factor,
+                 "multiplicative step, any whole number (> 1: used instead of -i)")
+      ->check(cli::whole_number_in(0, std::numeric_limits<int64_t>::max()))
+      ->group(sizes);
+
+  const char* coll = "the collective";
+  app.add_option("-o,--op", op, "sum, prod, max, min, avg or all (reductions)")->group(coll);
   app.add_option("-d,--datatype", dtype,
-                 "float, double, half, bfloat16, int32, int64, uint8 or all");
-  app.add_option("-o,--op", op, "sum, prod, max, min, avg or all");
-  app.add_option("-r,--root", s.root, "root rank (broadcast)")
-      ->check(cli::whole_number_in(0, kMaxInt));
+                 "uint8, int32, int64, half, float, double, bfloat16 or all")
+      ->group(coll);
+  app.add_option("-r,--root", root, "root rank (broadcast); -1 or all: every rank in turn")
+      ->group(coll);
+
+  const char* timing = "timing";
+  app.add_option("-n,--iters", s.iters, "timed iterations per size")
+      ->check(cli::whole_number_in(1, kMaxInt))
+      ->group(timing);
+  app.add_option("-m,--agg_iters", s.agg_iters, "collectives issued together per iteration")
+      ->check(cli::whole_number_in(1, kMaxInt))
+      ->group(timing);
+  app.add_option("-w,--warmup_iters", s.warmup,
+                 "untimed collectives at each size (sizes doubling from -b) before the sweep")
+      ->check(cli::whole_number_in(0, kMaxInt))
+      ->group(timing);
+  app.add_option("-N,--run_cycles", s.run_cycles, "sweeps, each printed (0: until stopped)")
+      ->check(cli::whole_number_in(0, kMaxInt))
+      ->group(timing);
+  app.add_option("-z,--blocking", blocking,
+                 "0: wait for the last collective only; 1: wait and barrier after each; 2: wait "
+                 "after each; 3: wait and barrier after each iteration, barrier not timed")
+      ->check(cli::whole_number_in(0, 3))
+      ->group(timing);
+  app.add_option("-a,--average", average,
+                 "the time reported: 0 rank 0's, 1 the average over ranks (nccl-tests' default), "
+                 "2 the minimum, 3 the maximum")
+      ->check(cli::whole_number_in(0, 3))
+      ->group(timing);
+  app.add_option("-C,--report_cputime", s.report_cputime,
+                 "1: report the time to issue the collectives instead of to complete them")
+      ->check(cli::whole_number_in(0, 1))
+      ->group(timing);
+  app.add_option("-S,--report_timestamps", s.report_timestamps,
+                 "1: a timestamp at the end of each row")
+      ->check(cli::whole_number_in(0, 1))
+      ->group(timing);
+  app.add_option("-T,--timeout", s.timeout_s,
+                 "seconds any collective may wait before the run fails (0: RINGGRAD_TIMEOUT_S, "
+                 "else 600)")
+      ->check(cli::whole_number_in(0, kMaxInt))
+      ->group(timing);
+
+  const char* checking = "checking and output";
+  app.add_option("-c,--check", s.check, "check the results this many times (0: off)")
+      ->check(cli::whole_number_in(0, kMaxInt))
+      ->group(checking);
+  app.add_option("-u,--unalign", s.unalign, "offset of the buffers' first element, in elements")
+      ->check(cli::whole_number_in(0, 1 << 20))
+      ->group(checking);
+  app.add_option("-J,--output_file,--json", s.json_path,
+                 "also write the results as JSON to this file (ringgrad's layout)")
+      ->group(checking);
+
+  const char* nccl = "nccl-tests' flags for NCCL or its threads: their default only";
+  app.add_option("-t,--nthreads", ignored, "threads per process (nccl-tests'; 1 here)")
+      ->check(default_only("1", one_rank))
+      ->group(nccl);
+  app.add_option("-g,--ngpus", ignored, "GPUs per thread (nccl-tests'; 1 here)")
+      ->check(default_only("1", one_rank))
+      ->group(nccl);
+  app.add_option("-p,--parallel_init", ignored, "0 or 1: nothing to do (one rank per process)")
+      ->check(cli::whole_number_in(0, 1))
+      ->group(nccl);
+  app.add_option("-y,--stream_null", ignored, "0")
+      ->check(default_only("0", "ringgrad's collectives run on their own streams"))
+      ->group(nccl);
+  app.add_option("-G,--cudagraph", ignored, "0")
+      ->check(default_only("0", "the ring is driven by host threads, there is no graph to capture"))
+      ->group(nccl);
+  app.add_option("-R,--local_register", ignored, "0")
+      ->check(default_only("0", "ringgrad does not register buffers with NCCL"))
+      ->group(nccl);
+  app.add_option("-x,--cta_policy", ignored, "not set: a CTA policy is NCCL's")
+      ->check(CLI::Validator(
+          [](std::string&) { return std::string("a CTA policy is NCCL's; leave it out"); }, ""))
+      ->group(nccl);
+  app.add_option("-D,--device_implementation", ignored, "0")
+      ->check(default_only("0", "NCCL's device API is not used"))
+      ->group(nccl);
+  app.add_option("-V,--device_cta_count", ignored, "1 to 128: only used with -D")
+      ->check(cli::whole_number_in(1, 128))
+      ->group(nccl);
+  app.add_option("-M,--memory", ignored, "0")
+      ->check(default_only("0", "no GPU memory report is written"))
+      ->group(nccl);
+  app.add_option("-I,--per_iter_timing", ignored, "0")
+      ->check(default_only("0",
+                           "timing each iteration would mean waiting for each one, changing what "
+                           "is timed; use -z 2 for that"))
+      ->group(nccl);
+  app.add_option("-K,--per_iter_skip", ignored, "0 (used with -I only)")
+      ->check(default_only("0", "it applies to -I, which is not available"))
+      ->group(nccl);
+
+  const char* ours = "ringgrad's";
   app.add_option("--backend", s.backend,
-                 "ring (ours; host or device buffers) or nccl (device buffers)");
+                 "ring (ours; host or device buffers) or nccl (device buffers)")
+      ->group(ours);
   app.add_option("--device", s.device,
-                 "cpu or cuda: where the buffers live (cuda: the GPU LOCAL_RANK names)");
-  app.add_option("--json", s.json_path, "also write the results as JSON to this file");
+                 "cpu or cuda: where the buffers live (cuda: the GPU LOCAL_RANK names)")
+      ->group(ours);
   try {
     app.parse(argc, argv);
     s.min_bytes = parse_bytes(minb, "-b/--minbytes");
     s.max_bytes = parse_bytes(maxb, "-e/--maxbytes");
     s.step_bytes = parse_bytes(stepb, "-i/--stepbytes");
-    s.dtypes = parse_choice(dtype, kDTypeNames, "-d/--datatype");
-    s.ops = parse_choice(op, kOpNames, "-o/--op");
+    s.dtypes = parse_choice(dtype, kDTypeNames, "-d/--datatype", kNcclOnlyTypes);
+    s.ops = parse_choice(op, kOpNames, "-o/--op", "mulsum");
+    s.blocking = static_cast<Blocking>(blocking);
+    s.statistic = static_cast<TimeStatistic>(average);
+    if (root == "all" || root == "-1") {
+      s.root = -1;
+    } else {
+      std::string r = root;
+      if (!cli::whole_number_in(0, kMaxInt)(r).empty())
+        RG_THROW(InvalidArgument, "-r/--root '", root,
+                 "': give a rank (0 and up), or -1 or all for every rank in turn");
+      s.root = std::stoi(root);
+    }
     if (s.min_bytes > s.max_bytes)
       RG_THROW(InvalidArgument, "-b/--minbytes ", s.min_bytes, " is larger than -e/--maxbytes ",
                s.max_bytes);

@@ -30,6 +30,8 @@ std::string JobEvent::to_json() const {
                       {"exit_signal", failure.status.signal},
                       {"time", failure.time},
                       {"stderr_tail", failure.stderr_tail}};
+  if (failure.error)
+    j["error"] = {{"message", failure.error->message}, {"traceback", failure.error->traceback}};
   return j.dump();
 }
 
@@ -49,6 +51,9 @@ JobEvent JobEvent::from_json(const std::string& text) {
     e.failure.status.signal = j.at("exit_signal");
     e.failure.time = j.at("time");
     e.failure.stderr_tail = j.at("stderr_tail").get<std::vector<std::string>>();
+    if (j.contains("error"))
+      e.failure.error = WorkerError{j["error"].at("message").get<std::string>(),
+                                    j["error"].at("traceback").get<std::vector<std::string>>()};
   } catch (const nlohmann::json::exception& ex) {
     RG_THROW(Error, "malformed job event in the rendezvous store: ", ex.what());
   }
@@ -65,7 +70,12 @@ std::string format_summary(const JobEvent& e, int64_t generation, int restarts_u
       const std::string pid = f.pid > 0 ? str_cat(", pid ", f.pid) : ", never started";
       out += str_cat("  first failure: rank ", f.global_rank, " (local rank ", f.local_rank, ", ",
                      node, pid, ") ended with ", f.status.describe(), " at ", f.time, "\n");
-      if (f.stderr_tail.empty()) {
+      if (f.error) {
+        out += str_cat("  its error file says: ", f.error->message, "\n");
+        if (!f.error->traceback.empty())
+          out += str_cat("  traceback of rank ", f.global_rank, ":\n");
+        for (const auto& line : f.error->traceback) out += "    | " + line + "\n";
+      } else if (f.stderr_tail.empty()) {
         out += "  its stderr was empty\n";
       } else {
         out += str_cat("  last ", f.stderr_tail.size(), " stderr line",

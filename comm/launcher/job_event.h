@@ -2,9 +2,11 @@
 // was told to stop, a node was lost), shared between nodes through the store as JSON so every
 // launcher can print the same summary, and the summary text itself.
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "comm/launcher/error_file.h"
 #include "comm/launcher/worker_process.h"
 
 namespace ringgrad::comm {
@@ -16,6 +18,7 @@ struct WorkerFailure {
   ExitStatus status;
   std::string time;  // local wall-clock time the launcher saw it end
   std::vector<std::string> stderr_tail;
+  std::optional<WorkerError> error;  // what its TORCHELASTIC_ERROR_FILE says, if it wrote one
 };
 
 struct JobEvent {
@@ -36,7 +39,8 @@ struct JobEvent {
 std::string now_as_text();  // "2026-12-02 18:20:01"
 
 // The block ringgrad-run prints when a job fails: the first failure's global rank, local
-// rank, node, exit code or signal name, time and last stderr lines.
+// rank, node, exit code or signal name, time, and its error file's exception and traceback
+// (else its last stderr lines).
 std::string format_summary(const JobEvent& event, int64_t generation, int restarts_used);
 
 }  // namespace ringgrad::comm

@@ -7,8 +7,10 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -178,6 +180,73 @@ std::set<int> parse_rank_list(const std::string& value, const char* flag) {
   return ranks;
 }
 
+std::vector<int> parse_signal_list(const std::string& value) {
+  std::vector<int> signals;
+  for (std::string name : split(value, ',')) {
+    name.erase(0, name.find_first_not_of(' '));
+    name.erase(name.find_last_not_of(' ') + 1);
+    if (name.empty()) continue;
+    int number = 0;
+    for (int s = 1; s < NSIG && !number; ++s)
+      if (const char* abbrev = sigabbrev_np(s); abbrev && name == std::string("SIG") + abbrev)
+        number = s;
+    if (!number)
+      RG_THROW(InvalidArgument, "--signals-to-handle '", value, "': '", name,
+               "' is not a signal name (SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, ...)");
+    if (number == SIGKILL || number == SIGSTOP || number == SIGCHLD)
+      RG_THROW(InvalidArgument, "--signals-to-handle '", value, "': ", name,
+               name == "SIGCHLD" ? " is how the launcher learns a worker ended"
+                                 : " cannot be caught by any program",
+               "; leave it out");
+    signals.push_back(number);
+  }
+  if (signals.empty())
+    RG_THROW(InvalidArgument, "--signals-to-handle '", value,
+             "': no signal named; the launcher needs at least one to stop the job (default "
+             "SIGTERM,SIGINT,SIGHUP,SIGQUIT)");
+  return signals;
+}
+
+std::string expand_prefix_template(const std::string& templ, const std::string& role_name, int rank,
+                                   int local_rank, const std::string& hostname) {
+  const std::pair<const char*, std::string> values[] = {{"role_name", role_name},
+                                                        {"rank", std::to_string(rank)},
+                                                        {"local_rank", std::to_string(local_rank)},
+                                                        {"hostname", hostname}};
+  std::string out;
+  for (size_t i = 0; i < templ.size(); ++i) {
+    if (templ[i] != '$' || i + 1 == templ.size()) {
+      out += templ[i];
+      continue;
+    }
+    if (templ[i + 1] == '$') {  // "$$" is a literal '$'
+      out += '$';
+      ++i;
+      continue;
+    }
+    const bool braced = templ[i + 1] == '{';
+    const size_t start = i + (braced ? 2 : 1);
+    size_t end = start;
+    while (end < templ.size() &&
+           (std::isalnum(static_cast<unsigned char>(templ[end])) || templ[end] == '_'))
+      ++end;
+    const std::string name = templ.substr(start, end - start);
+    const bool closed = !braced || (end < templ.size() && templ[end] == '}');
+    bool replaced = false;
+    for (const auto& [key, value] : values)
+      if (closed && name == key) {
+        out += value;
+        replaced = true;
+      }
+    if (!replaced) {
+      out += '$';
+      continue;
+    }
+    i = end - (braced ? 0 : 1);
+  }
+  return out;
+}
+
 void apply_rdzv_conf(LaunchConfig& config, const std::map<std::string, std::string>& conf) {
   for (const auto& [key, value] : conf) {
     if (key == "timeout" || key == "join_timeout")
@@ -277,6 +346,10 @@ void validate(LaunchConfig& config) {
              config.keep_alive_timeout.count() / 1000.0,
              " s the others would take it for lost; use at most a third of it, or raise "
              "--rdzv-conf keep_alive_timeout");
+  if (!config.local_addr.empty()) check_host(config.local_addr, "--local-addr", config.local_addr);
+  parse_signal_list(config.signals_to_handle);
+  if (config.role.empty())
+    RG_THROW(InvalidArgument, "--role: give a name (it is each worker's ROLE_NAME)");
   const bool wants_files = config.redirects.all || config.tee.all ||
                            !config.redirects.per_rank.empty() || !config.tee.per_rank.empty();
   if (wants_files && config.log_dir.empty())

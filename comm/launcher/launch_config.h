@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "comm/launcher/worker_command.h"
+
 namespace ringgrad::comm {
 
 // Which of a worker's streams a --redirects/--tee setting applies to: 1 stdout, 2 stderr, 3 both.
@@ -47,6 +49,17 @@ struct LaunchConfig {
   StreamSelection tee;
   std::set<int> local_ranks_filter;  // empty: every local rank on the console
   std::vector<std::string> command;  // program and its arguments
+  // How the program runs (worker_command.h): -m, --no-python, --run-path, the legacy
+  // torch.distributed.launch convention and its --use-env.
+  Invocation invocation = Invocation::automatic;
+  LaunchConvention convention = LaunchConvention::torchrun;
+  bool use_env = false;
+  // torchrun's worker-side settings:
+  std::string role = "default";  // ROLE_NAME
+  std::string local_addr;        // the address the other nodes reach this one at (MASTER_ADDR)
+  std::string log_line_prefix_template;  // --tee's console prefix; empty: "[node:rank]: "
+  std::string signals_to_handle = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";  // stop the job, forwarded
+  bool virtual_local_rank = false;  // LOCAL_RANK=0, CUDA_VISIBLE_DEVICES = the worker's GPU
   // Set by --hostfile on each remote launcher it starts over SSH:
   std::string console_label;       // non-empty: every console line gets "[label:rank]: "
   bool stop_on_stdin_eof = false;  // stdin closing (the SSH session ended) stops the job
@@ -73,6 +86,12 @@ std::map<std::string, std::string> parse_key_values(const std::string& value, co
 // "3" or "0:1,1:2" (local rank : bits)
 StreamSelection parse_stream_selection(const std::string& value, const char* flag);
 std::set<int> parse_rank_list(const std::string& value, const char* flag);
+// "SIGTERM,SIGUSR1" -> their numbers; SIGKILL, SIGSTOP and SIGCHLD cannot be handled.
+std::vector<int> parse_signal_list(const std::string& value);
+// --log-line-prefix-template: ${role_name}, ${rank}, ${local_rank}, ${hostname} (or $name)
+// replaced, anything else kept as written (Python's Template.safe_substitute).
+std::string expand_prefix_template(const std::string& templ, const std::string& role_name, int rank,
+                                   int local_rank, const std::string& hostname);
 
 // Applies --rdzv-conf values and checks every cross-flag rule (node rank below nnodes,
 // --standalone, the backend name, an endpoint for c10d, ...).

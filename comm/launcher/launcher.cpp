@@ -14,6 +14,7 @@
 #include "comm/launcher/network_probe.h"
 #include "comm/launcher/signal_watcher.h"
 #include "comm/launcher/worker_group.h"
+#include "comm/launcher/worker_specs.h"
 #include "comm/rendezvous/rendezvous.h"
 #include "comm/store/tcp_store.h"
 #include "comm/store/tcp_store_server.h"
@@ -80,55 +81,6 @@ std::map<std::string, std::string> current_environment() {
   return env;
 }
 
-struct Placement {  // where this generation's workers sit
-  RendezvousResult round;
-  std::string master_addr;
-  int master_port = 0;
-};
-
-std::vector<WorkerSpec> worker_specs(const LaunchConfig& c, const Placement& p,
-                                     const std::map<std::string, std::string>& base_env) {
-  std::vector<WorkerSpec> specs;
-  for (int local = 0; local < c.nproc_per_node; ++local) {
-    WorkerSpec spec;
-    spec.local_rank = local;
-    spec.global_rank = p.round.rank_offset + local;
-    auto env = base_env;
-    const auto set = [&](const char* k, const auto& v) { env[k] = str_cat(v); };
-    set("RANK", spec.global_rank);
-    set("LOCAL_RANK", local);
-    set("WORLD_SIZE", p.round.world_size);
-    set("LOCAL_WORLD_SIZE", c.nproc_per_node);
-    set("GROUP_RANK", p.round.node_rank);
-    set("GROUP_WORLD_SIZE", p.round.num_nodes);
-    set("ROLE_NAME", "default");
-    set("ROLE_RANK", spec.global_rank);
-    set("ROLE_WORLD_SIZE", p.round.world_size);
-    set("MASTER_ADDR", p.master_addr);
-    set("MASTER_PORT", p.master_port);
-    set("TORCHELASTIC_RESTART_COUNT", p.round.generation);
-    set("TORCHELASTIC_MAX_RESTARTS", c.max_restarts);
-    set("TORCHELASTIC_RUN_ID", c.rdzv_id);
-    // Worker rank 0 hosts its own store on MASTER_PORT; PyTorch must not expect ours there.
-    set("TORCHELASTIC_USE_AGENT_STORE", "False");
-    if (!env.count("OMP_NUM_THREADS")) set("OMP_NUM_THREADS", 1);
-    // The workers' store (hosted by worker rank 0) is guarded like the launchers': the same
-    // token, and it listens only where the other nodes reach it (loopback for one node).
-    if (!c.token.empty()) set("RINGGRAD_STORE_TOKEN", c.token);
-    set("RINGGRAD_STORE_BIND_ADDR", c.bind_addr.empty() ? p.master_addr : c.bind_addr);
-    for (const auto& [k, v] : env) spec.env.push_back(k + "=" + v);
-    const std::string node = c.console_label.empty() ? str_cat(p.round.node_rank) : c.console_label;
-    spec.output.prefix = str_cat("[", node, ":", spec.global_rank, "]: ");
-    spec.output.prefix_console = !c.console_label.empty();
-    spec.output.redirect_bits = c.redirects.for_rank(local);
-    spec.output.tee_bits = c.tee.for_rank(local);
-    spec.output.console = c.local_ranks_filter.empty() || c.local_ranks_filter.count(local);
-    spec.output.log_dir = str_cat(c.log_run_folder, "/attempt_", p.round.generation, "/", local);
-    specs.push_back(std::move(spec));
-  }
-  return specs;
-}
-
 struct Outcome {
   bool succeeded = false;
   JobEvent event;  // when !succeeded
@@ -137,11 +89,11 @@ struct Outcome {
 // Runs one generation's workers until they all succeed on every node or something ends it.
 Outcome supervise(const LaunchConfig& c, const Placement& p, JobStatus& status,
                   SignalWatcher& signals, const std::string& hostname,
-                  const std::map<std::string, std::string>& base_env) {
+                  std::vector<WorkerSpec> specs) {
   JobEvent mine;
   mine.node_rank = p.round.node_rank;
   mine.hostname = hostname;
-  WorkerGroup group(c.command, worker_specs(c, p, base_env));
+  WorkerGroup group(std::move(specs));
   auto finish = [&](JobEvent e, int stop_signal) {
     group.stop(stop_signal, c.stop_grace);
     return Outcome{false, std::move(e)};
@@ -217,6 +169,10 @@ void raise_sighup_at_stdin_eof() {
 }  // namespace
 
 int run_launcher(const LaunchConfig& c) {
+  const WorkerCommand command = resolve_worker_command(
+      c.invocation, c.convention, c.use_env, c.command,
+      env_str("PATH", "/usr/local/bin:/usr/bin:/bin"), env_str("PYTHON_EXEC", ""));
+  const std::vector<int> stop_signals = parse_signal_list(c.signals_to_handle);
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);  // orphaned grandchildren come to us to be reaped
   if (c.stop_on_stdin_eof) raise_sighup_at_stdin_eof();
   const std::string token = c.token.empty() ? env_str("RINGGRAD_STORE_TOKEN", "") : c.token;
@@ -236,6 +192,9 @@ int run_launcher(const LaunchConfig& c) {
   Rendezvous rdzv(store.client, rc);
 
   const auto base_env = current_environment();
+  if (c.virtual_local_rank)  // a GPU list too short is an error now, not after the rendezvous
+    for (int local = 0; local < c.nproc_per_node; ++local) visible_device(local, base_env);
+  const RunFolder run_folder(c.log_run_folder);
   if (!base_env.count("OMP_NUM_THREADS") && c.nproc_per_node > 1)
     log_warn("OMP_NUM_THREADS is not set: setting it to 1 for every worker so ", c.nproc_per_node,
              " workers do not oversubscribe the CPUs; set it yourself to tune");
@@ -246,7 +205,7 @@ int run_launcher(const LaunchConfig& c) {
     std::optional<PortReservation> reserved;  // held until this generation's workers are done
     if (p.round.node_rank == 0) {
       reserved.emplace();
-      p.master_addr = store.client->local_ip();
+      p.master_addr = c.local_addr.empty() ? store.client->local_ip() : c.local_addr;
       p.master_port = reserved->port();
       rdzv.publish_master(generation, p.master_addr, p.master_port);
     } else {
@@ -259,8 +218,9 @@ int run_launcher(const LaunchConfig& c) {
     JobStatus status(store.client, c.rdzv_id, generation, p.round.num_nodes, p.round.node_rank);
     // Watched only while workers run: before that a SIGINT/SIGTERM simply ends the launcher,
     // even inside a rendezvous wait, as there is nothing to forward it to.
-    SignalWatcher signals;
-    Outcome outcome = supervise(c, p, status, signals, this_host, base_env);
+    SignalWatcher signals(stop_signals);
+    Outcome outcome = supervise(c, p, status, signals, this_host,
+                                worker_specs(c, command, run_folder.path(), p, base_env));
     // After a lost node nobody would answer: the store's host need not wait for the others.
     const bool hosts_store = store.server != nullptr &&
                              (outcome.succeeded || outcome.event.kind != JobEvent::Kind::node_lost);

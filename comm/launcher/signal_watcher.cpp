@@ -14,7 +14,6 @@ namespace ringgrad::comm {
 namespace {
 int g_pipe[2] = {-1, -1};
 volatile sig_atomic_t g_stop_signal = 0;
-constexpr int kSignals[4] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD};
 
 void on_signal(int signal) {
   const int saved = errno;
@@ -25,7 +24,9 @@ void on_signal(int signal) {
 }
 }  // namespace
 
-SignalWatcher::SignalWatcher() {
+SignalWatcher::SignalWatcher(const std::vector<int>& stop_signals) : signals_(stop_signals) {
+  signals_.push_back(SIGCHLD);
+  old_.resize(signals_.size());
   RG_CHECK(g_pipe[0] < 0, "only one SignalWatcher may exist at a time");
   RG_CHECK(::pipe2(g_pipe, O_CLOEXEC | O_NONBLOCK) == 0, "pipe2: ", std::strerror(errno));
   g_stop_signal = 0;
@@ -33,11 +34,11 @@ SignalWatcher::SignalWatcher() {
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
-  for (int i = 0; i < 4; ++i) ::sigaction(kSignals[i], &sa, &old_[i]);
+  for (size_t i = 0; i < signals_.size(); ++i) ::sigaction(signals_[i], &sa, &old_[i]);
 }
 
 SignalWatcher::~SignalWatcher() {
-  for (int i = 0; i < 4; ++i) ::sigaction(kSignals[i], &old_[i], nullptr);
+  for (size_t i = 0; i < signals_.size(); ++i) ::sigaction(signals_[i], &old_[i], nullptr);
   ::close(g_pipe[0]);
   ::close(g_pipe[1]);
   g_pipe[0] = g_pipe[1] = -1;

@@ -1,24 +1,27 @@
-// SignalWatcher: turns SIGINT, SIGTERM and SIGHUP (a request to stop the job) and SIGCHLD (a
-// worker ended) into bytes on a pipe the launcher's poll loop watches (the self-pipe trick),
-// so no work happens inside a signal handler. One per process; restores the old handlers.
+// SignalWatcher: turns the stop signals (a request to stop the job: SIGINT, SIGTERM, SIGHUP, or
+// ringgrad-run's --signals-to-handle) and SIGCHLD (a worker ended) into bytes on a pipe the
+// launcher's poll loop watches (the self-pipe trick), so no work happens inside a signal
+// handler. One per process; restores the old handlers.
 #pragma once
 #include <csignal>
+#include <vector>
 
 namespace ringgrad::comm {
 
 class SignalWatcher {
  public:
-  SignalWatcher();
+  explicit SignalWatcher(const std::vector<int>& stop_signals = {SIGINT, SIGTERM, SIGHUP});
   ~SignalWatcher();
   SignalWatcher(const SignalWatcher&) = delete;
   SignalWatcher& operator=(const SignalWatcher&) = delete;
 
   int wake_fd() const;      // readable after any watched signal
   void drain();             // empties the pipe
-  int stop_signal() const;  // the last SIGINT/SIGTERM/SIGHUP received, 0 if none
+  int stop_signal() const;  // the last stop signal received, 0 if none
 
  private:
-  struct sigaction old_[4];
+  std::vector<int> signals_;  // the stop signals, then SIGCHLD
+  std::vector<struct sigaction> old_;
 };
 
 }  // namespace ringgrad::comm

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <csignal>
+#include <filesystem>
 #include <thread>
 
 #include "core/error.h"
@@ -14,13 +15,27 @@ namespace ringgrad::comm {
 
 using Clock = std::chrono::steady_clock;
 
-WorkerGroup::WorkerGroup(const std::vector<std::string>& command, std::vector<WorkerSpec> specs) {
+namespace {
+
+// The file's folder exists and no earlier attempt's file is left to be taken for this one's.
+void prepare_error_file(const std::string& path) {
+  if (path.empty()) return;
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  if (ec) RG_THROW(IoError, "cannot create the folder of error file '", path, "': ", ec.message());
+  std::filesystem::remove(path, ec);
+}
+
+}  // namespace
+
+WorkerGroup::WorkerGroup(std::vector<WorkerSpec> specs) {
   workers_.reserve(specs.size());
   for (auto& spec : specs) {
     Worker w;
     w.output = std::make_unique<WorkerOutput>(spec.output);
     try {
-      w.process = std::make_unique<WorkerProcess>(command, spec.env);
+      prepare_error_file(spec.error_file);
+      w.process = std::make_unique<WorkerProcess>(spec.command, spec.env);
     } catch (const Error& e) {
       WorkerFailure f;
       f.global_rank = spec.global_rank;
@@ -72,6 +87,7 @@ void WorkerGroup::reap(Worker& w) {
     f.status = *status;
     f.time = now_as_text();
     f.stderr_tail = w.output->stderr_tail();
+    if (!w.spec.error_file.empty()) f.error = read_error_file(w.spec.error_file);
     first_failure_ = f;
   }
 }

@@ -17,7 +17,10 @@ namespace ringgrad::comm {
 struct WorkerSpec {
   int global_rank = 0;
   int local_rank = 0;
-  std::vector<std::string> env;  // complete, "KEY=VALUE"
+  std::vector<std::string> command;  // argv
+  std::vector<std::string> env;      // complete, "KEY=VALUE"
+  std::string error_file;  // its TORCHELASTIC_ERROR_FILE: made ready before it starts, read
+                           // when it fails
   WorkerOutputConfig output;
 };
 
@@ -27,7 +30,7 @@ class WorkerGroup {
 
   // A worker that cannot be started counts as failed with exit code 127 and the reason as
   // its stderr.
-  WorkerGroup(const std::vector<std::string>& command, std::vector<WorkerSpec> specs);
+  explicit WorkerGroup(std::vector<WorkerSpec> specs);
   ~WorkerGroup();  // stops what is still running (SIGKILL)
 
   // Waits up to `max_wait` for output, a worker exit, or `wake_fd` becoming readable.

@@ -97,6 +97,11 @@ WorkerProcess::WorkerProcess(const std::vector<std::string>& command,
     close_stdout();
     close_stderr();
     close_stdin();
+    // ENOENT for a file that is there: the kernel could not find the interpreter its #! names.
+    if (exec_errno == ENOENT && command[0].find('/') != std::string::npos &&
+        ::access(command[0].c_str(), F_OK) == 0)
+      RG_THROW(Error, "cannot run '", command[0],
+               "': the interpreter its first line (#!) names was not found");
     RG_THROW(Error, "cannot run '", command[0], "': ", std::strerror(exec_errno));
   }
   ::fcntl(stdout_fd_, F_SETFL, O_NONBLOCK);

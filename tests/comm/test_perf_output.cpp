@@ -84,8 +84,8 @@ Run run_shell(const std::string& cmd) {
 void check_launched_run(const Run& run) {
   CAPTURE(run.out);
   CHECK(run.exit_code == 0);
-  CHECK(has(run.out, "#  Rank 0 Pid"));
-  CHECK(has(run.out, "#  Rank 1 Pid"));
+  CHECK(has(run.out, "#  Rank  0 Group  0 Pid"));
+  CHECK(has(run.out, "#  Rank  1 Group  0 Pid"));
   CHECK(has(run.out, "# Out of bounds values : 0 OK"));
   const auto rows = table_rows(run.out);
   CHECK(rows.size() == 3);
@@ -100,8 +100,8 @@ TEST_CASE("all_reduce_perf on 3 ranks: nccl-tests table, busbw = algbw * 2(n-1)/
   Run run = run_perf("all_reduce_perf", 3, "-b 8 -e 1M -f 8 -n 3 -w 1 -c 1 -d all -o sum");
   CAPTURE(run.out);
   CHECK(run.exit_code == 0);
-  CHECK(has(run.out, "#  Rank 0 Pid"));
-  CHECK(has(run.out, "#  Rank 2 Pid"));
+  CHECK(has(run.out, "#  Rank  0 Group  0 Pid"));
+  CHECK(has(run.out, "#  Rank  2 Group  0 Pid"));
   CHECK(has(run.out, "backend ring: shm to 1,2"));  // each rank's links, here shared memory
   CHECK(has(run.out, "backend ring: shm to 0,1"));
   CHECK(has(run.out, "out-of-place"));
@@ -144,6 +144,63 @@ TEST_CASE("the other perf binaries check their results on 2 ranks") {
   }
 }
 
+TEST_CASE("nccl-tests' command lines run: -f any factor, -N, -m, -z, -u, -r -1, -C, -S, -a, -T") {
+  {  // The issue's example: a factor nccl-tests takes, once refused here.
+    Run run = run_perf("all_reduce_perf", 2, "-b 8 -e 32M -f 4194304 -n 2");
+    CAPTURE(run.out);
+    CHECK(run.exit_code == 0);
+    const auto rows = table_rows(run.out);
+    REQUIRE(rows.size() == 2);
+    CHECK(rows[1].size == 32 << 20);
+    CHECK(has(run.out, "step: 4194304(factor)"));
+    CHECK(has(run.out, "# Time: the average over ranks, as nccl-tests by default (-a 1)"));
+  }
+  const std::pair<const char*, const char*> runs[] = {
+      {"-b 1K -e 4K -f 2 -n 2 -N 3", "#  Rank  1"},  // 3 sweeps of 3 sizes
+      {"-b 1K -e 4K -f 4 -n 2 -m 3 -z 1", "# Blocking Enabled: wait and barrier after each inner"},
+      {"-b 1K -e 4K -f 4 -n 2 -m 2 -z 2", "# Blocking Enabled: wait after each inner"},
+      {"-b 1K -e 4K -f 4 -n 2 -z 3", "time excludes barrier"},
+      {"-b 1K -e 4K -f 4 -n 2 -u 3 -d all", "unalign: 3"},
+      {"-b 1K -e 4K -f 4 -n 2 -C 1 -a 3", "  cputime   algbw"},
+      {"-b 1K -e 4K -f 4 -n 2 -S 1 -a 0 -T 30 -p 1 -t 1 -g 1 -G 0 -V 16", "timestamp"},
+  };
+  for (const auto& [flags, shows] : runs) {
+    Run run = run_perf("all_reduce_perf", 2, flags);
+    CAPTURE(flags);
+    CAPTURE(run.out);
+    CHECK(run.exit_code == 0);
+    CHECK(has(run.out, shows));
+    CHECK(has(run.out, "# Out of bounds values : 0 OK"));
+    const auto rows = table_rows(run.out);
+    CHECK(!rows.empty());
+    for (const auto& r : rows) CHECK(r.wrong[0] + r.wrong[1] == 0);
+  }
+  CHECK(table_rows(run_perf("all_reduce_perf", 2, "-b 1K -e 4K -f 2 -n 1 -N 3").out).size() == 9);
+  // -r -1: broadcast from every root in turn; -u with per-rank blocks.
+  Run roots = run_perf("broadcast_perf", 2, "-b 1K -e 1K -n 1 -r -1");
+  CAPTURE(roots.out);
+  CHECK(roots.exit_code == 0);
+  CHECK(table_rows(roots.out).size() == 2);
+  CHECK(has(roots.out, "    none       0 "));
+  CHECK(has(roots.out, "    none       1 "));
+  for (const char* bin : {"all_gather_perf", "reduce_scatter_perf"}) {
+    Run run = run_perf(bin, 3, "-b 1K -e 1K -n 1 -u 5 -d all");
+    CAPTURE(bin);
+    CAPTURE(run.out);
+    CHECK(run.exit_code == 0);
+    CHECK(has(run.out, "# Out of bounds values : 0 OK"));
+  }
+}
+
+TEST_CASE("all_gather_perf's count column is the per-rank block, as nccl-tests'") {
+  Run run = run_perf("all_gather_perf", 2, "-b 1K -e 1K -n 1");
+  CAPTURE(run.out);
+  const auto rows = table_rows(run.out);
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0].size == 1024);
+  CHECK(rows[0].count == 128);  // 1024 bytes of float over 2 ranks: 128 each
+}
+
 TEST_CASE("an injected bit flip gives #wrong > 0 and a non-zero exit") {
   Run run =
       run_perf("all_reduce_perf", 2, "-b 1K -e 1K -n 1 -w 0", "RINGGRAD_PERF_INJECT_BITFLIP=1");
@@ -159,16 +216,29 @@ TEST_CASE("bad flags fail with one line, world size 1 warns") {
   const std::pair<const char*, const char*> cases[] = {
       {"-b 1M -e 1K", "larger than -e/--maxbytes"},
       {"-b 1K -e 1M -f 1 -i 0", "never reaches -e"},
-      {"-d complex", "float, double, half, bfloat16, int32, int64, uint8, all"},
+      {"-d complex", "uint8, int32, int64, half, float, double, bfloat16, all"},
+      {"-d int8", "'int8' is nccl-tests' but ringgrad's collectives do not have it"},
       {"-o xor", "sum, prod, max, min, avg, all"},
+      {"-o mulsum", "'mulsum' is nccl-tests' but"},
       {"--device tpu", "not one of: cpu, cuda"},
       {"--backend mpi", "not one of: ring, nccl"},
       {"--backend nccl", "add --device cuda"},
       {"-n nan", "--iters: must be a whole number from 1 to 2147483647, got 'nan'"},
       {"-n 99999999999999999999", "--iters: must be a whole number from 1 to 2147483647, got"},
       {"-w -1", "must be a whole number from 0 to 2147483647, got '-1'"},
-      {"-r -1", "must be a whole number from 0 to 2147483647, got '-1'"},
-      {"-f inf", "must be a finite number from 0 to 1024, got 'inf'"},
+      {"-r -2", "-r/--root '-2': give a rank (0 and up), or -1 or all"},
+      {"-f inf", "--stepfactor: must be a whole number from 0 to 9223372036854775807, got 'inf'"},
+      {"-f 1.5", "--stepfactor: must be a whole number"},
+      {"-z 4", "--blocking: must be a whole number from 0 to 3"},
+      {"-a 4", "--average: must be a whole number from 0 to 3"},
+      // nccl-tests' flags for its threads or NCCL: their default, else why not.
+      {"-t 2", "--nthreads: takes only 1 here: each rank is a process"},
+      {"-g 8", "--ngpus: takes only 1 here"},
+      {"-G 10", "--cudagraph: takes only 0 here: the ring is driven by host threads"},
+      {"-R 1", "--local_register: takes only 0 here"},
+      {"-x 1", "--cta_policy: a CTA policy is NCCL's"},
+      {"-I 1", "--per_iter_timing: takes only 0 here"},
+      {"-V 200", "--device_cta_count: must be a whole number from 1 to 128"},
       // A byte count that is not a number or too large for any buffer (nan was cast to size_t).
       {"-b nan", "all_reduce_perf: -b/--minbytes: 'nan' is not a byte count up to 1T"},
       {"-e 1e30G", "-e/--maxbytes: '1e30G' is not a byte count up to 1T"},

@@ -72,12 +72,17 @@ hostfile_job() {  # HOSTFILE ARGS...: ringgrad-run --hostfile over our sshd
     --master-port "$(free_port)" --stop-grace 2 "$@" </dev/null
 }
 
-out=$(cd "$tmp" && hostfile_job "$tmp/hosts" sh -c 'echo "rank $RANK of $WORLD_SIZE in $PWD"' 2>&1) ||
+# torchrun's worker flags reach every host: an option (--role) and a flag (--virtual-local-rank).
+out=$(cd "$tmp" && hostfile_job "$tmp/hosts" --role trainer --virtual-local-rank \
+      sh -c 'echo "rank $RANK of $WORLD_SIZE in $PWD as $ROLE_NAME local $LOCAL_RANK"' 2>&1) ||
   fail "the 2-host job failed: $out"
-for line in "[localhost:0]: rank 0 of 3 in $tmp" "[localhost:1]: rank 1 of 3" "[127.0.0.1:2]: rank 2 of 3"; do
+for line in "[localhost:0]: rank 0 of 3 in $tmp as trainer local 0" "[localhost:1]: rank 1 of 3" \
+            "[127.0.0.1:2]: rank 2 of 3 in $tmp as trainer local 0"; do
   grep -qF "$line" <<<"$out" || fail "no line '$line' in: $out"
 done
-echo "ok: 2 hosts, 3 ranks, output prefixed [host:rank], the working directory carried over"
+grep -qF "[localhost:1]: rank 1 of 3 in $tmp as trainer local 0" <<<"$out" ||
+  fail "--virtual-local-rank did not reach the launchers: $out"
+echo "ok: 2 hosts, 3 ranks, output prefixed [host:rank], the working directory and torchrun's flags carried over"
 
 out=$(hostfile_job "$tmp/hosts" --check 2>&1) || fail "--check over the hostfile failed: $out"
 grep -q "checks passed" <<<"$out" || fail "--check printed no verdict: $out"

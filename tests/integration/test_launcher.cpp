@@ -3,6 +3,7 @@
 // routing. Each run has a deadline; the harness kills whatever outlives it.
 #include <doctest/doctest.h>
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -468,10 +469,23 @@ TEST_CASE("ringgrad-run: values that would fail later or silently are refused up
 
 TEST_CASE(
     "ringgrad-run: a program that cannot start is named in the summary, without source lines") {
+  // Found missing before anything starts: one line, exit 2.
   auto r = run(launcher({"--standalone", "/nonexistent/prog"}), seconds(30));
   REQUIRE_FALSE(r.timed_out);
-  CHECK(r.status.code == 1);
-  CHECK(r.err.find("| cannot run '/nonexistent/prog': No such file or directory") !=
+  CHECK(r.status.code == 2);
+  CHECK(r.err.find("ringgrad-run: error: cannot run '/nonexistent/prog': no such file") !=
         std::string::npos);
+  CHECK(r.err.find(".cpp:") == std::string::npos);
+  // Found only by exec: a script whose #! interpreter is missing. The file is there, so the
+  // summary does not say "No such file or directory".
+  TempDir dir;
+  const std::string script = dir.path() + "/bad_interpreter";
+  std::ofstream(script) << "#!/nonexistent/python\n";
+  ::chmod(script.c_str(), 0755);
+  r = run(launcher({"--standalone", script}), seconds(30));
+  REQUIRE_FALSE(r.timed_out);
+  CHECK(r.status.code == 1);
+  CHECK(r.err.find("| cannot run '" + script + "': the interpreter its first line (#!) names " +
+                   "was not found") != std::string::npos);
   CHECK(r.err.find(".cpp:") == std::string::npos);
 }

@@ -2,6 +2,11 @@
 # backend named "ringgrad" instead of "gloo" and `import ringgrad_torch`: the two-line change
 # docs/pytorch.md describes. Started by ringgrad-run (or torchrun), which sets the env:// vars.
 # The last lines are the test's: each rank's parameters must match rank 0's after the step.
+# --require-local-rank-arg: the legacy torch.distributed.launch form, where the script reads its
+# local rank from a --local-rank=N argument (the test checks it is LOCAL_RANK's).
+import argparse
+import os
+
 import torch
 import torch.distributed as dist
 import torch.nn as nn
@@ -45,4 +50,10 @@ def demo_basic():
 
 
 if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--local-rank", "--local_rank", type=int)
+    parser.add_argument("--require-local-rank-arg", action="store_true")
+    args = parser.parse_args()
+    if args.require_local_rank_arg:
+        assert args.local_rank == int(os.environ["LOCAL_RANK"]), f"--local-rank={args.local_rank}"
     demo_basic()

@@ -52,6 +52,8 @@ std::string node_label(const LaunchConfig& c) {
 LaunchConfig job_like(const LaunchConfig& c, std::vector<std::string> command, int store_port) {
   LaunchConfig j = c;
   j.command = std::move(command);
+  j.invocation = Invocation::executable;  // our own binaries, whatever -m/--run-path said
+  j.convention = LaunchConvention::torchrun;
   j.max_restarts = 0;  // a check that needs a restart has failed
   if (store_port != 0 && j.rdzv_backend == "static" && j.master_port != 0)
     j.master_port = store_port;

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "comm/launcher/error_file.h"
 #include "comm/launcher/job_event.h"
 #include "comm/launcher/worker_output.h"
 
@@ -46,6 +47,56 @@ TEST_CASE("job event: JSON round trip and the failure summary") {
   CHECK(format_summary(stop, 0, 0).find("received SIGINT") != std::string::npos);
   CHECK_THROWS(JobEvent::from_json("{\"kind\": 0}"));
   CHECK(signal_name(SIGKILL) == "SIGKILL");
+}
+
+TEST_CASE("error file: @record's JSON is read, and the summary shows the exception") {
+  const std::string path = std::filesystem::temp_directory_path() / "ringgrad_error_file.json";
+  auto write = [&](const std::string& text) { std::ofstream(path) << text; };
+  // What torch.distributed.elastic's @record writes (its ErrorHandler.record_exception).
+  write(R"({"message": {"message": "ValueError: bad batch", "extraInfo": {"py_callstack": )"
+        R"("Traceback (most recent call last):\n  File \"t.py\", line 3, in main\n)"
+        R"(ValueError: bad batch\n", "timestamp": "1700000000"}}})");
+  auto e = read_error_file(path);
+  REQUIRE(e);
+  CHECK(e->message == "ValueError: bad batch");
+  CHECK(e->traceback == std::vector<std::string>{"Traceback (most recent call last):",
+                                                 "  File \"t.py\", line 3, in main",
+                                                 "ValueError: bad batch"});
+  write(R"({"message": "RuntimeError: plain"})");  // the newer plain-string form
+  CHECK(read_error_file(path)->message == "RuntimeError: plain");
+  for (const char* junk : {"", "{", "[]", R"({"other": 1})", R"({"message": 7})"}) {
+    CAPTURE(junk);
+    write(junk);
+    CHECK_FALSE(read_error_file(path));
+  }
+  std::string long_stack;
+  for (int i = 0; i < 100; ++i) long_stack += "line " + std::to_string(i) + "\\n";
+  write(R"({"message": {"message": "E: x", "extraInfo": {"py_callstack": ")" + long_stack +
+        "\"}}}");
+  e = read_error_file(path);
+  REQUIRE(e);
+  CHECK(e->traceback.size() == kMaxTracebackLines);
+  CHECK(e->traceback.back() == "line 99");  // the end of a traceback is what matters
+  std::filesystem::remove(path);
+  CHECK_FALSE(read_error_file(path));
+
+  // Through the store and into the summary, in place of the stderr lines.
+  JobEvent ev;
+  ev.node_rank = 0;
+  ev.hostname = "h";
+  ev.failure.global_rank = 1;
+  ev.failure.status = ExitStatus{1, 0};
+  ev.failure.stderr_tail = {"noise"};
+  ev.failure.error = WorkerError{"ValueError: bad batch",
+                                 {"Traceback (most recent call last):", "ValueError: bad batch"}};
+  JobEvent back = JobEvent::from_json(ev.to_json());
+  REQUIRE(back.failure.error);
+  CHECK(back.failure.error->traceback == ev.failure.error->traceback);
+  const std::string s = format_summary(back, 0, 0);
+  CHECK(s.find("its error file says: ValueError: bad batch") != std::string::npos);
+  CHECK(s.find("traceback of rank 1:\n    | Traceback (most recent call last):") !=
+        std::string::npos);
+  CHECK(s.find("noise") == std::string::npos);
 }
 
 TEST_CASE("worker output: lines, --tee prefix and files, stderr tail") {

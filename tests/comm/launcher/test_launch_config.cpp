@@ -3,6 +3,8 @@
 // functions (comm/launcher/hostfile, the ssh command of comm/launcher/ssh_launch).
 #include <doctest/doctest.h>
 
+#include <csignal>
+
 #include "comm/launcher/launch_config.h"
 #include "comm/launcher/ssh/hostfile.h"
 #include "comm/launcher/ssh/ssh_launch.h"
@@ -218,4 +220,23 @@ TEST_CASE("ssh launch: the command each host runs") {
   CHECK(remote.find("BAR") == std::string::npos);  // only what --export names
   CHECK(message_of<InvalidArgument>([&] { ssh_command(c, 0, {}); }).find("--export FOO: not set") !=
         std::string::npos);
+}
+
+TEST_CASE("launch config: --signals-to-handle and --log-line-prefix-template") {
+  CHECK(parse_signal_list("SIGTERM,SIGINT,SIGHUP,SIGQUIT") ==
+        std::vector<int>{SIGTERM, SIGINT, SIGHUP, SIGQUIT});
+  CHECK(parse_signal_list(" SIGUSR1 , SIGUSR2") == std::vector<int>{SIGUSR1, SIGUSR2});
+  for (const char* bad : {"", "SIGFOO", "TERM", "SIGKILL", "SIGSTOP", "SIGCHLD", "15"}) {
+    CAPTURE(bad);
+    CHECK(message_of<InvalidArgument>([&] {
+            parse_signal_list(bad);
+          }).find("--signals-to-handle") != std::string::npos);
+  }
+  CHECK(expand_prefix_template("[${role_name}${local_rank}]:", "default", 5, 1, "h") ==
+        "[default1]:");
+  CHECK(expand_prefix_template("${hostname}:$rank: ", "r", 12, 0, "node8") == "node8:12: ");
+  // Unknown names, a lone '$' and "$$" as Python's Template.safe_substitute leaves them.
+  CHECK(expand_prefix_template("$x ${rank ${nope} $$ $", "r", 3, 0, "h") ==
+        "$x ${rank ${nope} $ $");
+  CHECK(expand_prefix_template("$rank_x", "r", 3, 0, "h") == "$rank_x");
 }
