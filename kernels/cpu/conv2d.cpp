@@ -9,7 +9,7 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <optional>
+#include <memory>
 
 #include "kernels/cpu/conv2d_paths.h"
 #include "kernels/cpu/cpu_dispatch.h"
@@ -111,8 +111,9 @@ void im2col_conv_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, int
   Tensor t_space = Tensor::empty({plan.threads * (col_size + dy_size)}, DTypeOf<T>::value);
   Tensor r_space =
       Tensor::empty({plan.threads * (dcol_size + dx_size + dw_size)}, DTypeOf<R>::value);
-  std::optional<GemmA<T>> weights_t;  // w^T, for dcol
-  if (dx) weights_t.emplace(Op::transpose, w, g.patch_size(), g.patch_size(), g.K);
+  std::unique_ptr<GemmA<T>> weights_t;  // w^T, for dcol
+  if (dx)
+    weights_t = std::make_unique<GemmA<T>>(Op::transpose, w, g.patch_size(), g.patch_size(), g.K);
 #pragma omp parallel num_threads(plan.threads)
   {
     const int thread = omp_get_thread_num();

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <type_traits>
 
 #include "kernels/cast_math.h"
@@ -51,8 +52,8 @@ inline void gemm(Op op_a, Op op_b, int64_t m, int64_t n, int64_t k, float alpha,
 }
 
 // op(A) (m x k) prepared once and multiplied by many B: a convolution's weights, shared by all
-// its chunks and threads. The bf16 GEMM packs it into tiles here; the f32 and f64 GEMMs read it
-// where it is.
+// its chunks and threads. Our GEMMs (bf16, and f32 where AVX-512 runs it) pack it into their
+// tiles here, once; OpenBLAS (f32 elsewhere, f64) reads it where it is.
 template <class T>
 class GemmA {
  public:
@@ -80,6 +81,26 @@ class GemmA<BFloat16> {
 
  private:
   PackedBf16A packed_;
+};
+
+template <>
+class GemmA<float> {
+ public:
+  GemmA(Op op, const float* a, int64_t lda, int64_t m, int64_t k)
+      : op_(op), a_(a), lda_(lda), m_(m), k_(k) {
+    if (avx512_sgemm_enabled()) packed_ = std::make_unique<PackedSgemmA>(op, a, lda, m, k);
+  }
+  void multiply(Op op_b, int64_t n, const float* b, int64_t ldb, float beta, float* c,
+                int64_t ldc) const {
+    if (packed_) return sgemm_avx512(*packed_, op_b, n, b, ldb, beta, c, ldc);
+    gemm(op_, op_b, m_, n, k_, 1.0f, a_, lda_, b, ldb, beta, c, ldc);
+  }
+
+ private:
+  Op op_;
+  const float* a_;
+  int64_t lda_, m_, k_;
+  std::unique_ptr<PackedSgemmA> packed_;  // our AVX-512 SGEMM's tiles; OpenBLAS packs its own
 };
 
 // Same contract as gemm, with C split along its longer side into one block per OpenMP thread

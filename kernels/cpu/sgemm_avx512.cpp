@@ -210,40 +210,72 @@ bool avx512_sgemm_enabled() {
   return enabled;
 }
 
+namespace {
+
+// C (+)= the product of one depth block [k0, k0 + depth) of op(A), packed, with op(B).
+void multiply_block(const float* packed_a, int64_t m, int64_t n, int64_t k0, int64_t depth, Op op_b,
+                    float alpha, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  thread_local std::vector<float> b_storage;
+  const int64_t row_tiles = (m + kRows - 1) / kRows;
+  const bool in_place = read_b_in_place(op_b, ldb);
+  float* strip = in_place ? nullptr : buffer(b_storage, kColumns * depth);
+  for (int64_t j0 = 0; j0 < n; j0 += kColumns) {
+    const int64_t columns = std::min(kColumns, n - j0);
+    const int64_t vectors = (columns + kLanes - 1) / kLanes;
+    const int64_t lanes = columns - (vectors - 1) * kLanes;  // in the last vector, 1..16
+    const __mmask16 last = static_cast<__mmask16>((1u << lanes) - 1);
+    const float* b_tile = b + k0 * ldb + j0;
+    int64_t b_stride = ldb;
+    if (!in_place) {
+      pack_b(strip, op_b, b, ldb, k0, depth, j0, columns);
+      b_tile = strip;
+      b_stride = kColumns;
+    }
+    for (int64_t t = 0; t < row_tiles; ++t) {
+      const int64_t i0 = t * kRows;
+      kTiles[vectors - 1](depth, packed_a + i0 * depth, b_tile, b_stride, last,
+                          std::min(kRows, m - i0), alpha, beta, c + i0 * ldc + j0, ldc);
+    }
+  }
+}
+
+// Floats of a packed op(A) block of `depth` products: row tiles of kRows rows each.
+int64_t packed_block_size(int64_t m, int64_t depth) {
+  return (m + kRows - 1) / kRows * kRows * depth;
+}
+
+}  // namespace
+
 void sgemm_avx512(Op op_a, Op op_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                   int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0) return scale(c, ldc, m, n, beta);
   if (op_a == Op::none && op_b == Op::transpose)
     return dot_gemm(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  thread_local std::vector<float> a_storage, b_storage;
-  const int64_t row_tiles = (m + kRows - 1) / kRows;
-  const bool in_place = read_b_in_place(op_b, ldb);
+  thread_local std::vector<float> a_storage;
   for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
     const int64_t depth = std::min(kDepth, k - k0);
-    const float block_beta = k0 == 0 ? beta : 1.0f;  // later blocks add to the first
-    float* packed_a = buffer(a_storage, row_tiles * kRows * depth);
+    float* packed_a = buffer(a_storage, packed_block_size(m, depth));
     pack_a(packed_a, op_a, a, lda, m, k0, depth);
-    float* strip = in_place ? nullptr : buffer(b_storage, kColumns * depth);
-    for (int64_t j0 = 0; j0 < n; j0 += kColumns) {
-      const int64_t columns = std::min(kColumns, n - j0);
-      const int64_t vectors = (columns + kLanes - 1) / kLanes;
-      const int64_t lanes = columns - (vectors - 1) * kLanes;  // in the last vector, 1..16
-      const __mmask16 last = static_cast<__mmask16>((1u << lanes) - 1);
-      const float* b_tile = b + k0 * ldb + j0;
-      int64_t b_stride = ldb;
-      if (!in_place) {
-        pack_b(strip, op_b, b, ldb, k0, depth, j0, columns);
-        b_tile = strip;
-        b_stride = kColumns;
-      }
-      for (int64_t t = 0; t < row_tiles; ++t) {
-        const int64_t i0 = t * kRows;
-        kTiles[vectors - 1](depth, packed_a + i0 * depth, b_tile, b_stride, last,
-                            std::min(kRows, m - i0), alpha, block_beta, c + i0 * ldc + j0, ldc);
-      }
-    }
+    // Later blocks add to the first.
+    multiply_block(packed_a, m, n, k0, depth, op_b, alpha, b, ldb, k0 == 0 ? beta : 1.0f, c, ldc);
   }
+}
+
+PackedSgemmA::PackedSgemmA(Op op, const float* a, int64_t lda, int64_t m, int64_t k)
+    : m_(m), k_(k), tiles_(packed_block_size(m, k)) {
+  for (int64_t k0 = 0; k0 < k; k0 += kDepth)  // block k0 starts after k0 products of every row
+    pack_a(tiles_.data() + packed_block_size(m, k0), op, a, lda, m, k0, std::min(kDepth, k - k0));
+}
+
+void sgemm_avx512(const PackedSgemmA& a, Op op_b, int64_t n, const float* b, int64_t ldb,
+                  float beta, float* c, int64_t ldc) {
+  const int64_t m = a.rows(), k = a.depth();
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) return scale(c, ldc, m, n, beta);
+  for (int64_t k0 = 0; k0 < k; k0 += kDepth)
+    multiply_block(a.tiles() + packed_block_size(m, k0), m, n, k0, std::min(kDepth, k - k0), op_b,
+                   1.0f, b, ldb, k0 == 0 ? beta : 1.0f, c, ldc);
 }
 
 }  // namespace ringgrad::kernels::cpu

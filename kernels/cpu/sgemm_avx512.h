@@ -3,6 +3,7 @@
 // kernels/cpu; the tests call it directly to compare it with a plain reference.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 namespace ringgrad::kernels::cpu {
 
@@ -18,5 +19,23 @@ bool cpu_has_avx512();
 // cpu_has_avx512().
 void sgemm_avx512(Op op_a, Op op_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                   int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
+// op(A) (m x k) packed once into the kernel's row tiles, every depth block of it, for many
+// products with different B: a convolution's weights, shared by all its chunks and threads.
+class PackedSgemmA {
+ public:
+  PackedSgemmA(Op op, const float* a, int64_t lda, int64_t m, int64_t k);
+  int64_t rows() const { return m_; }
+  int64_t depth() const { return k_; }
+  const float* tiles() const { return tiles_.data(); }
+
+ private:
+  int64_t m_, k_;
+  std::vector<float> tiles_;
+};
+
+// C (m x n) = op(A) op(B) + beta C with op(A) packed beforehand (m and k are a's).
+void sgemm_avx512(const PackedSgemmA& a, Op op_b, int64_t n, const float* b, int64_t ldb,
+                  float beta, float* c, int64_t ldc);
 
 }  // namespace ringgrad::kernels::cpu

@@ -23,15 +23,21 @@ using testing::GemmCase;
 using testing::GemmOperand;
 
 // Runs one case; returns "" when every entry of C is within tolerance, else what differed.
-std::string run(const GemmCase& c, uint64_t seed) {
+std::string run(const GemmCase& c, uint64_t seed, bool prepacked = false) {
   Generator gen(seed);
   auto exact = [](float v) { return v; };
   const GemmOperand<float> a(c.op_a, c.m, c.k, c.pad, 0, gen, exact);
   const GemmOperand<float> b(c.op_b, c.k, c.n, c.pad, c.ldb_override, gen, exact);
   std::vector<float> out = testing::initial_c(c, gen);
   const std::vector<float> before = out;
-  kernels::cpu::sgemm_avx512(c.op_a, c.op_b, c.m, c.n, c.k, c.alpha, a.data.data(), a.ld,
-                             b.data.data(), b.ld, c.beta, out.data(), c.n + c.pad);
+  if (prepacked) {  // alpha 1: the prepacked form does not scale
+    const kernels::cpu::PackedSgemmA packed(c.op_a, a.data.data(), a.ld, c.m, c.k);
+    kernels::cpu::sgemm_avx512(packed, c.op_b, c.n, b.data.data(), b.ld, c.beta, out.data(),
+                               c.n + c.pad);
+  } else {
+    kernels::cpu::sgemm_avx512(c.op_a, c.op_b, c.m, c.n, c.k, c.alpha, a.data.data(), a.ld,
+                               b.data.data(), b.ld, c.beta, out.data(), c.n + c.pad);
+  }
   return testing::check_gemm(
       c, a, b, before, out, [](float v) { return double{v}; }, 1e-5);
 }
@@ -64,6 +70,21 @@ TEST_CASE("sgemm_avx512 matches an f64 reference across transposes and tile edge
   for (size_t i = 0; i < cases.size(); ++i) {
     CAPTURE(testing::describe(cases[i]));
     CHECK(errors[i] == "");
+  }
+}
+
+TEST_CASE("sgemm_avx512 with op(A) packed beforehand matches the f64 reference") {
+  if (skip_without_avx512()) return;
+  std::vector<GemmCase> cases;
+  for (Op op_a : {Op::none, Op::transpose})
+    for (int64_t m : {1, 8, 13})
+      for (int64_t n : {1, 17, 50})
+        for (int64_t k : {1, 384, 385, 900})
+          cases.push_back(
+              {op_a, Op::none, m, n, k, (m + n + k) % 3, 0, 1.0f, (k % 2) ? 0.0f : -0.5f});
+  for (size_t i = 0; i < cases.size(); ++i) {
+    CAPTURE(testing::describe(cases[i]));
+    CHECK(run(cases[i], 500 + i, /*prepacked=*/true) == "");
   }
 }
 
