@@ -210,12 +210,14 @@ TEST_CASE("ring allreduce: a 64 MiB buffer on 3 ranks") {
   const int64_t count = 16 << 20;  // 64 MiB of float
   run_group(world, "large", "", [&](int rank, ProcessGroup& pg, auto& errors) {
     std::vector<float> x(static_cast<size_t>(count));
-    for (int64_t i = 0; i < count; ++i) x[i] = static_cast<float>(rank * 1000 + i % 4096);
+    for (int64_t i = 0; i < count; ++i)
+      x[i] = static_cast<float>(rank * 1000 + index_hash(i) % 4096);
     Tensor t = Tensor::from_vector(x, {count});
     pg.allreduce(t)->wait();
     const float* got = t.data<float>();
     for (int64_t i = 0; i < count; ++i) {
-      const float want = static_cast<float>(3000 + 3 * (i % 4096));  // sum of r*1000 + v over r < 3
+      // The sum of r*1000 + v over r < 3.
+      const float want = static_cast<float>(3000 + 3 * (index_hash(i) % 4096));
       if (got[i] != want) {
         errors.push_back(str_cat("element ", i, " is ", got[i], ", expected ", want));
         break;
@@ -258,7 +260,8 @@ TEST_CASE("ring process group: two groups with collectives in flight at once do 
     const int64_t count = 300001;
     std::vector<float> xa(count), xb(count);
     for (int64_t i = 0; i < count; ++i)
-      xa[i] = static_cast<float>(rank * 1000 + i % 997), xb[i] = -static_cast<float>(rank + 1);
+      xa[i] = static_cast<float>(rank * 1000 + index_hash(i) % 997),
+      xb[i] = -static_cast<float>(rank + 1);
     Tensor ta = Tensor::from_vector(xa, {count}), tb = Tensor::from_vector(xb, {count});
     AllreduceOptions mx;
     mx.op = ReduceOp::max;
@@ -267,7 +270,7 @@ TEST_CASE("ring process group: two groups with collectives in flight at once do 
     wa->wait();
     wc->wait();
     for (int64_t i = 0; i < count; ++i)
-      if (ta.data<float>()[i] != static_cast<float>(3000 + 3 * (i % 997)) ||
+      if (ta.data<float>()[i] != static_cast<float>(3000 + 3 * (index_hash(i) % 997)) ||
           tb.data<float>()[i] != -1.0f) {
         std::lock_guard<std::mutex> lock(mu);
         errors.push_back(str_cat("rank ", rank, " element ", i));
