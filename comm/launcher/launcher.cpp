@@ -109,13 +109,13 @@ std::vector<WorkerSpec> worker_specs(const LaunchConfig& c, const Placement& p,
     set("TORCHELASTIC_RESTART_COUNT", p.round.generation);
     set("TORCHELASTIC_MAX_RESTARTS", c.max_restarts);
     set("TORCHELASTIC_RUN_ID", c.rdzv_id);
-    // Worker rank 0 hosts its own store on MASTER_PORT; PyTorch must not expect ours there.
-    set("TORCHELASTIC_USE_AGENT_STORE", "False");
+    // MASTER_PORT is this generation's workers' port of the launchers' store, which speaks
+    // PyTorch's protocol too: PyTorch's env:// init becomes its client, as under torchrun
+    // (Note [One store per job] in comm/store/tcp_store_server.cpp).
+    set("TORCHELASTIC_USE_AGENT_STORE", "True");
     if (!env.count("OMP_NUM_THREADS")) set("OMP_NUM_THREADS", 1);
-    // The workers' store (hosted by worker rank 0) is guarded like the launchers': the same
-    // token, and it listens only where the other nodes reach it (loopback for one node).
+    // ringgrad's own clients say hello with the job's token.
     if (!c.token.empty()) set("RINGGRAD_STORE_TOKEN", c.token);
-    set("RINGGRAD_STORE_BIND_ADDR", c.bind_addr.empty() ? p.master_addr : c.bind_addr);
     for (const auto& [k, v] : env) spec.env.push_back(k + "=" + v);
     const std::string node = c.console_label.empty() ? str_cat(p.round.node_rank) : c.console_label;
     spec.output.prefix = str_cat("[", node, ":", spec.global_rank, "]: ");
@@ -243,11 +243,9 @@ int run_launcher(const LaunchConfig& c) {
   for (int64_t generation = 0;; ++generation) {
     Placement p;
     p.round = rdzv.join(generation);
-    std::optional<PortReservation> reserved;  // held until this generation's workers are done
-    if (p.round.node_rank == 0) {
-      reserved.emplace();
+    if (store.server) {  // the workers' port of this generation, closed when they are done
       p.master_addr = store.client->local_ip();
-      p.master_port = reserved->port();
+      p.master_port = store.server->open_worker_listener(generation);
       rdzv.publish_master(generation, p.master_addr, p.master_port);
     } else {
       std::tie(p.master_addr, p.master_port) = rdzv.wait_master(generation);
@@ -261,6 +259,7 @@ int run_launcher(const LaunchConfig& c) {
     // even inside a rendezvous wait, as there is nothing to forward it to.
     SignalWatcher signals;
     Outcome outcome = supervise(c, p, status, signals, this_host, base_env);
+    if (store.server) store.server->close_worker_listener(generation);
     // After a lost node nobody would answer: the store's host need not wait for the others.
     const bool hosts_store = store.server != nullptr &&
                              (outcome.succeeded || outcome.event.kind != JobEvent::Kind::node_lost);

@@ -259,7 +259,7 @@ TEST_CASE("worker env: Slurm variables start a job without RANK, a conflicting R
   CHECK(bad.err.find("RANK=0 disagrees with SLURM_PROCID=1") != std::string::npos);
 }
 
-TEST_CASE("ringgrad-run: the token, a loopback bind address and --timeout reach the workers") {
+TEST_CASE("ringgrad-run: the token, the launcher's store and --timeout reach the workers") {
   TempDir dir;
   auto r =
       run(probe_job("2", dir, {}, {"--rdzv-conf", "token=s3cret", "--timeout", "7"}), seconds(60));
@@ -267,7 +267,9 @@ TEST_CASE("ringgrad-run: the token, a loopback bind address and --timeout reach 
   for (int rank = 0; rank < 2; ++rank) {
     auto env = read_env_file(dir.path() + "/env." + std::to_string(rank) + ".0");
     CHECK(env["RINGGRAD_STORE_TOKEN"] == "s3cret");
-    CHECK(env["RINGGRAD_STORE_BIND_ADDR"] == "127.0.0.1");  // --standalone: loopback only
+    // Workers are clients of the launcher's store (one store per job), on loopback here.
+    CHECK(env["TORCHELASTIC_USE_AGENT_STORE"] == "True");
+    CHECK(env["MASTER_ADDR"] == "127.0.0.1");
     CHECK(std::stod(env["RINGGRAD_TIMEOUT_S"]) == 7.0);
   }
 }

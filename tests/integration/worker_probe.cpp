@@ -82,7 +82,8 @@ int main(int argc, char** argv) {
     std::ofstream f(out + "/env." + tag);
     for (const char* v : kTorchrunVars) f << v << "=" << env_str(v, "") << "\n";
     // What ringgrad-run adds for its own workers (empty when not set).
-    for (const char* v : {"RINGGRAD_STORE_TOKEN", "RINGGRAD_STORE_BIND_ADDR", "RINGGRAD_TIMEOUT_S"})
+    for (const char* v :
+         {"RINGGRAD_STORE_TOKEN", "TORCHELASTIC_USE_AGENT_STORE", "RINGGRAD_TIMEOUT_S"})
       f << v << "=" << env_str(v, "") << "\n";
     std::ofstream(out + "/pid." + tag) << ::getpid() << "\n";
   }

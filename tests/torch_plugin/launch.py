@@ -4,10 +4,11 @@
 # cannot import torch or the ringgrad_torch module (build it with RINGGRAD_PYTHON=<this python>).
 # --killed R: rank R is expected to die by SIGKILL (a fault test), the others to exit 0.
 # --ringgrad-run PATH: start the ranks with `ringgrad-run --standalone` instead (the launcher
-# sets their environment), and expect it to exit 0. --torchrun: the same with the torchrun
-# installed next to this Python (Skipped where there is none).
-#   python launch.py --world 2 [--timeout S] [--killed R | --ringgrad-run PATH | --torchrun]
-#                    script.py [args...]
+# sets their environment), and expect it to exit 0; --rdzv-conf K=V,... goes to it too.
+# --torchrun: the same with the torchrun installed next to this Python (Skipped where there is
+# none).
+#   python launch.py --world 2 [--timeout S] [--killed R | --ringgrad-run PATH [--rdzv-conf C]
+#                    | --torchrun] script.py [args...]
 import argparse
 import os
 import socket
@@ -33,6 +34,7 @@ def main():
     p.add_argument("--timeout", type=float, default=240)
     p.add_argument("--killed", type=int, default=-1)
     p.add_argument("--ringgrad-run")
+    p.add_argument("--rdzv-conf")
     p.add_argument("--torchrun", action="store_true")
     p.add_argument("script")
     p.add_argument("args", nargs=argparse.REMAINDER)
@@ -48,7 +50,8 @@ def main():
 
     standalone = ["--standalone", "--nproc-per-node", str(a.world)]
     if a.ringgrad_run:
-        launcher = [a.ringgrad_run] + standalone + [sys.executable]
+        conf = ["--rdzv-conf", a.rdzv_conf] if a.rdzv_conf else []
+        launcher = [a.ringgrad_run] + standalone + conf + [sys.executable]
     elif a.torchrun:
         torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
         if not os.access(torchrun, os.X_OK):
