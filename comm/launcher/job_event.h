@@ -2,6 +2,7 @@
 // was told to stop, a node was lost), shared between nodes through the store as JSON so every
 // launcher can print the same summary, and the summary text itself.
 #pragma once
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -14,7 +15,8 @@ struct WorkerFailure {
   int local_rank = -1;
   int pid = 0;
   ExitStatus status;
-  std::string time;  // local wall-clock time the launcher saw it end
+  std::chrono::milliseconds stopped_for{0};  // status.stop_signal: how long it stayed stopped
+  std::string time;                          // local wall-clock time the launcher saw it end
   std::vector<std::string> stderr_tail;
 };
 

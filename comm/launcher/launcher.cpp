@@ -141,7 +141,7 @@ Outcome supervise(const LaunchConfig& c, const Placement& p, JobStatus& status,
   JobEvent mine;
   mine.node_rank = p.round.node_rank;
   mine.hostname = hostname;
-  WorkerGroup group(c.command, worker_specs(c, p, base_env));
+  WorkerGroup group(c.command, worker_specs(c, p, base_env), c.stopped_timeout);
   auto finish = [&](JobEvent e, int stop_signal) {
     group.stop(stop_signal, c.stop_grace);
     return Outcome{false, std::move(e)};

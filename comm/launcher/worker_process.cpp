@@ -22,6 +22,7 @@ std::string signal_name(int signal) {
 }
 
 std::string ExitStatus::describe() const {
+  if (stop_signal) return "stopped by " + signal_name(stop_signal);
   return signal ? "signal " + signal_name(signal) : "exit code " + std::to_string(code);
 }
 
@@ -132,12 +133,18 @@ void WorkerProcess::close_stdin() {
 std::optional<ExitStatus> WorkerProcess::poll_exit() {
   if (exit_) return exit_;
   int status = 0;
-  const pid_t r = ::waitpid(pid_, &status, WNOHANG);
-  if (r == pid_) {
-    if (WIFSIGNALED(status))
-      exit_ = ExitStatus{128 + WTERMSIG(status), WTERMSIG(status)};
-    else
-      exit_ = ExitStatus{WEXITSTATUS(status), 0};
+  // Each change is reported once: stopped, continued, or ended.
+  while (::waitpid(pid_, &status, WNOHANG | WUNTRACED | WCONTINUED) == pid_) {
+    if (WIFSTOPPED(status)) {
+      if (!stopped_) stopped_ = Stop{WSTOPSIG(status), std::chrono::steady_clock::now()};
+    } else if (WIFCONTINUED(status)) {
+      stopped_.reset();
+    } else {
+      stopped_.reset();
+      exit_ = WIFSIGNALED(status) ? ExitStatus{128 + WTERMSIG(status), WTERMSIG(status)}
+                                  : ExitStatus{WEXITSTATUS(status), 0};
+      break;
+    }
   }
   return exit_;
 }

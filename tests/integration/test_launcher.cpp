@@ -104,6 +104,38 @@ TEST_CASE("ringgrad-run: death by signal is reported by signal name") {
   }
 }
 
+TEST_CASE("ringgrad-run: a worker left stopped fails the job after --stopped-timeout, named") {
+  // Before, a stopped worker went unnoticed: the others waited in their collective for the
+  // whole collective timeout (600 s by default).
+  SUBCASE("it stops itself (SIGSTOP)") {
+    TempDir dir;
+    auto r = run(probe_job("2", dir, {"--fail-rank", "1", "--signal", "19", "--sleep", "120"},
+                           {"--stopped-timeout", "1"}),
+                 seconds(60));
+    REQUIRE_FALSE(r.timed_out);
+    CHECK(r.status.code == 1);
+    CHECK(r.err.find("first failure: rank 1 (local rank 1, node 0") != std::string::npos);
+    CHECK(r.err.find("was stopped by SIGSTOP and not continued within 1 s") != std::string::npos);
+    CHECK(all_gone(read_pids(dir.path(), "pid."), seconds(10)));
+  }
+  SUBCASE("kill -STOP from outside, during all-reduces, with the default timeout") {
+    TempDir dir;
+    Child job(probe_job("2", dir, {"--allreduces", "100000"}));
+    for (int i = 0; i < 1200 && count_files(dir.path(), "joined.") < 2; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    pid_t victim = 0;
+    std::ifstream(dir.path() + "/pid.0.0") >> victim;
+    REQUIRE(victim > 0);
+    ::kill(victim, SIGSTOP);
+    auto r = job.wait(seconds(60));
+    REQUIRE_FALSE(r.timed_out);
+    CHECK(r.status.code == 1);
+    CHECK(r.err.find("first failure: rank 0 (local rank 0, node 0") != std::string::npos);
+    CHECK(r.err.find("was stopped by SIGSTOP and not continued within 10 s") != std::string::npos);
+    CHECK(all_gone(read_pids(dir.path(), "pid."), seconds(10)));
+  }
+}
+
 TEST_CASE("ringgrad-run: --max-restarts 2 restarts a job whose worker fails once") {
   TempDir dir;
   auto r = run(
