@@ -136,6 +136,29 @@ TEST_CASE("ringgrad-run: a worker left stopped fails the job after --stopped-tim
   }
 }
 
+TEST_CASE(
+    "ringgrad-run: the watchdog names a rank hung outside the collectives, long before "
+    "the timeout") {
+  // Rank 2 is busy in its own code for 8 s before all-reduce #3; ranks 0 and 1 wait in it. With
+  // a 2 s watchdog each names rank 2 (alive, last collective #2) well before the 60 s timeout,
+  // and the job still succeeds once rank 2 arrives. Before, nothing was said until the timeout.
+  TempDir dir;
+  auto r = run(
+      probe_job("3", dir,
+                {"--allreduces", "5", "--hang-rank", "2", "--hang-before", "3", "--hang-s", "8"},
+                {"--timeout", "60"}),
+      seconds(90), {{"RINGGRAD_WATCHDOG_S", "2"}});
+  REQUIRE_MESSAGE(r.status.ok(), r.err);
+  for (const char* waiter : {"[ringgrad rank 0 W", "[ringgrad rank 1 W"}) {
+    const auto at = r.err.find(waiter);
+    REQUIRE(at != std::string::npos);
+    const std::string line = r.err.substr(at, r.err.find('\n', at) - at);
+    CHECK(line.find("watchdog: allreduce #3 (") != std::string::npos);
+    CHECK(line.find("for rank 2 (its last collective #2; alive: busy or stuck outside the "
+                    "collectives)") != std::string::npos);
+  }
+}
+
 TEST_CASE("ringgrad-run: --max-restarts 2 restarts a job whose worker fails once") {
   TempDir dir;
   auto r = run(

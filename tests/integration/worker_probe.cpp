@@ -1,8 +1,8 @@
 // worker_probe: the test program the integration tests launch under ringgrad-run. It checks
 // the torchrun environment it was given, records it, meets the other ranks in a store barrier,
-// optionally all-reduces over a ring group, and then misbehaves on request (exit with a code,
-// die by a signal, ignore SIGTERM, leave a stubborn grandchild, sleep) so the launcher's
-// failure handling can be observed.
+// optionally all-reduces over a ring group (one rank hanging before one of them, on request),
+// and then misbehaves on request (exit with a code, die by a signal, ignore SIGTERM, leave a
+// stubborn grandchild, sleep) so the launcher's failure handling can be observed.
 #include <dirent.h>
 #include <signal.h>
 #include <unistd.h>
@@ -107,6 +107,10 @@ int main(int argc, char** argv) {
       if (!out.empty()) std::ofstream(out + "/joined." + tag) << "1\n";
       Tensor t = Tensor::full({1024}, 1.0);
       for (int i = 0; i < n && job.group; ++i) {
+        // --hang-rank R --hang-before K --hang-s S: rank R is busy in its own code for S seconds
+        // before its K-th all-reduce (the others wait in theirs).
+        if (num("--hang-rank", -1) == env.rank && num("--hang-before", -1) == i)
+          std::this_thread::sleep_for(std::chrono::seconds(num("--hang-s", 0)));
         job.group->allreduce(t)->wait();
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
