@@ -29,8 +29,12 @@ struct JobEvent {
   int signal = 0;         // stopped: the signal the launcher received
   std::string detail;     // node_lost: what was seen
 
-  // Only a worker failure is worth a restart; a stop request or a lost node ends the job.
-  bool restartable() const { return kind == Kind::worker_failed; }
+  // A worker failure is worth a restart, and so, in an elastic job (--nnodes MIN:MAX), is a
+  // lost node other than the store's host: the others re-form without it. A stop request ends
+  // the job.
+  bool restartable(bool elastic) const {
+    return kind == Kind::worker_failed || (elastic && kind == Kind::node_lost && node_rank >= 0);
+  }
   std::string to_json() const;
   static JobEvent from_json(const std::string& text);
 };

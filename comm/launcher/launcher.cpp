@@ -275,10 +275,14 @@ int run_launcher(const LaunchConfig& c) {
       return 0;
     }
     const JobEvent& e = outcome.event;
-    if (e.restartable() && generation < c.max_restarts) {
-      log_warn("rank ", e.failure.global_rank, " on node ", e.node_rank, " failed with ",
-               e.failure.status.describe(), "; restarting all workers (restart ", generation + 1,
-               " of ", c.max_restarts, ")");
+    if (e.restartable(c.min_nodes < c.max_nodes) && generation < c.max_restarts) {
+      const std::string what =
+          e.kind == JobEvent::Kind::node_lost
+              ? str_cat("node ", e.node_rank, " was lost (", e.detail, ")")
+              : str_cat("rank ", e.failure.global_rank, " on node ", e.node_rank, " failed with ",
+                        e.failure.status.describe());
+      log_warn(what, "; restarting all workers (restart ", generation + 1, " of ", c.max_restarts,
+               ")");
       continue;
     }
     std::fputs(format_summary(e, generation, static_cast<int>(generation)).c_str(), stderr);
