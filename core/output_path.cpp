@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/host_memory.h"
 
 namespace ringgrad {
 
@@ -30,13 +31,6 @@ const char* kind_of(const fs::file_status& status) {
     case fs::file_type::socket: return "a socket";
     default: return "not a regular file";
   }
-}
-
-std::string shown_size(uint64_t bytes) {
-  if (bytes >= (uint64_t{1} << 30)) return str_cat(bytes >> 30, " GiB");
-  if (bytes >= (uint64_t{1} << 20)) return str_cat(bytes >> 20, " MiB");
-  if (bytes >= (uint64_t{1} << 10)) return str_cat(bytes >> 10, " KiB");
-  return str_cat(bytes, " bytes");
 }
 
 }  // namespace
@@ -77,8 +71,8 @@ void check_free_space(const std::string& path, uint64_t bytes, const std::string
   const uint64_t free_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
   if (free_bytes < bytes)
     RG_THROW(InvalidArgument, flag, " ", path, ": the file system of ", parent.string(), " has ",
-             shown_size(free_bytes), " free, and the file needs about ", shown_size(bytes),
-             "; free some space or write elsewhere");
+             format_bytes(static_cast<double>(free_bytes)), " free, and the file needs about ",
+             format_bytes(static_cast<double>(bytes)), "; free some space or write elsewhere");
 }
 
 }  // namespace ringgrad

@@ -159,6 +159,20 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("ringgrad-run: under a file size limit the ranks of a host use unix sockets, warned") {
+  // ulimit -f below the shared-memory segment's size: the kernel sent SIGXFSZ while the ranks
+  // set it up, and every rank died. Now each says why and falls back to unix sockets.
+  std::string command;
+  for (const auto& word :
+       launcher({"--standalone", "--nproc-per-node", "2", probe_path(), "--allreduces", "3"}))
+    command += " '" + word + "'";
+  auto r = run({"bash", "-c", "ulimit -f 64 && exec" + command}, seconds(60));
+  REQUIRE_MESSAGE(r.status.ok(), r.err);
+  CHECK(r.err.find("cannot reserve 1.0 MiB of shared memory: the file size limit (ulimit -f) is "
+                   "64.0 KiB; they use unix sockets instead") != std::string::npos);
+  CHECK(r.err.find("rank 0: unix to 1") != std::string::npos);
+}
+
 TEST_CASE("ringgrad-run: --max-restarts 2 restarts a job whose worker fails once") {
   TempDir dir;
   auto r = run(
