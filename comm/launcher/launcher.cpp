@@ -48,6 +48,13 @@ LauncherStore open_launcher_store(const LaunchConfig& c, const std::string& toke
   const bool loopback = is_loopback_host(host);
   LauncherStore s;
   if (is_static ? c.node_rank == 0 : is_local_host(host)) {
+    // Listening where nobody connects would show only as a connect timeout a minute later.
+    if (!c.bind_addr.empty() && c.bind_addr != "0.0.0.0" && !resolves_to(host, c.bind_addr))
+      RG_THROW(InvalidArgument, "--rdzv-conf bind_addr=", c.bind_addr,
+               ": the store would listen on that address only, but the nodes (this one too) reach "
+               "it at ",
+               host, ", which is not that address; give bind_addr=<the address of ", host,
+               ">, or 0.0.0.0");
     TcpStoreServerOptions so;
     so.host = !c.bind_addr.empty() ? c.bind_addr : loopback ? "127.0.0.1" : "0.0.0.0";
     so.port = port;
@@ -218,9 +225,16 @@ void raise_sighup_at_stdin_eof() {
 
 int run_launcher(const LaunchConfig& c) {
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);  // orphaned grandchildren come to us to be reaped
+  // A shell starts a background job with SIGINT ignored; until the workers run (the signal
+  // watcher takes over then) SIGINT and SIGTERM must end the launcher, wherever it was started.
+  // SIGHUP keeps what it inherited, so that nohup still works.
+  ::signal(SIGINT, SIG_DFL);
+  ::signal(SIGTERM, SIG_DFL);
   if (c.stop_on_stdin_eof) raise_sighup_at_stdin_eof();
   const std::string token = c.token.empty() ? env_str("RINGGRAD_STORE_TOKEN", "") : c.token;
   const std::string this_host = hostname();
+  // Every worker of the job writes to this store (Note [One store per job]).
+  check_store_keys_for(c.nproc_per_node * c.max_nodes);
   LauncherStore store = open_launcher_store(c, token);
 
   RendezvousConfig rc;

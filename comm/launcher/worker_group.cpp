@@ -148,6 +148,7 @@ void WorkerGroup::stop(int signal, std::chrono::milliseconds grace) {
     }
     w.process->reap_strays();
   }
+  kill_adopted_orphans(std::chrono::milliseconds(1000));
 }
 
 }  // namespace ringgrad::comm

@@ -10,7 +10,11 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <vector>
 
 #include "core/error.h"
 
@@ -27,6 +31,27 @@ std::string ExitStatus::describe() const {
 }
 
 namespace {
+
+// The children of this process, from each /proc/PID/stat's fourth field.
+std::vector<pid_t> own_children() {
+  std::vector<pid_t> children;
+  const pid_t self = ::getpid();
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    const auto close = line.rfind(')');  // the command name may hold spaces and parentheses
+    if (close == std::string::npos) continue;
+    char state = 0;
+    long ppid = 0;
+    if (std::sscanf(line.c_str() + close + 1, " %c %ld", &state, &ppid) == 2 && ppid == self)
+      children.push_back(static_cast<pid_t>(std::stol(name)));
+  }
+  return children;
+}
 
 struct Pipe {
   int read = -1, write = -1;
@@ -160,5 +185,14 @@ void WorkerProcess::reap_strays() {
 }
 
 bool WorkerProcess::group_alive() const { return pid_ > 0 && ::kill(-pid_, 0) == 0; }
+
+void kill_adopted_orphans(std::chrono::milliseconds within) {
+  const auto deadline = std::chrono::steady_clock::now() + within;
+  for (auto left = own_children(); !left.empty(); left = own_children()) {
+    for (pid_t pid : left) ::kill(pid, SIGKILL);
+    for (pid_t pid : left) ::waitpid(pid, nullptr, 0);  // SIGKILL: a short, certain wait
+    if (std::chrono::steady_clock::now() >= deadline) return;
+  }
+}
 
 }  // namespace ringgrad::comm

@@ -27,6 +27,12 @@ struct ExitStatus {
 
 std::string signal_name(int signal);  // "SIGSEGV"; "signal 77" when unknown
 
+// Kills (SIGKILL) and reaps every child this process has left: once the workers are reaped,
+// those are processes they left behind that this process (a child subreaper) adopted, even
+// ones that left the workers' process groups with setsid. Repeats while their own children
+// come over, for at most `within`.
+void kill_adopted_orphans(std::chrono::milliseconds within);
+
 class WorkerProcess {
  public:
   // `env` is the complete environment ("KEY=VALUE"). Throws Error naming the program when it

@@ -1,6 +1,8 @@
 // StoreData: byte and key accounting around a map.
 #include "comm/store/store_data.h"
 
+#include <algorithm>
+
 #include "comm/store/hash_store.h"
 #include "core/env.h"
 #include "core/error.h"
@@ -44,6 +46,15 @@ size_t store_max_keys_from_env(size_t fallback) {
 
 size_t store_max_connections_from_env(size_t fallback) {
   return limit_from_env("RINGGRAD_STORE_MAX_CONNECTIONS", fallback, 1'000'000);
+}
+
+void check_store_keys_for(int ranks) {
+  const size_t needed = 256 + 64 * static_cast<size_t>(std::max(ranks, 1));
+  const size_t cap = store_max_keys_from_env(kDefaultStoreMaxKeys);
+  if (cap < needed)
+    RG_THROW(InvalidArgument, "RINGGRAD_STORE_MAX_KEYS=", cap, " is below what a job of ", ranks,
+             ranks == 1 ? " rank" : " ranks", " may write to its store (", needed,
+             " keys: 256, and 64 per rank); raise it, or unset it for ", kDefaultStoreMaxKeys);
 }
 
 const std::string* StoreData::find(const std::string& key) const {

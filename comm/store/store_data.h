@@ -24,6 +24,11 @@ size_t store_max_bytes_from_env(size_t fallback);
 size_t store_max_keys_from_env(size_t fallback);
 size_t store_max_connections_from_env(size_t fallback);
 
+// Throws InvalidArgument, before a job starts, when RINGGRAD_STORE_MAX_KEYS is set below what a
+// job of `ranks` processes may write (256 keys, and 64 per rank: rendezvous, barriers, addresses,
+// progress), which it would otherwise find out when a late key is refused, say at the end.
+void check_store_keys_for(int ranks);
+
 class StoreData {
  public:
   StoreData(size_t max_bytes, size_t max_keys) : max_bytes_(max_bytes), max_keys_(max_keys) {}

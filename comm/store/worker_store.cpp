@@ -108,6 +108,7 @@ WorkerStore create_worker_store(const WorkerEnv& env, Milliseconds timeout) {
   ws.env = env;
   const std::string token = env_str("RINGGRAD_STORE_TOKEN", "");
   if (env.rank == 0 && !env.agent_store) {
+    check_store_keys_for(env.world_size);
     TcpStoreServerOptions so;
     so.host = env_str("RINGGRAD_STORE_BIND_ADDR", "0.0.0.0");
     so.port = env.master_port;

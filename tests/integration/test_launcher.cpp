@@ -173,6 +173,30 @@ TEST_CASE("ringgrad-run: under a file size limit the ranks of a host use unix so
   CHECK(r.err.find("rank 0: unix to 1") != std::string::npos);
 }
 
+TEST_CASE("ringgrad-run: a child a worker moved to its own session (setsid) ends with the job") {
+  // Killing the workers' process groups missed it, and it outlived the failed job.
+  TempDir dir;
+  auto r = run(probe_job("2", dir, {"--setsid-child", "1", "--fail-rank", "1", "--sleep", "120"}),
+               seconds(60));
+  REQUIRE_FALSE(r.timed_out);
+  CHECK(r.status.code == 1);
+  CHECK(count_files(dir.path(), "setsid.") == 2);
+  CHECK(all_gone(read_pids(dir.path(), "setsid."), seconds(10)));
+}
+
+TEST_CASE("ringgrad-run: started in a script's background, SIGINT still ends it while it waits") {
+  // A shell starts background jobs with SIGINT ignored: the launcher waited for the missing
+  // node for the whole rendezvous timeout (900 s), deaf to the script's kill -INT.
+  std::string command;
+  for (const auto& word : launcher({"--nnodes", "2", "--node-rank", "0", "--master-port",
+                                    std::to_string(reserved_port()), "sleep", "1"}))
+    command += " '" + word + "'";
+  auto r =
+      run({"bash", "-c", command + " & pid=$!; sleep 1; kill -INT $pid; wait $pid"}, seconds(60));
+  REQUIRE_FALSE(r.timed_out);
+  CHECK(r.status.code == 130);  // 128 + SIGINT, from the launcher
+}
+
 TEST_CASE("ringgrad-run: --max-restarts 2 restarts a job whose worker fails once") {
   TempDir dir;
   auto r = run(

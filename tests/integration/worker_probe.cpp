@@ -2,7 +2,8 @@
 // the torchrun environment it was given, records it, meets the other ranks in a store barrier,
 // optionally all-reduces over a ring group (one rank hanging before one of them, on request),
 // and then misbehaves on request (exit with a code, die by a signal, ignore SIGTERM, leave a
-// stubborn grandchild, sleep) so the launcher's failure handling can be observed.
+// stubborn grandchild or one in its own session, sleep) so the launcher's failure handling can be
+// observed.
 #include <dirent.h>
 #include <signal.h>
 #include <unistd.h>
@@ -132,6 +133,14 @@ int main(int argc, char** argv) {
       for (;;) ::pause();
     }
     if (!out.empty()) std::ofstream(out + "/child." + tag) << child << "\n";
+  }
+  if (get("--setsid-child", "0") == "1") {  // a child that leaves the worker's process group
+    const pid_t child = ::fork();
+    if (child == 0) {
+      ::setsid();
+      for (;;) ::pause();
+    }
+    if (!out.empty()) std::ofstream(out + "/setsid." + tag) << child << "\n";
   }
   if (this_generation && num("--fail-rank", -1) == env.rank) {
     std::this_thread::sleep_for(std::chrono::milliseconds(num("--fail-after-ms", 0)));
