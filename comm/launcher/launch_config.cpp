@@ -187,6 +187,9 @@ std::set<int> parse_rank_list(const std::string& value, const char* flag) {
 
 namespace {
 
+// A token must fit a store hello (kMaxHelloBytes) with room to spare.
+constexpr size_t kMaxTokenBytes = 1024;
+
 // The token as the first line of a file only its owner should read: unlike token=, it does not
 // show in `ps` (nor, under --hostfile, in the ssh command lines).
 std::string read_token_file(const std::string& path) {
@@ -195,10 +198,15 @@ std::string read_token_file(const std::string& path) {
     RG_THROW(InvalidArgument, "--rdzv-conf token_file=", path.substr(0, 128),
              ": not a readable regular file");
   std::ifstream in(path);
-  std::string token;
-  std::getline(in, token);
-  if (!in && !in.eof())
+  std::string token(kMaxTokenBytes + 1, '\0');
+  in.read(token.data(), static_cast<std::streamsize>(token.size()));
+  if (in.bad())
     RG_THROW(InvalidArgument, "--rdzv-conf token_file=", path.substr(0, 128), ": cannot read it");
+  token.resize(static_cast<size_t>(in.gcount()));
+  token = token.substr(0, token.find('\n'));
+  if (token.size() > kMaxTokenBytes)
+    RG_THROW(InvalidArgument, "--rdzv-conf token_file=", path.substr(0, 128),
+             ": its first line is longer than ", kMaxTokenBytes, " bytes; is it the token?");
   if (!token.empty() && token.back() == '\r') token.pop_back();
   if (token.empty())
     RG_THROW(InvalidArgument, "--rdzv-conf token_file=", path.substr(0, 128),

@@ -151,24 +151,38 @@ TEST_CASE("worker port: a PyTorch client on loopback must run as the store's use
   CHECK(mine.receive(4) == u32(9));
 }
 
-TEST_CASE("socket owner: the uid of a loopback connection's client end, from /proc/net/tcp") {
-  const std::string table =
-      "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout "
-      "inode\n"
-      "   0: 0100007F:9C40 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        "
-      "0 1 1 0000000000000000 100 0 0 10 0\n"
-      "   1: 0100007F:D431 0100007F:9C40 01 00000000:00000000 00:00000000 00000000  1000        "
-      "0 2 1 0000000000000000 20 4 30 10 -1\n";
-  // 127.0.0.1:54321 (0xD431) connected to 127.0.0.1:40000 (0x9C40) belongs to uid 1000.
-  CHECK(socket_owner_in_table(table, "127.0.0.1", 54321, "127.0.0.1", 40000) == 1000u);
-  CHECK_FALSE(socket_owner_in_table(table, "127.0.0.1", 54322, "127.0.0.1", 40000).has_value());
-  CHECK_FALSE(socket_owner_in_table(table, "10.0.0.1", 54321, "127.0.0.1", 40000).has_value());
-  // A dual-stack client (PyTorch's) is in tcp6, with IPv4-mapped addresses.
-  const std::string table6 =
-      "  sl  local_address                         remote_address                        st "
-      "tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
-      "   0: 0000000000000000FFFF00000100007F:D431 0000000000000000FFFF00000100007F:9C40 01 "
-      "00000000:00000000 00:00000000 00000000   998        0 3 1 0000000000000000 20 4 30 10 "
-      "-1\n";
-  CHECK(socket_owner_in_table(table6, "127.0.0.1", 54321, "127.0.0.1", 40000) == 998u);
+TEST_CASE("socket owner: the kernel names the user of a loopback client, IPv4 or dual-stack") {
+  // A listener and a client of it in this process: the client's socket is ours.
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(::listen(listener, 4) == 0);
+  REQUIRE(::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  const int server_port = ntohs(addr.sin_port);
+  auto client_port = [](int fd) {
+    sockaddr_storage me{};
+    socklen_t n = sizeof me;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&me), &n);
+    return me.ss_family == AF_INET ? ntohs(reinterpret_cast<sockaddr_in*>(&me)->sin_port)
+                                   : ntohs(reinterpret_cast<sockaddr_in6*>(&me)->sin6_port);
+  };
+  const int v4 = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(::connect(v4, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  CHECK(loopback_socket_owner("127.0.0.1", client_port(v4), "127.0.0.1", server_port) ==
+        ::geteuid());
+  // PyTorch's client: an IPv6 socket reaching 127.0.0.1 as ::ffff:127.0.0.1.
+  const int v6 = ::socket(AF_INET6, SOCK_STREAM, 0);
+  sockaddr_in6 mapped{};
+  mapped.sin6_family = AF_INET6;
+  mapped.sin6_port = addr.sin_port;
+  REQUIRE(::inet_pton(AF_INET6, "::ffff:127.0.0.1", &mapped.sin6_addr) == 1);
+  REQUIRE(::connect(v6, reinterpret_cast<sockaddr*>(&mapped), sizeof mapped) == 0);
+  CHECK(loopback_socket_owner("127.0.0.1", client_port(v6), "127.0.0.1", server_port) ==
+        ::geteuid());
+  // No such connection: nothing.
+  CHECK_FALSE(loopback_socket_owner("127.0.0.1", 1, "127.0.0.1", server_port).has_value());
+  for (int fd : {v4, v6, listener}) ::close(fd);
 }
