@@ -205,7 +205,10 @@ TrainResult train(const TrainConfig& c) {
   };
 
   ProgressReporter progress(job.leader(), c.log_every);
-  JsonLog json(job.leader() ? c.log_json_path : "", /*append=*/!resume_path.empty());
+  // A resumed run, or any restart of a --max-restarts job, adds to the records of the attempts
+  // before it rather than replacing them.
+  JsonLog json(job.leader() ? c.log_json_path : "",
+               /*append=*/!resume_path.empty() || job.env.generation > 0);
   progress.line(str_cat("ringgrad-train: ", c.model, " (", model->num_parameters(),
                         " parameters), ", data.train.size(), " training images, ", world,
                         world == 1 ? " process" : " processes", " x batch ", batch_size, ", ",
