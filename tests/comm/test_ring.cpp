@@ -24,10 +24,11 @@ std::vector<int64_t> counts_for(int world, DType dtype) {
   return {0, 1, world - 1, 7, 1001, segment * world + world + 1};
 }
 
+// The values in doubles, cast to `dtype` in one pass (as set_element would round each).
 Tensor filled(int64_t count, DType dtype, const std::function<double(int64_t)>& value) {
-  Tensor t = Tensor::empty({count}, dtype);
-  for (int64_t i = 0; i < count; ++i) t.set_element(i, value(i));
-  return t;
+  std::vector<double> v(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) v[i] = value(i);
+  return Tensor::from_vector(v, {count}).to(dtype);
 }
 
 // Records the first mismatching element of `got` against `want`, compared as stored bytes.
@@ -73,18 +74,19 @@ void check_every_allreduce(int rank, int world, std::vector<std::string>& errors
       std::vector<int64_t> counts = counts_for(world, dtype);
       if (large_bytes > 0 && (dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::i64))
         counts.push_back(static_cast<int64_t>(large_bytes / dtype_size(dtype)) + world + 2);
-      for (int64_t count : counts)
+      for (int64_t count : counts) {
+        const Tensor values =
+            filled(count, dtype, [&](int64_t i) { return input_value(op, dtype, rank, i); });
+        const Tensor want =
+            filled(count, dtype, [&](int64_t i) { return expected_value(op, dtype, world, i); });
         for (bool in_place : {true, false}) {
-          Tensor input =
-              filled(count, dtype, [&](int64_t i) { return input_value(op, dtype, rank, i); });
-          Tensor want =
-              filled(count, dtype, [&](int64_t i) { return expected_value(op, dtype, world, i); });
+          Tensor input = values.clone();
           Tensor out = in_place ? input : Tensor::empty({count}, dtype);
-          Tensor before = input.clone();
           allreduce(input, out, op);
           compare(out, want, label("allreduce", op, dtype, count, in_place), errors);
-          if (!in_place) compare(input, before, "allreduce input must stay untouched", errors);
+          if (!in_place) compare(input, values, "allreduce input must stay untouched", errors);
         }
+      }
     }
 }
 
