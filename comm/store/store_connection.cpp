@@ -114,21 +114,32 @@ void StoreConnection::advance() {
 
 ParsedRequest StoreConnection::parse_front() {
   if (protocol_ == Protocol::unknown) {
-    const bool torch = matches_torch_validate(inbox_);
-    if (torch && inbox_.size() < kTorchValidateBytes) {
+    const bool current = matches_torch_validate(inbox_);
+    const bool legacy = matches_torch_legacy_start(inbox_);
+    if ((current && inbox_.size() < kTorchValidateBytes) ||
+        (legacy && inbox_.size() < kTorchLegacyStartBytes)) {
       ParsedRequest more;
       more.declared = inbox_.size();
       return more;
     }
-    protocol_ = torch ? Protocol::torch : Protocol::ringgrad;
-    if (protocol_ == Protocol::torch && !listener_->serves_torch)
+    protocol_ = current ? Protocol::torch : legacy ? Protocol::torch_legacy : Protocol::ringgrad;
+    if (speaks_torch() && !listener_->serves_torch)
       RG_THROW(ProtocolError,
                "PyTorch's TCPStore protocol is served on the workers' port "
                "(their MASTER_PORT) only, not here");
+    // PyTorch 1.x's form has no hello: the listener's rules apply to its first request.
+    if (protocol_ == Protocol::torch_legacy) {
+      if (const std::string refusal = server_.torch_refusal(*this); !refusal.empty())
+        RG_THROW(ProtocolError, "refused: ", refusal);
+      authenticated_ = true;
+      --server_.before_hello;
+    }
   }
   const size_t limit = authenticated_ ? server_.options.max_frame_bytes : kMaxHelloBytes;
-  return protocol_ == Protocol::torch ? parse_torch_request(inbox_, limit)
-                                      : parse_store_frame(inbox_, static_cast<uint32_t>(limit));
+  if (!speaks_torch()) return parse_store_frame(inbox_, static_cast<uint32_t>(limit));
+  return parse_torch_request(
+      inbox_, limit,
+      protocol_ == Protocol::torch_legacy ? TorchDialect::legacy : TorchDialect::current);
 }
 
 bool StoreConnection::refuse_over_cap(size_t bytes) {
@@ -180,7 +191,7 @@ void StoreConnection::handle(StoreRequest request) {
     reply = server_.serve(*this, request);
   } catch (const InvalidArgument& e) {  // a well-formed request the data cannot satisfy
     // PyTorch's protocol has no error reply: all we can do is close, saying why in our log.
-    if (protocol_ == Protocol::torch) return reject("refused a request: " + e.message());
+    if (speaks_torch()) return reject("refused a request: " + e.message());
     reply = StoreReply();
     reply->status = StoreReply::Status::error;
     // The sentence alone: the client shows it to a user, who has no use for our source lines.
@@ -245,8 +256,8 @@ void StoreConnection::withdraw_pending() {
 }
 
 void StoreConnection::respond(StoreVerb verb, StoreReply reply, bool then_close) {
-  std::string bytes = protocol_ == Protocol::torch ? encode_torch_reply(verb, reply)
-                                                   : encode_store_reply(verb, reply);
+  std::string bytes =
+      speaks_torch() ? encode_torch_reply(verb, reply) : encode_store_reply(verb, reply);
   if (!bytes.empty() || then_close) send(std::move(bytes), then_close);
 }
 

@@ -74,8 +74,9 @@ class TcpStoreServer::Impl {
   std::thread thread;
 };
 
-// One client: reads its bytes, tells its protocol from the first five, holds it to a hello
-// (ringgrad: token and generation; PyTorch: the validation magic and the listener's rules),
+// One client: reads its bytes, tells its protocol from the first few, holds it to a hello
+// (ringgrad: token and generation; PyTorch: the validation magic, or for PyTorch 1.x its first
+// request, and the listener's rules),
 // then serves request after request, one at a time: the next is read only once the reply to
 // the last is written, so a client that does not read its replies makes us hold nothing.
 // What a request's headers announce counts against the store's cap before its bytes arrive;
@@ -99,7 +100,10 @@ class StoreConnection : public std::enable_shared_from_this<StoreConnection> {
   const std::string& key_prefix() const { return listener_->key_prefix; }
 
  private:
-  enum class Protocol { unknown, ringgrad, torch };
+  enum class Protocol { unknown, ringgrad, torch, torch_legacy };
+  bool speaks_torch() const {
+    return protocol_ == Protocol::torch || protocol_ == Protocol::torch_legacy;
+  }
   void read_more();
   void advance();  // serves what the received bytes hold, then reads or waits for a write
   ParsedRequest parse_front();

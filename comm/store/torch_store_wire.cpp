@@ -2,6 +2,8 @@
 #include "comm/store/torch_store_wire.h"
 
 #include <algorithm>
+#include <cstddef>
+#include <iterator>
 
 #include "comm/store/store_wire.h"
 
@@ -88,6 +90,16 @@ class Cursor {
   size_t declared_ = 0;
 };
 
+// PyTorch 1.x's numbers for the queries it has; its WATCH_KEY (7) and anything else are mapped
+// to a number no query has, which read_fields refuses.
+TorchQuery legacy_query(uint8_t number) {
+  constexpr TorchQuery kLegacy[] = {
+      TorchQuery::set,   TorchQuery::compare_set, TorchQuery::get,         TorchQuery::add,
+      TorchQuery::check, TorchQuery::wait,        TorchQuery::get_num_keys};
+  if (number < std::size(kLegacy)) return kLegacy[number];
+  return number == 8 ? TorchQuery::delete_key : static_cast<TorchQuery>(0xff);
+}
+
 // Reads the fields of `query` into `r`; false when the bytes end first.
 bool read_fields(TorchQuery query, Cursor& in, StoreRequest& r) {
   switch (query) {
@@ -171,11 +183,23 @@ bool matches_torch_validate(std::string_view bytes) {
   return true;
 }
 
-ParsedRequest parse_torch_request(std::string_view bytes, size_t max_request_bytes) {
+bool matches_torch_legacy_start(std::string_view bytes) {
+  // ADD, the 5-byte key "init/" (u64 length), delta 1.
+  static const char start[kTorchLegacyStartBytes + 1] =
+      "\x03\x05\0\0\0\0\0\0\0init/\x01\0\0\0\0\0\0\0";
+  const size_t n = std::min(bytes.size(), kTorchLegacyStartBytes);
+  return std::equal(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(n), start);
+}
+
+ParsedRequest parse_torch_request(std::string_view bytes, size_t max_request_bytes,
+                                  TorchDialect dialect) {
   ParsedRequest parsed;
   Cursor in(bytes, max_request_bytes);
   uint8_t query = 0;
-  parsed.complete = in.u8(query) && read_fields(static_cast<TorchQuery>(query), in, parsed.request);
+  parsed.complete =
+      in.u8(query) && read_fields(dialect == TorchDialect::legacy ? legacy_query(query)
+                                                                  : static_cast<TorchQuery>(query),
+                                  in, parsed.request);
   parsed.declared = in.declared();
   if (parsed.complete) parsed.consumed = in.pos();
   return parsed;

@@ -6,6 +6,7 @@
 // VALIDATE (magic 0x3C85F7CE) and usually a PING. SET, APPEND and MULTI_SET have no reply; a GET
 // or MULTI_GET follows the client's own WAIT for its keys; a timed-out WAIT is withdrawn with
 // CANCEL_WAIT. PyTorch's queue and key-listing queries are not served: they close the connection.
+// PyTorch 1.x's older form is served too (TorchDialect::legacy).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -25,10 +26,21 @@ constexpr size_t kTorchValidateBytes = 5;
 // gigabytes.
 bool matches_torch_validate(std::string_view bytes);
 
+// PyTorch 1.x clients (Debian's 1.13) speak an older form: no VALIDATE, no PING or CANCEL_WAIT,
+// and other query numbers (SET 0, COMPARE_SET 1, GET 2, ADD 3, CHECK 4, WAIT 5, GETNUMKEYS 6,
+// DELETE_KEY 8; WATCH_KEY 7 is not served). Each such client starts with ADD "init/" 1, which
+// no ringgrad frame can look like.
+enum class TorchDialect { current, legacy };
+constexpr size_t kTorchLegacyStartBytes = 22;
+// True while `bytes` agree with that first request (all of it once there are
+// kTorchLegacyStartBytes).
+bool matches_torch_legacy_start(std::string_view bytes);
+
 // The request at the front of `bytes`; incomplete until all its bytes are there. Throws
 // ProtocolError for an unknown or unserved query, a wrong magic, or a request that would be
 // longer than `max_request_bytes` (known from its lengths before its bytes arrive).
-ParsedRequest parse_torch_request(std::string_view bytes, size_t max_request_bytes);
+ParsedRequest parse_torch_request(std::string_view bytes, size_t max_request_bytes,
+                                  TorchDialect dialect = TorchDialect::current);
 
 // The reply PyTorch's client reads for `verb` ("" where it reads none). PyTorch has no error
 // reply: the server closes the connection instead, so `reply` must be ok here.

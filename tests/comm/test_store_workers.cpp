@@ -95,6 +95,37 @@ TEST_CASE("worker port: PyTorch's TCPStore protocol, every query, in its generat
   CHECK(server.rejected_connections() == 0);
 }
 
+TEST_CASE("worker port: PyTorch 1.x's older protocol, as Debian's torch 1.13 speaks it") {
+  TcpStoreServer server(TcpStoreServerOptions{});
+  auto launcher = connect_to(server);
+  const int port = server.open_worker_listener(2);
+  RawClient torch(port);
+  // No VALIDATE: ADD "init/" 1 first, and the queries numbered SET 0 ... DELETE_KEY 8.
+  REQUIRE(torch.send(query(3) + str("init/") + u64(1)));
+  CHECK(torch.receive(8) == u64(1));
+  REQUIRE(torch.send(query(0) + str("/k") + str("v")));  // SET
+  REQUIRE(torch.send(query(5) + strs({"/k"})));          // WAIT
+  CHECK(torch.receive(1) == kReady);
+  REQUIRE(torch.send(query(2) + str("/k")));  // GET
+  CHECK(torch.receive(9) == str("v"));
+  REQUIRE(torch.send(query(1) + str("/k") + str("v") + str("w")));  // COMPARE_SET
+  CHECK(torch.receive(9) == str("w"));
+  REQUIRE(torch.send(query(4) + strs({"/k"})));  // CHECK
+  CHECK(torch.receive(1) == kReady);
+  REQUIRE(torch.send(query(6)));  // GETNUMKEYS: init/ and /k
+  CHECK(torch.receive(8) == u64(2));
+  REQUIRE(torch.send(query(8) + str("/k")));  // DELETE_KEY
+  CHECK(torch.receive(8) == u64(1));
+  CHECK(launcher->get("worker/2/init/") == "1");
+  RawClient watch(port);  // WATCH_KEY (7) is not served
+  REQUIRE(watch.send(query(3) + str("init/") + u64(1) + query(7) + str("/k")));
+  CHECK(watch.receive(8) == u64(2));
+  CHECK(watch.closed_by_server());
+  RawClient on_main(server.port());  // nor is PyTorch's protocol on the launchers' port
+  REQUIRE(on_main.send(query(3) + str("init/") + u64(1)));
+  CHECK(on_main.closed_by_server());
+}
+
 TEST_CASE(
     "worker port: ringgrad clients need the token and the generation, PyTorch's protocol "
     "only there") {

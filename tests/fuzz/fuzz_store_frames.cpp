@@ -1,6 +1,7 @@
 // libFuzzer target: the store's two wire protocols as a server's connection parses them from a
 // stranger's bytes. The input's first byte picks the protocol (bit 0 set: PyTorch's TCPStore
-// protocol, else ringgrad's frames); the rest is one client's byte stream, parsed request after
+// protocol, in PyTorch 1.x's form if bit 1 is set too; else ringgrad's frames); the rest is one
+// client's byte stream, parsed request after
 // request (with the hello's limit until a hello has come). Each parse must end in a request
 // within what arrived, a wait for more (having claimed at least what arrived, within the
 // limit) or a ProtocolError; a crash, a sanitizer report, any other exception or a broken rule
@@ -27,14 +28,15 @@ void require(bool rule) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* bytes, size_t size) {
   if (size == 0) return 0;
-  const bool torch = bytes[0] & 1;
+  const bool torch = bytes[0] & 1, legacy = bytes[0] & 2;
   std::string_view stream(reinterpret_cast<const char*>(bytes) + 1, size - 1);
   bool said_hello = false;
   while (!stream.empty()) {
     const size_t limit = said_hello ? kMaxFrame : kMaxHelloBytes;
     ParsedRequest p;
     try {
-      p = torch ? parse_torch_request(stream, limit)
+      p = torch ? parse_torch_request(stream, limit,
+                                      legacy ? TorchDialect::legacy : TorchDialect::current)
                 : parse_store_frame(stream, static_cast<uint32_t>(limit));
     } catch (const ProtocolError&) {
       return 0;
