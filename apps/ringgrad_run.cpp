@@ -74,9 +74,9 @@ ringgrad::comm::SshLaunchConfig ssh_launch_config(const CLI::App& app, const Ssh
   s.remote_binary = f.remote_run.empty() ? self_path() : f.remote_run;
   char cwd[PATH_MAX] = {};
   s.remote_workdir = ::getcwd(cwd, sizeof cwd) ? cwd : ".";
-  for (const char* shared :
-       {"--rdzv-id", "--rdzv-conf", "--max-restarts", "--monitor-interval", "--stop-grace",
-        "--log-dir", "--redirects", "--tee", "--local-ranks-filter", "--check-port", "--timeout"})
+  for (const char* shared : {"--rdzv-id", "--rdzv-conf", "--max-restarts", "--monitor-interval",
+                             "--stop-grace", "--stopped-timeout", "--log-dir", "--redirects",
+                             "--tee", "--local-ranks-filter", "--check-port", "--timeout"})
     for (const auto& value : app.get_option(shared)->results())
       s.launcher_flags.insert(s.launcher_flags.end(), {shared, value});
   const auto invocation = ringgrad::cli::torchrun_flags_for_remote(app);
@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
   LaunchConfig c;
   std::string nnodes = "1", nproc = "1", endpoint, rdzv_conf, redirects = "0", tee = "0",
               ranks_filter;
-  double monitor_interval = 0.1, stop_grace = 5, timeout_s = 0;
+  double monitor_interval = 0.1, stop_grace = 5, stopped_timeout = 10, timeout_s = 0;
   cli::InvocationFlags invocation;
   SshFlags ssh;
   CheckFlags check;
@@ -148,6 +148,10 @@ int main(int argc, char** argv) {
          "seconds from SIGTERM to SIGKILL (torchrun's --shutdown-timeout, default 30 there)")
       ->check(cli::number_in(0, 3600))
       ->envname("PET_SHUTDOWN_TIMEOUT");
+  app.add_option("--stopped-timeout", stopped_timeout,
+                 "seconds a worker may stay stopped (SIGSTOP, SIGTSTP) before the job fails "
+                 "naming it (a debugger's stop does not count)")
+      ->check(cli::number_in(0.001, 1e7));
   app.add_option("--timeout", timeout_s,
                  "seconds any collective of a worker may wait for the others before the job "
                  "fails naming the missing rank; sets RINGGRAD_TIMEOUT_S for every worker "
@@ -220,6 +224,7 @@ int main(int argc, char** argv) {
     c.local_ranks_filter = parse_rank_list(ranks_filter, "--local-ranks-filter");
     c.monitor_interval = std::chrono::milliseconds(static_cast<int64_t>(monitor_interval * 1000));
     c.stop_grace = std::chrono::milliseconds(static_cast<int64_t>(stop_grace * 1000));
+    c.stopped_timeout = std::chrono::milliseconds(static_cast<int64_t>(stopped_timeout * 1000));
     if (!check.node_report.empty()) {
       NodeCheckOptions o;
       o.report_path = check.node_report;

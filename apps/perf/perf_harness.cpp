@@ -21,6 +21,7 @@
 #include "comm/store/worker_store.h"
 #include "core/cuda_memory.h"
 #include "core/env.h"
+#include "core/host_memory.h"
 #include "core/hostname.h"
 #include "core/logging.h"
 #include "core/output_path.h"
@@ -34,7 +35,8 @@ namespace {
 struct Job {
   std::optional<comm::WorkerStore> worker_store;
   std::unique_ptr<comm::ProcessGroup> pg;
-  Device device;  // of the buffers: the CPU, or the GPU of this rank's local rank
+  Device device;        // of the buffers: the CPU, or the GPU of this rank's local rank
+  int local_ranks = 1;  // ranks on this host
 };
 
 Job start_job(const Settings& s) {
@@ -68,6 +70,7 @@ Job start_job(const Settings& s) {
   o.store_host = env.master_addr;
   // One GPU per local rank (NCCL's rule), found also under mpirun, which sets no LOCAL_RANK.
   job.device = s.device == "cuda" ? Device::cuda(env.local_rank) : Device::cpu();
+  job.local_ranks = env.local_world_size;
   o.cuda_device = env.local_rank;
   o.run_id = env_str("TORCHELASTIC_RUN_ID", "");
   job.pg =
@@ -141,9 +144,25 @@ std::optional<size_t> next_size(const Settings& s, size_t bytes) {
   return next;
 }
 
+// The host buffers of the largest row (send, receive and the checked copy) on every rank of
+// this host, against what the host has, before anything is allocated: a sweep past its memory
+// would otherwise fail, or be killed, in the middle.
+void check_host_memory(const PerfCollective& c, const Settings& s, int world, int local_ranks) {
+  const double per_rank =
+      static_cast<double>(c.send_count(s.max_bytes, world) + 2 * c.recv_count(s.max_bytes, world));
+  const double need = per_rank * local_ranks;
+  const auto available = mem_available_bytes();
+  if (available && need > static_cast<double>(*available))
+    RG_THROW(InvalidArgument, "-e/--maxbytes ", s.max_bytes, ": the largest row needs about ",
+             format_bytes(per_rank), " per rank, ", format_bytes(need), " for the ", local_ranks,
+             local_ranks == 1 ? " rank" : " ranks", " on this host, which has ",
+             format_bytes(static_cast<double>(*available)), " available; lower -e");
+}
+
 int run_sweep(const PerfCollective& c, const Settings& s) {
   Job job = start_job(s);
   comm::ProcessGroup& pg = *job.pg;
+  check_host_memory(c, s, pg.size(), job.local_ranks);
   const Device device = job.device;
   if (c.has_root && s.root >= pg.size())
     RG_THROW(InvalidArgument, "-r/--root ", s.root, " is not a rank of this world of ", pg.size());

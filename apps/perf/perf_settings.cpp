@@ -16,22 +16,26 @@ using comm::ReduceOp;
 
 namespace {
 
+// A whole number of bytes with an optional K, M, G or T (powers of 1024): what nccl-tests takes.
+// Anything else ("0x10", "8.9", "1e-3", "-1") is refused rather than read as some other number.
 size_t parse_bytes(const std::string& text, const char* flag) {
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  const std::string unit(end);
-  const double scale = unit.empty()                 ? 1
-                       : unit == "K" || unit == "k" ? 1024.0
-                       : unit == "M" || unit == "m" ? 1024.0 * 1024
-                       : unit == "G" || unit == "g" ? 1024.0 * 1024 * 1024
-                       : unit == "T" || unit == "t" ? 1024.0 * 1024 * 1024 * 1024
-                                                    : -1;
-  // 1 TiB: more than any host or GPU here holds, and far from where the size_t cast overflows.
-  constexpr double kMaxBytes = 1024.0 * 1024 * 1024 * 1024;
-  if (end == text.c_str() || scale < 0 || !(v >= 0) || v * scale > kMaxBytes)
+  const size_t digits = text.find_first_not_of("0123456789");
+  const std::string number = text.substr(0, digits);
+  const std::string unit = digits == std::string::npos ? "" : text.substr(digits);
+  const int shift = unit.empty()                 ? 0
+                    : unit == "K" || unit == "k" ? 10
+                    : unit == "M" || unit == "m" ? 20
+                    : unit == "G" || unit == "g" ? 30
+                    : unit == "T" || unit == "t" ? 40
+                                                 : -1;
+  // 1 TiB: more than any host or GPU here holds, and far from where the shift overflows.
+  constexpr uint64_t kMaxBytes = uint64_t{1} << 40;
+  const bool whole = !number.empty() && number.size() <= 13 && shift >= 0;
+  const uint64_t value = whole ? std::stoull(number) : 0;
+  if (!whole || value > (kMaxBytes >> shift))
     RG_THROW(InvalidArgument, flag, ": '", text,
-             "' is not a byte count up to 1T (examples: 8, 64K, 128M, 1G)");
-  return static_cast<size_t>(v * scale);
+             "' is not a whole byte count up to 1T (examples: 8, 64K, 128M, 1G)");
+  return static_cast<size_t>(value << shift);
 }
 
 // In nccl-tests' -d all / -o all order.

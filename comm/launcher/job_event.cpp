@@ -4,6 +4,7 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 
+#include "comm/store/store.h"
 #include "core/error.h"
 
 namespace ringgrad::comm {
@@ -28,6 +29,8 @@ std::string JobEvent::to_json() const {
                       {"pid", failure.pid},
                       {"exit_code", failure.status.code},
                       {"exit_signal", failure.status.signal},
+                      {"stop_signal", failure.status.stop_signal},
+                      {"stopped_ms", failure.stopped_for.count()},
                       {"time", failure.time},
                       {"stderr_tail", failure.stderr_tail}};
   if (failure.error)
@@ -49,6 +52,8 @@ JobEvent JobEvent::from_json(const std::string& text) {
     e.failure.pid = j.at("pid");
     e.failure.status.code = j.at("exit_code");
     e.failure.status.signal = j.at("exit_signal");
+    e.failure.status.stop_signal = j.at("stop_signal");
+    e.failure.stopped_for = std::chrono::milliseconds(j.at("stopped_ms").get<int64_t>());
     e.failure.time = j.at("time");
     e.failure.stderr_tail = j.at("stderr_tail").get<std::vector<std::string>>();
     if (j.contains("error"))
@@ -68,8 +73,13 @@ std::string format_summary(const JobEvent& e, int64_t generation, int restarts_u
     case JobEvent::Kind::worker_failed: {
       const auto& f = e.failure;
       const std::string pid = f.pid > 0 ? str_cat(", pid ", f.pid) : ", never started";
+      const std::string how =
+          f.status.stop_signal
+              ? str_cat("was ", f.status.describe(), " and not continued within ",
+                        format_duration(f.stopped_for), " (frozen: every other rank waits for it)")
+              : "ended with " + f.status.describe();
       out += str_cat("  first failure: rank ", f.global_rank, " (local rank ", f.local_rank, ", ",
-                     node, pid, ") ended with ", f.status.describe(), " at ", f.time, "\n");
+                     node, pid, ") ", how, " at ", f.time, "\n");
       if (f.error) {
         out += str_cat("  its error file says: ", f.error->message, "\n");
         if (!f.error->traceback.empty())

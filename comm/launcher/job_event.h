@@ -2,6 +2,7 @@
 // was told to stop, a node was lost), shared between nodes through the store as JSON so every
 // launcher can print the same summary, and the summary text itself.
 #pragma once
+#include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,7 +17,8 @@ struct WorkerFailure {
   int local_rank = -1;
   int pid = 0;
   ExitStatus status;
-  std::string time;  // local wall-clock time the launcher saw it end
+  std::chrono::milliseconds stopped_for{0};  // status.stop_signal: how long it stayed stopped
+  std::string time;                          // local wall-clock time the launcher saw it end
   std::vector<std::string> stderr_tail;
   std::optional<WorkerError> error;  // what its TORCHELASTIC_ERROR_FILE says, if it wrote one
 };
@@ -30,8 +32,12 @@ struct JobEvent {
   int signal = 0;         // stopped: the signal the launcher received
   std::string detail;     // node_lost: what was seen
 
-  // Only a worker failure is worth a restart; a stop request or a lost node ends the job.
-  bool restartable() const { return kind == Kind::worker_failed; }
+  // A worker failure is worth a restart, and so, in an elastic job (--nnodes MIN:MAX), is a
+  // lost node other than the store's host: the others re-form without it. A stop request ends
+  // the job.
+  bool restartable(bool elastic) const {
+    return kind == Kind::worker_failed || (elastic && kind == Kind::node_lost && node_rank >= 0);
+  }
   std::string to_json() const;
   static JobEvent from_json(const std::string& text);
 };

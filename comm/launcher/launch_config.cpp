@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "core/error.h"
@@ -144,6 +145,12 @@ std::map<std::string, std::string> parse_key_values(const std::string& value, co
   for (const auto& item : split(value, ',')) {
     if (item.empty()) continue;
     auto eq = item.find('=');
+    // After a token= the item is most likely the token's own tail: say so, and show nothing.
+    if ((eq == std::string::npos || eq == 0) && out.count("token"))
+      RG_THROW(InvalidArgument, flag,
+               ": an item after token= is not key=value (not shown: it is "
+               "likely part of the token); a token with ',' goes in a file (token_file=PATH) or "
+               "RINGGRAD_STORE_TOKEN");
     if (eq == std::string::npos || eq == 0)
       RG_THROW(InvalidArgument, flag, " '", value, "': '", item, "' is not key=value");
     out[item.substr(0, eq)] = item.substr(eq + 1);
@@ -247,7 +254,40 @@ std::string expand_prefix_template(const std::string& templ, const std::string& 
   return out;
 }
 
+namespace {
+
+// A token must fit a store hello (kMaxHelloBytes) with room to spare.
+constexpr size_t kMaxTokenBytes = 1024;
+
+// The token as the first line of a file only its owner should read: unlike token=, it does not
+// show in `ps` (nor, under --hostfile, in the ssh command lines).
+std::string read_token_file(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    RG_THROW(InvalidArgument, "--rdzv-conf token_file=", path.substr(0, 128),
+             ": not a readable regular file");
+  std::ifstream in(path);
+  std::string token(kMaxTokenBytes + 1, '\0');
+  in.read(token.data(), static_cast<std::streamsize>(token.size()));
+  if (in.bad())
+    RG_THROW(InvalidArgument, "--rdzv-conf token_file=", path.substr(0, 128), ": cannot read it");
+  token.resize(static_cast<size_t>(in.gcount()));
+  token = token.substr(0, token.find('\n'));
+  if (token.size() > kMaxTokenBytes)
+    RG_THROW(InvalidArgument, "--rdzv-conf token_file=", path.substr(0, 128),
+             ": its first line is longer than ", kMaxTokenBytes, " bytes; is it the token?");
+  if (!token.empty() && token.back() == '\r') token.pop_back();
+  if (token.empty())
+    RG_THROW(InvalidArgument, "--rdzv-conf token_file=", path.substr(0, 128),
+             ": its first line is empty; put the job's token there");
+  return token;
+}
+
+}  // namespace
+
 void apply_rdzv_conf(LaunchConfig& config, const std::map<std::string, std::string>& conf) {
+  if (conf.count("token") && conf.count("token_file"))
+    RG_THROW(InvalidArgument, "--rdzv-conf: give token or token_file, not both");
   for (const auto& [key, value] : conf) {
     if (key == "timeout" || key == "join_timeout")
       config.rdzv_timeout = parse_seconds(value, key.c_str(), /*zero_ok=*/false);
@@ -263,6 +303,8 @@ void apply_rdzv_conf(LaunchConfig& config, const std::map<std::string, std::stri
                "job's token, or leave token out to run without one");
     else if (key == "token")
       config.token = value;
+    else if (key == "token_file")
+      config.token = read_token_file(value);
     else if (key == "bind_addr" && !is_ipv4_address(value))
       RG_THROW(InvalidArgument, "--rdzv-conf bind_addr=", value.substr(0, 64),
                ": not an IPv4 address (give one of this host's addresses, or 0.0.0.0 for all)");
@@ -271,7 +313,7 @@ void apply_rdzv_conf(LaunchConfig& config, const std::map<std::string, std::stri
     else
       RG_THROW(InvalidArgument, "--rdzv-conf: unknown key '", key,
                "' (known: timeout, last_call_timeout, connect_timeout, keep_alive_timeout, token, "
-               "bind_addr)");
+               "token_file, bind_addr)");
   }
 }
 
@@ -301,6 +343,11 @@ void validate(LaunchConfig& config) {
     if (config.max_nodes != 1)
       RG_THROW(InvalidArgument, "--standalone runs one node, but --nnodes asks for ",
                config.min_nodes, ":", config.max_nodes);
+    if (!config.rdzv_host.empty())
+      RG_THROW(InvalidArgument,
+               "--standalone picks its own store on a free loopback port, so "
+               "--rdzv-endpoint ",
+               config.rdzv_host, ":", config.rdzv_port, " would be ignored; drop one of them");
     config.rdzv_backend = "c10d";
     config.rdzv_host = "127.0.0.1";
     config.rdzv_port = 0;

@@ -43,6 +43,9 @@ struct LaunchConfig {
   int max_restarts = 0;
   std::chrono::milliseconds monitor_interval{100};
   std::chrono::milliseconds stop_grace{5'000};  // SIGTERM -> SIGKILL
+  // A worker stopped (SIGSTOP, SIGTSTP, ...) this long fails the job: frozen, it would hold the
+  // others in their collective for the whole collective timeout.
+  std::chrono::milliseconds stopped_timeout{10'000};
   std::string log_dir;
   std::string log_run_folder;  // this run's folder in log_dir (make_log_run_folder)
   StreamSelection redirects;

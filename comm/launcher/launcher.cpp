@@ -49,6 +49,13 @@ LauncherStore open_launcher_store(const LaunchConfig& c, const std::string& toke
   const bool loopback = is_loopback_host(host);
   LauncherStore s;
   if (is_static ? c.node_rank == 0 : is_local_host(host)) {
+    // Listening where nobody connects would show only as a connect timeout a minute later.
+    if (!c.bind_addr.empty() && c.bind_addr != "0.0.0.0" && !resolves_to(host, c.bind_addr))
+      RG_THROW(InvalidArgument, "--rdzv-conf bind_addr=", c.bind_addr,
+               ": the store would listen on that address only, but the nodes (this one too) reach "
+               "it at ",
+               host, ", which is not that address; give bind_addr=<the address of ", host,
+               ">, or 0.0.0.0");
     TcpStoreServerOptions so;
     so.host = !c.bind_addr.empty() ? c.bind_addr : loopback ? "127.0.0.1" : "0.0.0.0";
     so.port = port;
@@ -93,7 +100,7 @@ Outcome supervise(const LaunchConfig& c, const Placement& p, JobStatus& status,
   JobEvent mine;
   mine.node_rank = p.round.node_rank;
   mine.hostname = hostname;
-  WorkerGroup group(std::move(specs));
+  WorkerGroup group(std::move(specs), c.stopped_timeout);
   auto finish = [&](JobEvent e, int stop_signal) {
     group.stop(stop_signal, c.stop_grace);
     return Outcome{false, std::move(e)};
@@ -174,9 +181,16 @@ int run_launcher(const LaunchConfig& c) {
       env_str("PATH", "/usr/local/bin:/usr/bin:/bin"), env_str("PYTHON_EXEC", ""));
   const std::vector<int> stop_signals = parse_signal_list(c.signals_to_handle);
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);  // orphaned grandchildren come to us to be reaped
+  // A shell starts a background job with SIGINT ignored; until the workers run (the signal
+  // watcher takes over then) SIGINT and SIGTERM must end the launcher, wherever it was started.
+  // SIGHUP keeps what it inherited, so that nohup still works.
+  ::signal(SIGINT, SIG_DFL);
+  ::signal(SIGTERM, SIG_DFL);
   if (c.stop_on_stdin_eof) raise_sighup_at_stdin_eof();
   const std::string token = c.token.empty() ? env_str("RINGGRAD_STORE_TOKEN", "") : c.token;
   const std::string this_host = hostname();
+  // Every worker of the job writes to this store (Note [One store per job]).
+  check_store_keys_for(c.nproc_per_node * c.max_nodes);
   LauncherStore store = open_launcher_store(c, token);
 
   RendezvousConfig rc;
@@ -202,11 +216,9 @@ int run_launcher(const LaunchConfig& c) {
   for (int64_t generation = 0;; ++generation) {
     Placement p;
     p.round = rdzv.join(generation);
-    std::optional<PortReservation> reserved;  // held until this generation's workers are done
-    if (p.round.node_rank == 0) {
-      reserved.emplace();
+    if (store.server) {  // the workers' port of this generation, closed when they are done
       p.master_addr = c.local_addr.empty() ? store.client->local_ip() : c.local_addr;
-      p.master_port = reserved->port();
+      p.master_port = store.server->open_worker_listener(generation);
       rdzv.publish_master(generation, p.master_addr, p.master_port);
     } else {
       std::tie(p.master_addr, p.master_port) = rdzv.wait_master(generation);
@@ -221,6 +233,7 @@ int run_launcher(const LaunchConfig& c) {
     SignalWatcher signals(stop_signals);
     Outcome outcome = supervise(c, p, status, signals, this_host,
                                 worker_specs(c, command, run_folder.path(), p, base_env));
+    if (store.server) store.server->close_worker_listener(generation);
     // After a lost node nobody would answer: the store's host need not wait for the others.
     const bool hosts_store = store.server != nullptr &&
                              (outcome.succeeded || outcome.event.kind != JobEvent::Kind::node_lost);
@@ -236,10 +249,14 @@ int run_launcher(const LaunchConfig& c) {
       return 0;
     }
     const JobEvent& e = outcome.event;
-    if (e.restartable() && generation < c.max_restarts) {
-      log_warn("rank ", e.failure.global_rank, " on node ", e.node_rank, " failed with ",
-               e.failure.status.describe(), "; restarting all workers (restart ", generation + 1,
-               " of ", c.max_restarts, ")");
+    if (e.restartable(c.min_nodes < c.max_nodes) && generation < c.max_restarts) {
+      const std::string what =
+          e.kind == JobEvent::Kind::node_lost
+              ? str_cat("node ", e.node_rank, " was lost (", e.detail, ")")
+              : str_cat("rank ", e.failure.global_rank, " on node ", e.node_rank, " failed with ",
+                        e.failure.status.describe());
+      log_warn(what, "; restarting all workers (restart ", generation + 1, " of ", c.max_restarts,
+               ")");
       continue;
     }
     std::fputs(format_summary(e, generation, static_cast<int>(generation)).c_str(), stderr);

@@ -1,5 +1,4 @@
-// Network probes: address resolution, a bind test for "is this address ours", and the port
-// reservation.
+// Network probes: address resolution and a bind test for "is this address ours".
 #include "comm/launcher/network_probe.h"
 
 #include <arpa/inet.h>
@@ -50,24 +49,13 @@ bool is_local_host(const std::string& host) {
          });
 }
 
-PortReservation::PortReservation() {
-  fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  RG_CHECK(fd_ >= 0, "socket: ", std::strerror(errno));
-  const int one = 1;
-  ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  socklen_t len = sizeof addr;
-  if (::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    const int e = errno;
-    ::close(fd_);
-    RG_THROW(IoError, "cannot reserve a free TCP port for the workers: ", std::strerror(e));
-  }
-  port_ = ntohs(addr.sin_port);
+bool resolves_to(const std::string& host, const std::string& ipv4) {
+  in_addr want{};
+  if (::inet_pton(AF_INET, ipv4.c_str(), &want) != 1) return false;
+  return any_address(host, [&](addrinfo* a) {
+    return a->ai_family == AF_INET &&
+           reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr.s_addr == want.s_addr;
+  });
 }
-
-PortReservation::~PortReservation() { ::close(fd_); }
 
 }  // namespace ringgrad::comm

@@ -28,7 +28,8 @@ void prepare_error_file(const std::string& path) {
 
 }  // namespace
 
-WorkerGroup::WorkerGroup(std::vector<WorkerSpec> specs) {
+WorkerGroup::WorkerGroup(std::vector<WorkerSpec> specs, std::chrono::milliseconds stopped_timeout)
+    : stopped_timeout_(stopped_timeout) {
   workers_.reserve(specs.size());
   for (auto& spec : specs) {
     Worker w;
@@ -92,6 +93,21 @@ void WorkerGroup::reap(Worker& w) {
   }
 }
 
+void WorkerGroup::fail_if_frozen(Worker& w) {
+  if (!w.process || w.reported || first_failure_ || stopping_) return;
+  const auto& stop = w.process->stopped();
+  if (!stop || Clock::now() - stop->since < stopped_timeout_) return;
+  WorkerFailure f;
+  f.global_rank = w.spec.global_rank;
+  f.local_rank = w.spec.local_rank;
+  f.pid = w.process->pid();
+  f.status = ExitStatus{0, 0, stop->signal};
+  f.stopped_for = stopped_timeout_;
+  f.time = now_as_text();
+  f.stderr_tail = w.output->stderr_tail();
+  first_failure_ = f;
+}
+
 WorkerGroup::State WorkerGroup::poll(std::chrono::milliseconds max_wait, int wake_fd) {
   std::vector<pollfd> fds;
   std::vector<std::pair<Worker*, int>> owners;  // parallel to fds[1..]
@@ -113,6 +129,7 @@ WorkerGroup::State WorkerGroup::poll(std::chrono::milliseconds max_wait, int wak
   bool all_ok = true;
   for (auto& w : workers_) {
     reap(w);
+    fail_if_frozen(w);
     if (w.process) w.process->reap_strays();
     auto status = w.process ? w.process->poll_exit() : std::nullopt;
     all_ok = all_ok && status && status->ok();
@@ -129,7 +146,10 @@ void WorkerGroup::stop(int signal, std::chrono::milliseconds grace) {
   };
   stopping_ = true;  // exits from here on were asked for: they are not failures
   for (auto& w : workers_)
-    if (w.process) w.process->signal_group(signal);
+    if (w.process) {
+      w.process->signal_group(signal);
+      w.process->signal_group(SIGCONT);  // a stopped worker acts on the signal only once running
+    }
   const auto deadline = Clock::now() + grace;
   // Keep reading their output meanwhile: a worker blocked on a full pipe could not exit.
   while (anything_left() && Clock::now() < deadline) poll(std::chrono::milliseconds(20), -1);
@@ -143,6 +163,7 @@ void WorkerGroup::stop(int signal, std::chrono::milliseconds grace) {
     }
     w.process->reap_strays();
   }
+  kill_adopted_orphans(std::chrono::milliseconds(1000));
 }
 
 }  // namespace ringgrad::comm

@@ -1,7 +1,8 @@
 // WorkerGroup: the workers of one node for one generation. Spawns them, pumps their output,
-// notices the first that fails, and stops them all: the given signal to every process group,
-// then SIGKILL for whatever is left after the grace period. Single-threaded: the launcher
-// calls poll() in its monitor loop.
+// notices the first that fails (or stays stopped: a frozen worker would hold every other rank
+// in its collective until the timeout), and stops them all: the given signal to every process
+// group, then SIGKILL for whatever is left after the grace period. Single-threaded: the
+// launcher calls poll() in its monitor loop.
 #pragma once
 #include <chrono>
 #include <memory>
@@ -29,8 +30,8 @@ class WorkerGroup {
   enum class State { running, succeeded, failed };
 
   // A worker that cannot be started counts as failed with exit code 127 and the reason as
-  // its stderr.
-  explicit WorkerGroup(std::vector<WorkerSpec> specs);
+  // its stderr; one stopped (SIGSTOP, SIGTSTP, ...) for `stopped_timeout` counts as failed too.
+  WorkerGroup(std::vector<WorkerSpec> specs, std::chrono::milliseconds stopped_timeout);
   ~WorkerGroup();  // stops what is still running (SIGKILL)
 
   // Waits up to `max_wait` for output, a worker exit, or `wake_fd` becoming readable.
@@ -48,9 +49,11 @@ class WorkerGroup {
   };
   void pump(Worker& w, int fd, int stream);
   void reap(Worker& w);
+  void fail_if_frozen(Worker& w);
 
   std::vector<Worker> workers_;
   std::optional<WorkerFailure> first_failure_;
+  std::chrono::milliseconds stopped_timeout_;
   bool stopping_ = false;
 };
 

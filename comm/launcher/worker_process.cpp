@@ -10,7 +10,11 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <vector>
 
 #include "core/error.h"
 
@@ -22,10 +26,32 @@ std::string signal_name(int signal) {
 }
 
 std::string ExitStatus::describe() const {
+  if (stop_signal) return "stopped by " + signal_name(stop_signal);
   return signal ? "signal " + signal_name(signal) : "exit code " + std::to_string(code);
 }
 
 namespace {
+
+// The children of this process, from each /proc/PID/stat's fourth field.
+std::vector<pid_t> own_children() {
+  std::vector<pid_t> children;
+  const pid_t self = ::getpid();
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    const auto close = line.rfind(')');  // the command name may hold spaces and parentheses
+    if (close == std::string::npos) continue;
+    char state = 0;
+    long ppid = 0;
+    if (std::sscanf(line.c_str() + close + 1, " %c %ld", &state, &ppid) == 2 && ppid == self)
+      children.push_back(static_cast<pid_t>(std::stol(name)));
+  }
+  return children;
+}
 
 struct Pipe {
   int read = -1, write = -1;
@@ -137,12 +163,18 @@ void WorkerProcess::close_stdin() {
 std::optional<ExitStatus> WorkerProcess::poll_exit() {
   if (exit_) return exit_;
   int status = 0;
-  const pid_t r = ::waitpid(pid_, &status, WNOHANG);
-  if (r == pid_) {
-    if (WIFSIGNALED(status))
-      exit_ = ExitStatus{128 + WTERMSIG(status), WTERMSIG(status)};
-    else
-      exit_ = ExitStatus{WEXITSTATUS(status), 0};
+  // Each change is reported once: stopped, continued, or ended.
+  while (::waitpid(pid_, &status, WNOHANG | WUNTRACED | WCONTINUED) == pid_) {
+    if (WIFSTOPPED(status)) {
+      if (!stopped_) stopped_ = Stop{WSTOPSIG(status), std::chrono::steady_clock::now()};
+    } else if (WIFCONTINUED(status)) {
+      stopped_.reset();
+    } else {
+      stopped_.reset();
+      exit_ = WIFSIGNALED(status) ? ExitStatus{128 + WTERMSIG(status), WTERMSIG(status)}
+                                  : ExitStatus{WEXITSTATUS(status), 0};
+      break;
+    }
   }
   return exit_;
 }
@@ -158,5 +190,14 @@ void WorkerProcess::reap_strays() {
 }
 
 bool WorkerProcess::group_alive() const { return pid_ > 0 && ::kill(-pid_, 0) == 0; }
+
+void kill_adopted_orphans(std::chrono::milliseconds within) {
+  const auto deadline = std::chrono::steady_clock::now() + within;
+  for (auto left = own_children(); !left.empty(); left = own_children()) {
+    for (pid_t pid : left) ::kill(pid, SIGKILL);
+    for (pid_t pid : left) ::waitpid(pid, nullptr, 0);  // SIGKILL: a short, certain wait
+    if (std::chrono::steady_clock::now() >= deadline) return;
+  }
+}
 
 }  // namespace ringgrad::comm

@@ -7,21 +7,31 @@
 #pragma once
 #include <sys/types.h>
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace ringgrad::comm {
 
-// How a process ended: an exit code, or the signal that killed it.
+// How a process ended: an exit code, or the signal that killed it; or, for a worker the
+// launcher ended because it stayed stopped, the signal that stopped it.
 struct ExitStatus {
   int code = 0;
-  int signal = 0;  // non-zero: killed by this signal
-  bool ok() const { return signal == 0 && code == 0; }
-  std::string describe() const;  // "exit code 3" / "signal SIGKILL"
+  int signal = 0;       // non-zero: killed by this signal
+  int stop_signal = 0;  // non-zero: stopped by this signal (SIGSTOP, SIGTSTP, ...) and frozen
+  bool ok() const { return signal == 0 && code == 0 && stop_signal == 0; }
+  // "exit code 3" / "signal SIGKILL" / "stopped by SIGSTOP"
+  std::string describe() const;
 };
 
 std::string signal_name(int signal);  // "SIGSEGV"; "signal 77" when unknown
+
+// Kills (SIGKILL) and reaps every child this process has left: once the workers are reaped,
+// those are processes they left behind that this process (a child subreaper) adopted, even
+// ones that left the workers' process groups with setsid. Repeats while their own children
+// come over, for at most `within`.
+void kill_adopted_orphans(std::chrono::milliseconds within);
 
 class WorkerProcess {
  public:
@@ -41,8 +51,16 @@ class WorkerProcess {
   void close_stderr();
   void close_stdin();  // the child reads end-of-file
 
-  // Reaps the child if it has ended; the status stays available afterwards.
+  // Reaps the child if it has ended; the status stays available afterwards. Also notices the
+  // child being stopped (job control: SIGSTOP, SIGTSTP, ...; not a debugger's ptrace stop) and
+  // continued.
   std::optional<ExitStatus> poll_exit();
+  // While the child is stopped: the signal that stopped it and since when.
+  struct Stop {
+    int signal = 0;
+    std::chrono::steady_clock::time_point since;
+  };
+  const std::optional<Stop>& stopped() const { return stopped_; }
   // Sends `signal` to the worker's whole process group (its children included).
   void signal_group(int signal) const;
   // True while any process of the group is left (a grandchild may outlive the worker).
@@ -57,6 +75,7 @@ class WorkerProcess {
   int stderr_fd_ = -1;
   int stdin_fd_ = -1;
   std::optional<ExitStatus> exit_;
+  std::optional<Stop> stopped_;
 };
 
 }  // namespace ringgrad::comm

@@ -69,8 +69,10 @@ std::vector<WorkerSpec> worker_specs(const LaunchConfig& c, const WorkerCommand&
     set("TORCHELASTIC_RESTART_COUNT", p.round.generation);
     set("TORCHELASTIC_MAX_RESTARTS", c.max_restarts);
     set("TORCHELASTIC_RUN_ID", c.rdzv_id);
-    // Worker rank 0 hosts its own store on MASTER_PORT; PyTorch must not expect ours there.
-    set("TORCHELASTIC_USE_AGENT_STORE", "False");
+    // MASTER_PORT is this generation's workers' port of the launchers' store, which speaks
+    // PyTorch's protocol too: PyTorch's env:// init becomes its client, as under torchrun
+    // (Note [One store per job] in comm/store/tcp_store_server.cpp).
+    set("TORCHELASTIC_USE_AGENT_STORE", "True");
     set("TORCHELASTIC_ERROR_FILE", spec.error_file);  // PyTorch's @record writes it
     set("TORCHELASTIC_SIGNALS_TO_HANDLE", c.signals_to_handle);
     if (!env.count("TORCH_NCCL_ASYNC_ERROR_HANDLING")) set("TORCH_NCCL_ASYNC_ERROR_HANDLING", 1);
@@ -79,10 +81,8 @@ std::vector<WorkerSpec> worker_specs(const LaunchConfig& c, const WorkerCommand&
       set("CUDA_VISIBLE_DEVICES", visible_device(local, base_env));
     }
     if (!env.count("OMP_NUM_THREADS")) set("OMP_NUM_THREADS", 1);
-    // The workers' store (hosted by worker rank 0) is guarded like the launchers': the same
-    // token, and it listens only where the other nodes reach it (loopback for one node).
+    // ringgrad's own clients say hello with the job's token.
     if (!c.token.empty()) set("RINGGRAD_STORE_TOKEN", c.token);
-    set("RINGGRAD_STORE_BIND_ADDR", c.bind_addr.empty() ? p.master_addr : c.bind_addr);
     for (const auto& [k, v] : env) spec.env.push_back(k + "=" + v);
     const std::string node = c.console_label.empty() ? str_cat(p.round.node_rank) : c.console_label;
     spec.output.prefix = c.log_line_prefix_template.empty()

@@ -78,7 +78,7 @@ RingProcessGroup::RingProcessGroup(std::shared_ptr<Store> store, int rank, int s
         t.same_host = same_host_link();
         const std::string prefix =
             "ringpg/" + options.group_name + "/g" + std::to_string(options.generation) + "/";
-        return std::make_unique<net::SocketTransport>(std::move(store), prefix, rank, size, t);
+        return std::make_unique<net::SocketTransport>(store, prefix, rank, size, t);
       }()),
       checked_(*transport_),
       partner_(1, 0),
@@ -89,6 +89,10 @@ RingProcessGroup::RingProcessGroup(std::shared_ptr<Store> store, int rank, int s
   hosts_ = collectives::count_hosts(*transport_);
   for (int r = 0; r < size; ++r)
     if (r != rank) all_peers_.push_back(r);
+  if (const Milliseconds after = watchdog_report_after(); size > 1 && after.count() > 0)
+    watchdog_ = std::make_unique<ProgressWatchdog>(
+        store, "progress/" + options.group_name + "/g" + std::to_string(options.generation) + "/",
+        rank, size, after);
   worker_ = std::thread([this] { worker_loop(); });
 }
 
@@ -220,6 +224,9 @@ void RingProcessGroup::execute(Task& task, Body& run) {
                       rank(), ") is unusable after an earlier failure: ", failure_))));
     return;
   }
+  // The watchdog hears of collectives only: a send/recv involves one peer, not the group.
+  ProgressWatchdog* watchdog = task.peer < 0 ? watchdog_.get() : nullptr;
+  if (watchdog) watchdog->entered(task.fingerprint);
   try {
     const auto deadline = Clock::now() + task.timeout;
     if (task.peer >= 0) partner_[0] = task.peer;
@@ -232,6 +239,7 @@ void RingProcessGroup::execute(Task& task, Body& run) {
     transport_->abort(failure_);
     task.work->complete(std::current_exception());
   }
+  if (watchdog) watchdog->left();
 }
 
 // ---- the collectives: validate, enqueue, and the algorithm in its host and staged forms ----

@@ -19,6 +19,7 @@
 #include "comm/collectives/staged_collectives.h"
 #include "comm/process_group/checked_transport.h"
 #include "comm/process_group/process_group.h"
+#include "comm/process_group/progress_watchdog.h"
 #include "comm/transport/socket/socket_transport.h"
 
 namespace ringgrad::comm {
@@ -113,6 +114,7 @@ class RingProcessGroup : public ProcessGroup {
   bool busy_ = false;    // a task is executing (on the worker, or inline on a caller)
   std::string failure_;  // whichever thread executes (busy_ makes that one at a time)
   std::thread worker_;
+  std::unique_ptr<ProgressWatchdog> watchdog_;  // null for one rank or RINGGRAD_WATCHDOG_S=0
 };
 
 }  // namespace ringgrad::comm

@@ -18,7 +18,9 @@ int64_t add_to_counter(std::string& stored, int64_t delta, const std::string& ke
       RG_THROW(InvalidArgument, "store add: key '", key, "' holds '", stored.substr(0, 32),
                "', which is not an integer counter");
   }
-  value += delta;
+  if (__builtin_add_overflow(value, delta, &value))  // found by tests/fuzz: it was UB
+    RG_THROW(InvalidArgument, "store add: key '", key.substr(0, 64), "' holds ",
+             stored.substr(0, 32), ", and adding ", delta, " would overflow a 64-bit counter");
   stored = std::to_string(value);
   return value;
 }

@@ -1,6 +1,8 @@
 // StoreData: byte and key accounting around a map.
 #include "comm/store/store_data.h"
 
+#include <algorithm>
+
 #include "comm/store/hash_store.h"
 #include "core/env.h"
 #include "core/error.h"
@@ -40,6 +42,19 @@ size_t store_max_bytes_from_env(size_t fallback) {
 
 size_t store_max_keys_from_env(size_t fallback) {
   return limit_from_env("RINGGRAD_STORE_MAX_KEYS", fallback, 1'000'000'000);
+}
+
+size_t store_max_connections_from_env(size_t fallback) {
+  return limit_from_env("RINGGRAD_STORE_MAX_CONNECTIONS", fallback, 1'000'000);
+}
+
+void check_store_keys_for(int ranks) {
+  const size_t needed = 256 + 64 * static_cast<size_t>(std::max(ranks, 1));
+  const size_t cap = store_max_keys_from_env(kDefaultStoreMaxKeys);
+  if (cap < needed)
+    RG_THROW(InvalidArgument, "RINGGRAD_STORE_MAX_KEYS=", cap, " is below what a job of ", ranks,
+             ranks == 1 ? " rank" : " ranks", " may write to its store (", needed,
+             " keys: 256, and 64 per rank); raise it, or unset it for ", kDefaultStoreMaxKeys);
 }
 
 const std::string* StoreData::find(const std::string& key) const {
@@ -91,6 +106,27 @@ void StoreData::check_key_count(size_t count) const {
   if (count > max_keys_)
     RG_THROW(InvalidArgument, "a request naming ", count, " keys, more than the store may hold (",
              max_keys_, ", RINGGRAD_STORE_MAX_KEYS on the store's host)");
+}
+
+void StoreData::append(const std::string& key, const std::string& value) {
+  const std::string* old = find(key);
+  put(key, (old ? *old : std::string()) + value);
+}
+
+void StoreData::erase_prefix(const std::string& prefix) {
+  auto it = values_.lower_bound(prefix);
+  while (it != values_.end() && it->first.compare(0, prefix.size(), prefix) == 0) {
+    bytes_ -= it->first.size() + it->second.size();
+    it = values_.erase(it);
+  }
+}
+
+size_t StoreData::count_prefix(const std::string& prefix) const {
+  size_t n = 0;
+  for (auto it = values_.lower_bound(prefix);
+       it != values_.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it)
+    ++n;
+  return n;
 }
 
 bool StoreData::erase(const std::string& key) {

@@ -1,6 +1,8 @@
 // Encoding and bounds-checked decoding of TcpStore frames.
 #include "comm/store/store_wire.h"
 
+#include <algorithm>
+
 namespace ringgrad::comm {
 
 namespace {
@@ -88,16 +90,94 @@ void FrameReader::expect_end() const {
     RG_THROW(ProtocolError, "frame has ", body_.size() - pos_, " unexpected trailing bytes");
 }
 
-std::string hello_refusal(FrameReader& in, const std::string& token, int64_t generation) {
-  const uint32_t magic = in.u32();
-  const std::string client_token = in.str();
-  const int64_t client_generation = in.i64();
+ParsedRequest parse_store_frame(std::string_view bytes, uint32_t max_frame_bytes) {
+  ParsedRequest parsed;
+  parsed.declared = bytes.size();
+  if (bytes.size() < kFrameHeaderBytes) return parsed;
+  const uint32_t n = decode_frame_length(reinterpret_cast<const unsigned char*>(bytes.data()));
+  if (n == 0 || n > max_frame_bytes)
+    RG_THROW(ProtocolError, "frame length ", n, " outside 1..", max_frame_bytes);
+  parsed.declared = kFrameHeaderBytes + size_t{n};
+  if (bytes.size() < parsed.declared) return parsed;
+  FrameReader in(std::string(bytes.substr(kFrameHeaderBytes, n)));
+  StoreRequest& r = parsed.request;
+  const auto op = static_cast<StoreOp>(in.u8());
+  switch (op) {
+    case StoreOp::hello: {
+      r.verb = StoreVerb::hello;
+      const uint32_t magic = in.u32();
+      r.token = in.str();
+      r.generation = in.i64();
+      in.expect_end();
+      if (magic != kStoreMagic) RG_THROW(ProtocolError, "hello with a wrong protocol magic");
+      break;
+    }
+    case StoreOp::set:
+      r.verb = StoreVerb::set;
+      r.keys = {in.str()};
+      r.values = {in.str()};
+      break;
+    case StoreOp::get:
+      r.verb = StoreVerb::get;
+      r.keys = {in.str()};
+      r.timeout_ms = std::max<int64_t>(0, in.i64());
+      break;
+    case StoreOp::add:
+      r.verb = StoreVerb::add;
+      r.keys = {in.str()};
+      r.number = in.i64();
+      break;
+    case StoreOp::compare_set:
+      r.verb = StoreVerb::compare_set;
+      r.keys = {in.str()};
+      r.values = {in.str(), in.str()};
+      break;
+    case StoreOp::wait:
+      r.verb = StoreVerb::wait;
+      r.keys = in.strs();
+      r.timeout_ms = std::max<int64_t>(0, in.i64());
+      break;
+    case StoreOp::check:
+      r.verb = StoreVerb::check;
+      r.keys = in.strs();
+      break;
+    case StoreOp::delete_key:
+      r.verb = StoreVerb::delete_key;
+      r.keys = {in.str()};
+      break;
+    case StoreOp::num_keys: r.verb = StoreVerb::num_keys; break;
+    default: RG_THROW(ProtocolError, "unknown store op ", static_cast<int>(op));
+  }
   in.expect_end();
-  if (magic != kStoreMagic) RG_THROW(ProtocolError, "hello with a wrong protocol magic");
-  if (!token.empty() && !constant_time_equal(client_token, token))
+  parsed.complete = true;
+  parsed.consumed = parsed.declared;
+  return parsed;
+}
+
+std::string encode_store_reply(StoreVerb verb, const StoreReply& reply) {
+  FrameWriter w;
+  w.u8(static_cast<uint8_t>(reply.status == StoreReply::Status::ok        ? StoreStatus::ok
+                            : reply.status == StoreReply::Status::timeout ? StoreStatus::timeout
+                                                                          : StoreStatus::error));
+  if (reply.status == StoreReply::Status::error) return w.str(reply.error).frame();
+  if (reply.status == StoreReply::Status::timeout) return w.strs(reply.values).frame();
+  switch (verb) {
+    case StoreVerb::get:
+    case StoreVerb::compare_set: w.str(reply.values.at(0)); break;
+    case StoreVerb::add:
+    case StoreVerb::num_keys: w.i64(reply.number); break;
+    case StoreVerb::check:
+    case StoreVerb::delete_key: w.u8(reply.flag ? 1 : 0); break;
+    default: break;  // hello, set, wait: the status alone
+  }
+  return w.frame();
+}
+
+std::string hello_refusal(const StoreRequest& hello, const std::string& token, int64_t generation) {
+  if (!token.empty() && !constant_time_equal(hello.token, token))
     return "wrong or missing store token";
-  if (generation >= 0 && client_generation >= 0 && client_generation != generation)
-    return str_cat("stale generation ", client_generation, " (this store serves generation ",
+  if (generation >= 0 && hello.generation >= 0 && hello.generation != generation)
+    return str_cat("stale generation ", hello.generation, " (this store serves generation ",
                    generation, ")");
   return "";
 }

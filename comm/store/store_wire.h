@@ -6,8 +6,10 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "comm/store/store_request.h"
 #include "core/error.h"
 
 namespace ringgrad::comm {
@@ -64,10 +66,16 @@ class FrameReader {
   size_t pos_ = 0;
 };
 
-// Reads the rest of a hello (after its op) and checks it against the server's token and
-// generation: "" to accept, else why the client is refused. Throws ProtocolError when it is
-// malformed or carries another protocol's magic.
-std::string hello_refusal(FrameReader& in, const std::string& token, int64_t generation);
+// The server's side: the request framed at the front of `bytes` (a connection's received and
+// not yet served bytes). Throws ProtocolError when the frame is malformed, names an unknown op,
+// or announces a body outside 1..max_frame_bytes; a hello with another protocol's magic too.
+ParsedRequest parse_store_frame(std::string_view bytes, uint32_t max_frame_bytes);
+// The reply frame to a request of `verb` (never called for a request without a reply).
+std::string encode_store_reply(StoreVerb verb, const StoreReply& reply);
+
+// A hello checked against the server's token and generation: "" to accept, else why the
+// client is refused.
+std::string hello_refusal(const StoreRequest& hello, const std::string& token, int64_t generation);
 
 uint32_t decode_frame_length(const unsigned char header[kFrameHeaderBytes]);
 

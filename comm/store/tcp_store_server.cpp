@@ -1,17 +1,27 @@
-// TcpStoreServer: an Asio acceptor and one Connection object per client, all driven by one
-// io_context thread, so the key table needs no lock. A get/wait that cannot be answered yet
-// parks on its connection (one pending request per connection; the client is synchronous)
-// and is answered by the write that completes it or by its timer.
+// TcpStoreServer: Asio acceptors and one StoreConnection per client (store_connection.cpp),
+// all driven by one io_context thread, so the key table needs no lock. A get/wait that cannot
+// be answered yet parks on its connection (one pending request per connection; the clients
+// are synchronous) and is answered by the write that completes it or by its timer.
+//
+// Note [One store per job]
+// A job under ringgrad-run has one store, the launcher's, as a torchrun job has its agent's.
+// The launchers meet on its main port; each generation's workers get a port of their own
+// (MASTER_PORT), where ringgrad workers say hello with the job's token and generation and
+// PyTorch workers (TORCHELASTIC_USE_AGENT_STORE=True) speak PyTorch's TCPStore protocol. Both
+// see only "worker/<generation>/..." keys, so no worker can touch the rendezvous, nor a
+// straggler of one generation the next. PyTorch's protocol carries no token, so its clients
+// are admitted by where they come from: loopback clients must run as this process's user;
+// with a token set, other clients must come from a host a token holder (a launcher) connected
+// from. The port listens where the main one does (loopback for --standalone, bind_addr), and
+// everything a client sends counts against the store's caps from its first byte.
 #include "comm/store/tcp_store_server.h"
 
-#include <algorithm>
-#include <asio.hpp>
-#include <atomic>
-#include <optional>
-#include <thread>
-#include <unordered_map>
+#include <unistd.h>
 
-#include "comm/store/store.h"
+#include <future>
+
+#include "comm/store/socket_owner.h"
+#include "comm/store/tcp_store_server_impl.h"
 #include "core/logging.h"
 
 namespace ringgrad::comm {
@@ -19,210 +29,23 @@ namespace ringgrad::comm {
 using asio::ip::tcp;
 
 namespace {
-// A client that connects but never says hello is closed after this long.
-constexpr std::chrono::seconds kHelloDeadline{10};
-// Longer get/wait timeouts are cut to this, keeping the timer arithmetic far from overflow.
-constexpr int64_t kMaxWaitMs = int64_t{30} * 24 * 3600 * 1000;
+// At most this many clients may be connected without having said hello: each may send a few
+// KiB and is dropped after 10 s, so strangers cannot hold much, nor crowd out the job.
+constexpr int64_t kMaxClientsBeforeHello = 256;
+// After a failed accept (out of file descriptors, say) the listener retries after this long.
+constexpr std::chrono::milliseconds kAcceptRetry{100};
 
-class Connection;
-}  // namespace
-
-class TcpStoreServer::Impl {
- public:
-  explicit Impl(TcpStoreServerOptions opts);
-  ~Impl();
-
-  void accept_next();
-  // Serves one request body; throws ProtocolError for anything malformed.
-  void handle(const std::shared_ptr<Connection>& conn, const std::string& body);
-  void key_written(const std::string& key);
-  // Forgets watcher entries of connections no longer waiting (timed out, closed).
-  void prune_watchers(const std::vector<std::string>& keys);
-  void log_rejection(const std::string& peer, const std::string& reason);
-
-  TcpStoreServerOptions options;
-  int port = 0;
-  std::string address;
-  asio::io_context io;
-  tcp::acceptor acceptor{io};
-  StoreData data;
-  std::unordered_map<std::string, std::vector<std::weak_ptr<Connection>>> watchers;
-  std::atomic<int64_t> rejected{0};
-  std::atomic<int64_t> frames{0};
-  std::thread thread;
-};
-
-namespace {
-
-struct PendingWait {
-  std::vector<std::string> keys;
-  bool is_get = false;  // a get answers with the value of keys[0]
-};
-
-class Connection : public std::enable_shared_from_this<Connection> {
- public:
-  Connection(TcpStoreServer::Impl& server, tcp::socket socket)
-      : server_(server), socket_(std::move(socket)), timer_(server.io) {
-    asio::error_code ec;
-    auto ep = socket_.remote_endpoint(ec);
-    peer_ = ec ? "unknown peer" : str_cat(ep.address().to_string(), ":", ep.port());
-  }
-
-  void start() {
-    auto self = shared_from_this();
-    timer_.expires_after(kHelloDeadline);
-    timer_.async_wait([this, self](const asio::error_code& ec) {
-      if (!ec && !authenticated_) reject("no hello within 10 s");
-    });
-    read_header();
-  }
-
-  void reply(std::string frame, bool then_close = false) {
-    if (closed_) return;
-    outbox_.push_back(std::move(frame));
-    close_after_write_ = close_after_write_ || then_close;
-    if (outbox_.size() == 1) write_next();
-  }
-
-  // Closes a misbehaving client with a reset: a flood of bad connections (a fuzzer, a port
-  // scanner) then leaves no TIME_WAIT entries behind.
-  void reject(const std::string& reason) {
-    if (closed_) return;
-    server_.log_rejection(peer_, reason);
-    asio::error_code ignored;
-    socket_.set_option(asio::socket_base::linger(true, 0), ignored);
-    close();
-  }
-
-  // Parks a get/wait until its keys exist or `timeout_ms` passes.
-  void park(PendingWait wait, int64_t timeout_ms) {
-    pending_ = std::move(wait);
-    auto self = shared_from_this();
-    const int64_t wait_ms = std::clamp<int64_t>(timeout_ms, 0, kMaxWaitMs);
-    timer_.expires_after(std::chrono::milliseconds(wait_ms));
-    timer_.async_wait([this, self](const asio::error_code& ec) {
-      if (ec || !pending_) return;
-      std::vector<std::string> missing;
-      for (const auto& k : pending_->keys)
-        if (!server_.data.contains(k)) missing.push_back(k);
-      const auto keys = std::move(pending_->keys);
-      pending_.reset();
-      server_.prune_watchers(keys);
-      reply(FrameWriter().u8(static_cast<uint8_t>(StoreStatus::timeout)).strs(missing).frame());
-    });
-  }
-
-  // Answers the parked request if all its keys now exist.
-  void try_complete() {
-    if (!pending_ || closed_ || !server_.data.has_all(pending_->keys)) return;
-    FrameWriter w;
-    w.u8(static_cast<uint8_t>(StoreStatus::ok));
-    if (pending_->is_get) w.str(*server_.data.find(pending_->keys[0]));
-    pending_.reset();
-    timer_.cancel();
-    reply(w.frame());
-  }
-
-  bool waiting() const { return pending_.has_value() && !closed_; }
-  bool authenticated_ = false;
-  const std::string& peer() const { return peer_; }
-
- private:
-  void read_header() {
-    auto self = shared_from_this();
-    asio::async_read(
-        socket_, asio::buffer(header_), [this, self](const asio::error_code& ec, std::size_t) {
-          if (ec) return close();  // the client went away between requests: not an error
-          ++server_.frames;
-          const uint32_t n = decode_frame_length(header_);
-          // Before the hello nobody is known: a stranger may not make us buffer megabytes.
-          const uint32_t limit = authenticated_ ? server_.options.max_frame_bytes : kMaxHelloBytes;
-          if (n == 0 || n > limit)
-            return reject(str_cat("frame length ", n, " outside 1..", limit));
-          body_.resize(n);
-          asio::async_read(
-              socket_, asio::buffer(body_), [this, self](const asio::error_code& ec2, std::size_t) {
-                if (ec2) return reject("truncated frame: connection ended inside a frame body");
-                dispatch();
-              });
-        });
-  }
-
-  void dispatch() {
-    auto self = shared_from_this();
-    try {
-      if (pending_) RG_THROW(ProtocolError, "a request arrived while a wait was pending");
-      server_.handle(self, body_);
-    } catch (const ProtocolError& e) {
-      return reject(e.what());
-    } catch (const InvalidArgument& e) {  // a well-formed request the data cannot satisfy
-      // The sentence alone: the client shows it to a user, who has no use for our source lines.
-      reply(FrameWriter().u8(static_cast<uint8_t>(StoreStatus::error)).str(e.message()).frame());
-    }
-    if (!closed_) read_header();
-  }
-
-  void write_next() {
-    auto self = shared_from_this();
-    asio::async_write(socket_, asio::buffer(outbox_.front()),
-                      [this, self](const asio::error_code& ec, std::size_t) {
-                        if (ec) return close();
-                        outbox_.erase(outbox_.begin());
-                        if (!outbox_.empty()) return write_next();
-                        if (close_after_write_) close();
-                      });
-  }
-
-  void close() {
-    if (closed_) return;
-    closed_ = true;
-    if (pending_) {
-      const auto keys = std::move(pending_->keys);
-      pending_.reset();
-      server_.prune_watchers(keys);
-    }
-    asio::error_code ignored;
-    timer_.cancel();
-    socket_.shutdown(tcp::socket::shutdown_both, ignored);
-    socket_.close(ignored);
-  }
-
-  TcpStoreServer::Impl& server_;
-  tcp::socket socket_;
-  asio::steady_timer timer_;
-  std::string peer_;
-  unsigned char header_[kFrameHeaderBytes] = {};
-  std::string body_;
-  std::vector<std::string> outbox_;
-  std::optional<PendingWait> pending_;
-  bool close_after_write_ = false;
-  bool closed_ = false;
-};
-
-std::string ok_frame() { return FrameWriter().u8(static_cast<uint8_t>(StoreStatus::ok)).frame(); }
-
+std::string worker_key_prefix(int64_t generation) { return str_cat("worker/", generation, "/"); }
 }  // namespace
 
 TcpStoreServer::Impl::Impl(TcpStoreServerOptions opts)
     : options(std::move(opts)),
       data(store_max_bytes_from_env(options.max_bytes), store_max_keys_from_env(options.max_keys)) {
-  try {
-    tcp::endpoint ep(asio::ip::make_address(options.host), static_cast<uint16_t>(options.port));
-    acceptor.open(ep.protocol());
-    acceptor.set_option(asio::socket_base::reuse_address(true));
-    acceptor.bind(ep);
-    acceptor.listen();
-  } catch (const std::system_error& e) {
-    if (e.code() == asio::error::address_in_use)
-      RG_THROW(AddressInUseError, "cannot listen on ", options.host, ":", options.port,
-               " for the store: address already in use (another process holds this port; "
-               "choose another port, or 0 for a free one)");
-    RG_THROW(IoError, "cannot listen on ", options.host, ":", options.port,
-             " for the store: ", e.code().message());
-  }
-  port = acceptor.local_endpoint().port();
+  options.max_connections = store_max_connections_from_env(options.max_connections);
+  main_listener = listen(options.port, options.generation, "", /*serves_torch=*/false);
+  port = main_listener->acceptor.local_endpoint().port();
   address = str_cat(options.host, ":", port);
-  accept_next();
+  accept_next(main_listener);
   thread = std::thread([this] { io.run(); });
 }
 
@@ -231,19 +54,73 @@ TcpStoreServer::Impl::~Impl() {
   thread.join();
 }
 
-void TcpStoreServer::Impl::accept_next() {
-  acceptor.async_accept([this](const asio::error_code& ec, tcp::socket socket) {
+std::shared_ptr<StoreListener> TcpStoreServer::Impl::listen(int at_port, int64_t generation,
+                                                            std::string key_prefix,
+                                                            bool serves_torch) {
+  auto l = std::make_shared<StoreListener>(io);
+  l->generation = generation;
+  l->key_prefix = std::move(key_prefix);
+  l->serves_torch = serves_torch;
+  try {
+    tcp::endpoint ep(asio::ip::make_address(options.host), static_cast<uint16_t>(at_port));
+    l->acceptor.open(ep.protocol());
+    l->acceptor.set_option(asio::socket_base::reuse_address(true));
+    l->acceptor.bind(ep);
+    l->acceptor.listen();
+  } catch (const std::system_error& e) {
+    if (e.code() == asio::error::address_in_use)
+      RG_THROW(AddressInUseError, "cannot listen on ", options.host, ":", at_port,
+               " for the store: address already in use (another process holds this port; "
+               "choose another port, or 0 for a free one)");
+    RG_THROW(IoError, "cannot listen on ", options.host, ":", at_port,
+             " for the store: ", e.code().message());
+  }
+  return l;
+}
+
+void TcpStoreServer::Impl::accept_next(const std::shared_ptr<StoreListener>& listener) {
+  listener->acceptor.async_accept([this, listener](const asio::error_code& ec, tcp::socket s) {
+    if (ec == asio::error::operation_aborted || !listener->acceptor.is_open()) return;
     if (!ec) {
-      asio::error_code ignored;
-      socket.set_option(tcp::no_delay(true), ignored);
-      std::make_shared<Connection>(*this, std::move(socket))->start();
-    } else if (ec == asio::error::operation_aborted) {
-      return;
-    } else {
-      log_warn("store ", address, ": accept failed: ", ec.message());
+      admit(listener, std::move(s));
+      return accept_next(listener);
     }
-    accept_next();
+    log_warn("store ", address, ": accept failed: ", ec.message());
+    auto retry = std::make_shared<asio::steady_timer>(io, kAcceptRetry);
+    retry->async_wait([this, listener, retry](const asio::error_code&) { accept_next(listener); });
   });
+}
+
+void TcpStoreServer::Impl::admit(const std::shared_ptr<StoreListener>& listener,
+                                 tcp::socket socket) {
+  asio::error_code ignored;
+  socket.set_option(tcp::no_delay(true), ignored);
+  auto conn = std::make_shared<StoreConnection>(*this, std::move(socket), listener);
+  if (open.load() > static_cast<int64_t>(options.max_connections))
+    return conn->reject(str_cat("too many connections (the most is ", options.max_connections,
+                                ", RINGGRAD_STORE_MAX_CONNECTIONS on the store's host)"));
+  // Past the cap of clients yet to say hello the oldest of them goes: a genuine client says
+  // hello at once, so a flood of strangers evicts only strangers.
+  while (before_hello > kMaxClientsBeforeHello && !awaiting_hello.empty()) {
+    auto oldest = awaiting_hello.front().lock();
+    awaiting_hello.pop_front();
+    if (oldest && !oldest->said_hello())
+      oldest->reject(str_cat("evicted: more than ", kMaxClientsBeforeHello,
+                             " connections have yet to say hello, and this is the oldest"));
+  }
+  if (awaiting_hello.size() > 2 * kMaxClientsBeforeHello)  // forget those long past hello
+    awaiting_hello.erase(std::remove_if(awaiting_hello.begin(), awaiting_hello.end(),
+                                        [](auto& w) {
+                                          auto c = w.lock();
+                                          return !c || c->said_hello();
+                                        }),
+                         awaiting_hello.end());
+  awaiting_hello.push_back(conn);
+  auto& list = listener->connections;
+  list.erase(std::remove_if(list.begin(), list.end(), [](auto& w) { return w.expired(); }),
+             list.end());
+  list.push_back(conn);
+  conn->start();
 }
 
 void TcpStoreServer::Impl::log_rejection(const std::string& peer, const std::string& reason) {
@@ -252,6 +129,87 @@ void TcpStoreServer::Impl::log_rejection(const std::string& peer, const std::str
   if (n <= 10 || n % 10000 == 0)
     log_warn("store ", address, " closed the connection from ", peer, ": ", reason, " (", n,
              " rejected so far)");
+}
+
+bool TcpStoreServer::Impl::hold(size_t before, size_t after) {
+  const size_t others = arriving.load() - before;
+  if (after > before && data.bytes() + others + after > data.max_bytes()) return false;
+  arriving = others + after;
+  return true;
+}
+
+std::string TcpStoreServer::Impl::torch_refusal(const StoreConnection& conn) const {
+  asio::error_code ec1, ec2;
+  const auto peer = conn.socket().remote_endpoint(ec1);
+  const auto local = conn.socket().local_endpoint(ec2);
+  if (ec1 || ec2) return "the connection has no address";
+  if (peer.address().is_loopback()) {
+    const auto owner = loopback_socket_owner(peer.address().to_string(), peer.port(),
+                                             local.address().to_string(), local.port());
+    if (!owner) return "cannot tell which user's process opened this loopback connection";
+    if (*owner != ::geteuid())
+      return str_cat("a PyTorch client on loopback run by uid ", *owner, ", not by uid ",
+                     ::geteuid(), " as the job is (PyTorch's protocol carries no token)");
+    return "";
+  }
+  if (options.token.empty() || token_holder_hosts.count(peer.address().to_string())) return "";
+  return str_cat("a PyTorch client (whose protocol carries no token) from ",
+                 peer.address().to_string(), ", a host no launcher with the job's token came from");
+}
+
+std::optional<StoreReply> TcpStoreServer::Impl::serve(StoreConnection& conn,
+                                                      const StoreRequest& r) {
+  StoreReply reply;
+  switch (r.verb) {
+    case StoreVerb::set:
+    case StoreVerb::multi_set:
+      for (size_t i = 0; i < r.keys.size(); ++i) {
+        data.put(r.keys[i], r.values[i]);
+        key_written(r.keys[i]);
+      }
+      return reply;
+    case StoreVerb::append:
+      data.append(r.keys[0], r.values[0]);
+      key_written(r.keys[0]);
+      return reply;
+    case StoreVerb::add:
+      reply.number = data.add(r.keys[0], r.number);
+      key_written(r.keys[0]);
+      return reply;
+    case StoreVerb::compare_set:
+      reply.values = {data.compare_set(r.keys[0], r.values[0], r.values[1])};
+      key_written(r.keys[0]);
+      return reply;
+    case StoreVerb::check:
+      data.check_key_count(r.keys.size());
+      reply.flag = data.has_all(r.keys);
+      return reply;
+    case StoreVerb::delete_key: reply.flag = data.erase(r.keys[0]); return reply;
+    case StoreVerb::num_keys: {
+      const std::string& prefix = conn.key_prefix();
+      reply.number = static_cast<int64_t>(prefix.empty() ? data.size() : data.count_prefix(prefix));
+      return reply;
+    }
+    case StoreVerb::ping: reply.number = r.number; return reply;
+    case StoreVerb::get:
+    case StoreVerb::wait:
+    case StoreVerb::multi_get:
+      data.check_key_count(r.keys.size());
+      if (data.has_all(r.keys)) return answer_ready(r);
+      for (const auto& k : r.keys) watchers[k].push_back(conn.weak_from_this());
+      conn.park(r);
+      return std::nullopt;
+    case StoreVerb::hello:
+    case StoreVerb::cancel_wait: break;  // the connection's own business
+  }
+  RG_THROW(Error, "store: request of kind ", static_cast<int>(r.verb), " reached serve()");
+}
+
+StoreReply TcpStoreServer::Impl::answer_ready(const StoreRequest& r) const {
+  StoreReply reply;
+  if (r.verb != StoreVerb::wait)
+    for (const auto& k : r.keys) reply.values.push_back(*data.find(k));
+  return reply;
 }
 
 void TcpStoreServer::Impl::key_written(const std::string& key) {
@@ -272,7 +230,7 @@ void TcpStoreServer::Impl::prune_watchers(const std::vector<std::string>& keys) 
     if (it == watchers.end()) continue;
     auto& list = it->second;
     list.erase(std::remove_if(list.begin(), list.end(),
-                              [](const std::weak_ptr<Connection>& w) {
+                              [](const std::weak_ptr<StoreConnection>& w) {
                                 auto conn = w.lock();
                                 return !conn || !conn->waiting();
                               }),
@@ -281,93 +239,16 @@ void TcpStoreServer::Impl::prune_watchers(const std::vector<std::string>& keys) 
   }
 }
 
-void TcpStoreServer::Impl::handle(const std::shared_ptr<Connection>& conn,
-                                  const std::string& body) {
-  FrameReader in(body);
-  const auto op = static_cast<StoreOp>(in.u8());
-  if (!conn->authenticated_) {
-    if (op != StoreOp::hello) RG_THROW(ProtocolError, "first request is not a hello");
-    const std::string refusal = hello_refusal(in, options.token, options.generation);
-    if (!refusal.empty()) {
-      log_rejection(conn->peer(), "refused: " + refusal);
-      conn->reply(FrameWriter().u8(static_cast<uint8_t>(StoreStatus::error)).str(refusal).frame(),
-                  /*then_close=*/true);
-      return;
-    }
-    conn->authenticated_ = true;
-    conn->reply(ok_frame());
-    return;
-  }
-  FrameWriter out;
-  out.u8(static_cast<uint8_t>(StoreStatus::ok));
-  switch (op) {
-    case StoreOp::set: {
-      std::string key = in.str();
-      std::string value = in.str();
-      in.expect_end();
-      data.put(key, std::move(value));
-      conn->reply(out.frame());
-      key_written(key);
-      return;
-    }
-    case StoreOp::get:
-    case StoreOp::wait: {
-      PendingWait wait;
-      wait.is_get = op == StoreOp::get;
-      if (wait.is_get)
-        wait.keys.push_back(in.str());
-      else
-        wait.keys = in.strs();
-      const int64_t timeout_ms = in.i64();
-      in.expect_end();
-      data.check_key_count(wait.keys.size());
-      if (data.has_all(wait.keys)) {
-        if (wait.is_get) out.str(*data.find(wait.keys[0]));
-        conn->reply(out.frame());
-        return;
-      }
-      for (const auto& k : wait.keys) watchers[k].push_back(conn);
-      conn->park(std::move(wait), timeout_ms);
-      return;
-    }
-    case StoreOp::add: {
-      std::string key = in.str();
-      const int64_t delta = in.i64();
-      in.expect_end();
-      conn->reply(out.i64(data.add(key, delta)).frame());
-      key_written(key);
-      return;
-    }
-    case StoreOp::compare_set: {
-      std::string key = in.str();
-      std::string expected = in.str();
-      std::string desired = in.str();
-      in.expect_end();
-      conn->reply(out.str(data.compare_set(key, expected, desired)).frame());
-      key_written(key);
-      return;
-    }
-    case StoreOp::check: {
-      auto keys = in.strs();
-      in.expect_end();
-      data.check_key_count(keys.size());
-      conn->reply(out.u8(data.has_all(keys) ? 1 : 0).frame());
-      return;
-    }
-    case StoreOp::delete_key: {
-      std::string key = in.str();
-      in.expect_end();
-      conn->reply(out.u8(data.erase(key) ? 1 : 0).frame());
-      return;
-    }
-    case StoreOp::num_keys:
-      in.expect_end();
-      conn->reply(out.i64(static_cast<int64_t>(data.size())).frame());
-      return;
-    case StoreOp::hello: RG_THROW(ProtocolError, "second hello on one connection");
-  }
-  RG_THROW(ProtocolError, "unknown store op ", static_cast<int>(op));
+namespace {
+// Runs fn on the server's io thread and returns its result (or rethrows what it threw).
+template <class Fn>
+auto on_io_thread(asio::io_context& io, Fn fn) {
+  std::packaged_task<decltype(fn())()> task(std::move(fn));
+  auto result = task.get_future();
+  asio::post(io, [&task] { task(); });
+  return result.get();
 }
+}  // namespace
 
 TcpStoreServer::TcpStoreServer(TcpStoreServerOptions options)
     : impl_(std::make_unique<Impl>(std::move(options))) {}
@@ -376,5 +257,33 @@ int TcpStoreServer::port() const { return impl_->port; }
 std::string TcpStoreServer::address() const { return impl_->address; }
 int64_t TcpStoreServer::rejected_connections() const { return impl_->rejected.load(); }
 int64_t TcpStoreServer::frames_received() const { return impl_->frames.load(); }
+int64_t TcpStoreServer::open_connections() const { return impl_->open.load(); }
+size_t TcpStoreServer::arriving_bytes() const { return impl_->arriving.load(); }
+
+int TcpStoreServer::open_worker_listener(int64_t generation) {
+  Impl& s = *impl_;
+  return on_io_thread(s.io, [&s, generation] {
+    RG_CHECK(!s.worker_listeners.count(generation), "generation ", generation,
+             " already has a workers' listener");
+    auto l = s.listen(0, generation, worker_key_prefix(generation), /*serves_torch=*/true);
+    s.worker_listeners[generation] = l;
+    s.accept_next(l);
+    return static_cast<int>(l->acceptor.local_endpoint().port());
+  });
+}
+
+void TcpStoreServer::close_worker_listener(int64_t generation) {
+  Impl& s = *impl_;
+  on_io_thread(s.io, [&s, generation] {
+    auto it = s.worker_listeners.find(generation);
+    if (it == s.worker_listeners.end()) return;
+    asio::error_code ignored;
+    it->second->acceptor.close(ignored);
+    for (auto& weak : it->second->connections)
+      if (auto conn = weak.lock()) conn->close();
+    s.data.erase_prefix(it->second->key_prefix);
+    s.worker_listeners.erase(it);
+  });
+}
 
 }  // namespace ringgrad::comm

@@ -95,6 +95,7 @@ WorkerEnv read_worker_env(const EnvLookup& lookup) {
   if (env.master_port < 1 || env.master_port > 65535)
     RG_THROW(InvalidArgument, "MASTER_PORT=", env.master_port, " is not a TCP port (1..65535)");
   env.generation = parse_int(lookup, "TORCHELASTIC_RESTART_COUNT").value_or(-1);
+  env.agent_store = lookup("TORCHELASTIC_USE_AGENT_STORE").value_or("") == "True";
   return env;
 }
 
@@ -106,10 +107,9 @@ WorkerStore create_worker_store(const WorkerEnv& env, Milliseconds timeout) {
   WorkerStore ws;
   ws.env = env;
   const std::string token = env_str("RINGGRAD_STORE_TOKEN", "");
-  if (env.rank == 0) {
+  if (env.rank == 0 && !env.agent_store) {
+    check_store_keys_for(env.world_size);
     TcpStoreServerOptions so;
-    // ringgrad-run says where (MASTER_ADDR's interface, loopback for one node); other
-    // launchers (mpirun, srun) do not, so every interface, as PyTorch's TCPStore.
     so.host = env_str("RINGGRAD_STORE_BIND_ADDR", "0.0.0.0");
     so.port = env.master_port;
     so.token = token;
@@ -129,6 +129,7 @@ WorkerStore create_worker_store(const WorkerEnv& env, Milliseconds timeout) {
 }
 
 void WorkerStore::finish(Milliseconds timeout) {
+  if (env.agent_store) return;  // the launcher hosts the store and outlives its workers
   if (env.rank != 0) {
     store->set("worker_store/finished/" + std::to_string(env.rank), "1");
     return;

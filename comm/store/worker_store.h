@@ -1,6 +1,7 @@
 // The worker side of a launch: read rank and world from the environment a launcher set
 // (ringgrad-run / torchrun, Open MPI's mpirun, Slurm's srun) and build the job's Store on
-// MASTER_ADDR:MASTER_PORT, hosted by rank 0 (as torch.distributed's env:// init does).
+// MASTER_ADDR:MASTER_PORT, as torch.distributed's env:// init does: a client of the launcher's
+// store under ringgrad-run (TORCHELASTIC_USE_AGENT_STORE=True), else hosted by rank 0.
 #pragma once
 #include <functional>
 #include <memory>
@@ -18,8 +19,9 @@ struct WorkerEnv {
   int local_world_size = 1;
   std::string master_addr;
   int master_port = 0;
-  int64_t generation = -1;  // TORCHELASTIC_RESTART_COUNT; -1 outside ringgrad-run/torchrun
-  std::string source;       // which launcher's variables were used: "RANK", "OMPI", "SLURM"
+  int64_t generation = -1;   // TORCHELASTIC_RESTART_COUNT; -1 outside ringgrad-run/torchrun
+  bool agent_store = false;  // TORCHELASTIC_USE_AGENT_STORE=True: the launcher hosts the store
+  std::string source;        // which launcher's variables were used: "RANK", "OMPI", "SLURM"
 };
 
 using EnvLookup = std::function<std::optional<std::string>(const char*)>;
@@ -32,18 +34,19 @@ WorkerEnv read_worker_env();  // from the process environment
 
 struct WorkerStore {
   WorkerEnv env;
-  std::unique_ptr<TcpStoreServer> server;  // rank 0 only
+  std::unique_ptr<TcpStoreServer> server;  // rank 0, when no launcher hosts the store
   std::shared_ptr<TcpStore> store;
 
-  // Call once when done with the store. Rank 0 hosts it, so rank 0 waits (up to `timeout`)
+  // Call once when done with the store. When rank 0 hosts it, rank 0 waits (up to `timeout`)
   // until every other rank has said it is finished; otherwise rank 0 exiting could cut off
   // a reply another rank is still waiting for.
   void finish(Milliseconds timeout);
 };
 
-// Rank 0 listens on every interface at MASTER_PORT; all ranks connect to MASTER_ADDR and meet
-// in a barrier, so a missing rank is reported as "barrier 'store_init': 1/2 ranks arrived".
-// Uses RINGGRAD_STORE_TOKEN when set and the generation, so a stale worker is refused.
+// Without an agent store, rank 0 listens at MASTER_PORT on RINGGRAD_STORE_BIND_ADDR (default:
+// every interface, as PyTorch's TCPStore); all ranks connect to MASTER_ADDR and meet in a
+// barrier, so a missing rank is reported as "barrier 'store_init': 1/2 ranks arrived". Uses
+// RINGGRAD_STORE_TOKEN when set and the generation, so a stale worker is refused.
 WorkerStore create_worker_store(const WorkerEnv& env, Milliseconds timeout);
 
 }  // namespace ringgrad::comm

@@ -16,6 +16,7 @@ namespace {
 
 constexpr uint8_t kTypeUnsignedByte = 0x08;
 constexpr uint64_t kMaxDataBytes = uint64_t{1} << 34;  // 16 GiB: more means a corrupt header
+constexpr uint64_t kReadPiece = uint64_t{64} << 20;
 
 // A gzFile, closed on scope exit.
 class GzFile {
@@ -93,11 +94,22 @@ Tensor read_idx(const std::string& path) {
                " bytes (corrupt header?)");
   }
 
+  // Read in pieces, so that memory follows the bytes that are there, not what a header claims:
+  // a few bytes can claim 16 GiB (and gzip's size is not known before the end).
+  std::vector<unsigned char> data;
+  while (data.size() < data_bytes) {
+    const size_t have = data.size();
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(data_bytes - have, kReadPiece));
+    data.resize(have + want);
+    const uint64_t got = file.read_up_to(data.data() + have, want);
+    data.resize(have + got);
+    if (got < want) break;
+  }
+  if (data.size() < data_bytes)
+    RG_THROW(IoError, path, " is truncated: extents ", Shape(dims).str(), " need ", data_bytes,
+             " data bytes but only ", data.size(), " follow the header");
   Tensor t = Tensor::empty(Shape(dims), DType::u8);
-  const uint64_t got = file.read_up_to(t.raw_data(), data_bytes);
-  if (got < data_bytes)
-    RG_THROW(IoError, path, " is truncated: extents ", t.shape().str(), " need ", data_bytes,
-             " data bytes but only ", got, " follow the header");
+  if (data_bytes) std::memcpy(t.raw_data(), data.data(), data_bytes);
   unsigned char extra;
   if (file.read_up_to(&extra, 1) != 0)
     RG_THROW(IoError, path, " has bytes after the ", data_bytes, " data bytes its extents ",

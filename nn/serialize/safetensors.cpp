@@ -273,6 +273,11 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   unsigned char length[8];
   for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>(header.size() >> (8 * i));
 
+  // The rename below would put a regular file in the place of whatever `path` is.
+  struct stat target {};
+  if (::stat(path.c_str(), &target) == 0 && !S_ISREG(target.st_mode))
+    RG_THROW(IoError, "not writing ", path, ": it exists and is not a regular file (a device, ",
+             "a FIFO, a folder?), which a file written in its place would replace");
   TempFile tmp(path);
   Fd fd(::open(tmp.path().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (fd.get() < 0) RG_THROW(IoError, "cannot create ", tmp.path(), ": ", errno_text());

@@ -18,8 +18,13 @@ const char kGrowthTrackerKey[] = "grad_scaler.growth_tracker";
 // Hex CRC32 of the training images and labels. (The earlier "dataset_crc32" covered the labels
 // alone; files holding only that key are not checked for their data.)
 const char kDataCrcKey[] = "data_crc32";
+const char kFormat[] = "ringgrad-checkpoint-1";
 
 bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
 
 // 17 significant digits: the double reads back bit for bit.
 std::string exact_double(double v) {
@@ -68,12 +73,18 @@ void check_same(const TensorFile& file, const char* key, const std::string& here
 }
 
 void check_same_run(const TensorFile& file, const CheckpointInfo& expected) {
-  if (!file.metadata.count("format"))
+  auto format = file.metadata.find("format");
+  if (format == file.metadata.end())
     RG_THROW(InvalidArgument, file.path,
              " is not a ringgrad-train checkpoint (it has weights "
              "but no training state: saved from PyTorch?); to start a new run from its weights "
              "use --init-from ",
              file.path);
+  if (format->second != kFormat)
+    RG_THROW(InvalidArgument, "checkpoint ", file.path, " has format '",
+             format->second.substr(0, 64), "', not '", kFormat,
+             "' (written by another version, or damaged): this ringgrad-train cannot tell what "
+             "its training state means; use --init-from to start a new run from its weights");
   auto model_it = file.metadata.find("model");
   if (model_it == file.metadata.end() || model_it->second != expected.model)
     RG_THROW(InvalidArgument, "checkpoint ", file.path, " holds model '",
@@ -107,7 +118,29 @@ TrainingPosition read_position(const TensorFile& file, const CheckpointInfo& run
   return pos;
 }
 
+// A value no training run produces: NaN or inf anywhere (save_checkpoint never writes one), or
+// a negative BatchNorm running variance (its square root normalises every evaluation). Caught
+// here, the run stops before its first step instead of training on, or scoring, garbage.
+void check_values(const TensorFile& file) {
+  for (const auto& [name, t] : file.tensors) {
+    if (!dtype_is_floating(t.dtype())) continue;
+    if (const int64_t bad = kernels::count_nonfinite(t))
+      RG_THROW(InvalidArgument, file.path, ": '", name, "' holds ", bad,
+               " NaN or inf values; a checkpoint of a healthy run has none");
+    if (!ends_with(name, ".running_var")) continue;
+    int64_t negative = 0;
+    double first = 0;
+    for (int64_t i = 0; i < t.numel(); ++i)
+      if (t.element(i) < 0 && negative++ == 0) first = t.element(i);
+    if (negative)
+      RG_THROW(InvalidArgument, file.path, ": '", name, "' holds ", negative,
+               " negative values (the first ", first,
+               "), but a variance is never negative; the file is damaged");
+  }
+}
+
 void load_model_entries(const TensorFile& file, Module& model) {
+  check_values(file);
   NamedTensors weights;
   for (auto& [name, t] : file.tensors)
     if (!starts_with(name, kOptimizerPrefix)) weights.emplace_back(name, t);
@@ -171,7 +204,7 @@ void save_checkpoint(const std::string& path, Module& model, Sgd& optimizer,
       ++momentum_buffers;
     }
   std::map<std::string, std::string> meta = {
-      {"format", "ringgrad-checkpoint-1"},
+      {"format", kFormat},
       {"model", info.model},
       {"seed", std::to_string(info.seed)},
       {"total_steps", std::to_string(info.total_steps)},
@@ -195,6 +228,19 @@ void save_checkpoint(const std::string& path, Module& model, Sgd& optimizer,
     meta[kGrowthTrackerKey] = std::to_string(scaler->state().growth_tracker);
   }
   save_safetensors(path, entries, meta);
+}
+
+uint64_t checkpoint_bytes(Module& model) {
+  uint64_t bytes = 0;
+  for (const auto& [name, t] : model.state_dict()) bytes += t.nbytes();
+  for (const auto& [name, p] : model.named_parameters()) bytes += p.value().nbytes();
+  return bytes;
+}
+
+std::optional<int64_t> checkpoint_global_batch(const std::string& path) {
+  const TensorFile file = load_safetensors(path);
+  if (!file.metadata.count("global_batch")) return std::nullopt;
+  return metadata_number<int64_t>(file, "global_batch");
 }
 
 void load_weights(const std::string& path, Module& model) {

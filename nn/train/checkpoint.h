@@ -6,6 +6,7 @@
 // scaling also the GradScaler's scale and growth tracker).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "nn/amp/grad_scaler.h"
@@ -32,6 +33,10 @@ struct CheckpointInfo {
   int64_t steps_per_epoch = 1;  // bounds the saved position (not saved: follows from the rest)
 };
 
+// About how many bytes save_checkpoint writes for `model`: its weights and buffers, and a
+// momentum buffer per parameter.
+uint64_t checkpoint_bytes(Module& model);
+
 // Atomic write (see save_safetensors). Blocking. An enabled scaler's state is saved too.
 void save_checkpoint(const std::string& path, Module& model, Sgd& optimizer,
                      const TrainingPosition& position, const CheckpointInfo& info,
@@ -39,7 +44,8 @@ void save_checkpoint(const std::string& path, Module& model, Sgd& optimizer,
 
 // Loads weights, buffers and momentum buffers into the live model and optimiser and returns
 // where to continue. Throws InvalidArgument naming the file when it is not a ringgrad
-// checkpoint (a weights-only file: use load_weights), holds another model, disagrees with
+// checkpoint (a weights-only file: use load_weights) or one of an unknown format, holds NaN or
+// inf values or a negative BatchNorm running variance, holds another model, disagrees with
 // `expected` (naming both values), lacks momentum buffers or holds stray or misshapen ones,
 // is at a step past expected.total_steps, or does not fit the model; IoError when it is corrupt
 // or its position (epoch, batch, step) is not one of this run. An enabled scaler takes the saved
@@ -48,9 +54,15 @@ void save_checkpoint(const std::string& path, Module& model, Sgd& optimizer,
 TrainingPosition load_checkpoint(const std::string& path, Module& model, Sgd& optimizer,
                                  const CheckpointInfo& expected, amp::GradScaler* scaler = nullptr);
 
+// The global batch a ringgrad-train checkpoint was written with (images per step over all
+// ranks), if it records one. --auto-resume keeps it when the job resumes on another number of
+// processes (an elastic job that lost or gained a node).
+std::optional<int64_t> checkpoint_global_batch(const std::string& path);
+
 // Only the weights and buffers of any safetensors file with the model's PyTorch names (one
 // ringgrad wrote, or one saved from PyTorch): a fresh run starts from them (--init-from).
-// Optimiser entries are ignored; missing, misshapen and unexpected tensors are named.
+// Optimiser entries are ignored; missing, misshapen and unexpected tensors are named, and so are
+// NaN or inf values and a negative BatchNorm running variance.
 void load_weights(const std::string& path, Module& model);
 
 }  // namespace ringgrad::nn

@@ -66,9 +66,9 @@ void ProgressReporter::line(const std::string& text) {
   std::fflush(stdout);
 }
 
-JsonLog::JsonLog(const std::string& path) {
+JsonLog::JsonLog(const std::string& path, bool append) : path_(path) {
   if (path.empty()) return;
-  file_ = std::fopen(path.c_str(), "w");
+  file_ = std::fopen(path.c_str(), append ? "a" : "w");
   if (!file_) RG_THROW(IoError, "cannot open --log-json file ", path, ": ", std::strerror(errno));
 }
 
@@ -78,8 +78,8 @@ JsonLog::~JsonLog() {
 
 void JsonLog::write(const std::string& line) {
   if (!file_) return;
-  std::fprintf(file_, "%s\n", line.c_str());
-  std::fflush(file_);
+  if (std::fprintf(file_, "%s\n", line.c_str()) < 0 || std::fflush(file_) != 0)
+    RG_THROW(IoError, "cannot write to --log-json file ", path_, ": ", std::strerror(errno));
 }
 
 }  // namespace ringgrad::nn

@@ -30,13 +30,17 @@ class ProgressReporter {
 
 class JsonLog {
  public:
-  explicit JsonLog(const std::string& path);  // empty path: disabled
+  // Empty path: disabled. `append`: a resumed run adds to the records of the attempt it
+  // continues instead of replacing them. write() throws IoError naming the file when a record
+  // cannot be written (a full disk, /dev/full): a log that silently stops is no log.
+  JsonLog(const std::string& path, bool append);
   ~JsonLog();
   JsonLog(const JsonLog&) = delete;
   JsonLog& operator=(const JsonLog&) = delete;
   void write(const std::string& json_object_line);
 
  private:
+  std::string path_;
   std::FILE* file_ = nullptr;
 };
 

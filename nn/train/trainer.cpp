@@ -53,6 +53,9 @@ struct Splits {
 Splits load_data(const TrainConfig& c) {
   if (c.synthetic) return {synthetic_mnist(60000, c.seed), synthetic_mnist(10000, c.seed + 1)};
   RawSplit raw_train = read_mnist_split(c.data_dir, "train");
+  if (raw_train.labels.numel() == 0)
+    RG_THROW(InvalidArgument, "the training set in ", c.data_dir,
+             " holds no images: nothing to train on");
   RawSplit raw_test = read_mnist_split(c.data_dir, "test");
   Normalization norm = compute_normalization(raw_train.images);
   return {to_dataset(raw_train, norm), to_dataset(raw_test, norm)};
@@ -69,6 +72,29 @@ bool loss_finite_everywhere(double loss, comm::ProcessGroup* group, Device devic
   max.op = comm::ReduceOp::max;
   group->allreduce(flag, max)->wait();
   return flag.to(Device::cpu()).item() == 0.0;
+}
+
+// Images per step per process: --batch-size, unless --auto-resume continues a checkpoint of
+// another global batch that this number of processes can keep (an elastic job that re-formed
+// with fewer or more nodes): then the global batch stays, so the run goes on with the same
+// steps, the same learning-rate schedule and, the sampler striding one order, the same images
+// in each step.
+int per_process_batch(const TrainConfig& c, const std::string& resume_path, int world,
+                      bool leader) {
+  if (!c.auto_resume || resume_path != c.save_path) return c.batch_size;
+  const auto global = checkpoint_global_batch(resume_path);
+  if (!global || *global == static_cast<int64_t>(c.batch_size) * world) return c.batch_size;
+  if (*global % world != 0)
+    RG_THROW(InvalidArgument, "--auto-resume: checkpoint ", resume_path, " was written with a ",
+             "global batch of ", *global, ", which ", world, " processes cannot share evenly; ",
+             "run a number of processes that divides it, or start a new run with --init-from");
+  const int per_process = static_cast<int>(*global / world);
+  if (leader)
+    log_warn("--auto-resume: keeping the checkpoint's global batch of ", *global, " on ", world,
+             world == 1 ? " process: " : " processes: ", per_process,
+             " images per process (--batch-size ", c.batch_size, " gave ",
+             static_cast<int64_t>(c.batch_size) * world, ")");
+  return per_process;
 }
 
 }  // namespace
@@ -94,6 +120,9 @@ TrainResult train(const TrainConfig& c) {
              "--threads");
   kernels::set_num_threads(static_cast<int>(threads));
   const int world = job.env.world_size, rank = job.env.rank;
+  if (c.checkpoint_every > 0 && c.save_path.empty())
+    RG_THROW(InvalidArgument, "--checkpoint-every ", c.checkpoint_every,
+             " writes checkpoints to --save, and there is none: add --save PATH");
   if (job.leader()) {  // the leader writes them; fail now rather than after the training
     check_output_path(c.save_path, "--save");
     check_output_path(c.log_json_path, "--log-json");
@@ -103,6 +132,8 @@ TrainResult train(const TrainConfig& c) {
   Generator init_rng(c.seed, /*stream=*/0);
   auto model = make_model(c.model, init_rng);
   model->to(device);
+  if (job.leader())  // the weights, buffers and one momentum buffer per parameter, with room
+    check_free_space(c.save_path, checkpoint_bytes(*model) + (1u << 20), "--save");
   kernels::SgdParams sgd;
   sgd.lr = c.lr;
   sgd.momentum = c.momentum;
@@ -118,24 +149,29 @@ TrainResult train(const TrainConfig& c) {
     log_info("CPU convolutions in ", dtype_name(amp_dtype.value_or(DType::f32)), ": ",
              kernels::cpu_conv_path(amp_dtype.value_or(DType::f32)));
 
-  DataLoader loader(data.train, DistributedSampler(data.train.size(), world, rank, true, c.seed),
-                    c.batch_size);
-  const int64_t steps_per_epoch = loader.num_batches();
-  const int64_t total_steps = steps_per_epoch * c.epochs;
-  LrSchedule schedule(parse_lr_schedule(c.lr_schedule), c.lr, total_steps, c.warmup_steps);
-  CheckpointInfo info{c.model, c.seed, total_steps};
-  info.global_batch = static_cast<int64_t>(c.batch_size) * world;
-  info.dataset_size = data.train.size();
-  info.steps_per_epoch = steps_per_epoch;
-  // Only a run that saves or resumes needs the fingerprint (a pass over the training set).
-  if (!c.save_path.empty() || !c.resume_path.empty()) info.data_crc32 = fingerprint(data.train);
-  TrainingPosition pos;
   // Under ringgrad-run --max-restarts every restart runs the same command, so the checkpoint the
   // failed attempt left in --save is where it continues (torchrun's snapshot pattern).
   const std::string resume_path =
       c.resume_path.empty() && c.auto_resume && std::filesystem::exists(c.save_path)
           ? c.save_path
           : c.resume_path;
+  const int batch_size = per_process_batch(c, resume_path, world, job.leader());
+  DataLoader loader(data.train, DistributedSampler(data.train.size(), world, rank, true, c.seed),
+                    batch_size);
+  const int64_t steps_per_epoch = loader.num_batches();
+  const int64_t total_steps = steps_per_epoch * c.epochs;
+  LrSchedule schedule(parse_lr_schedule(c.lr_schedule), c.lr, total_steps, c.warmup_steps);
+  const int64_t run_steps = c.max_steps > 0 ? std::min(c.max_steps, total_steps) : total_steps;
+  if (job.leader() && c.warmup_steps > run_steps)
+    log_warn("--warmup-steps ", c.warmup_steps, " is longer than the run (", run_steps,
+             " steps): the learning rate rises the whole run and never reaches --lr ", c.lr);
+  CheckpointInfo info{c.model, c.seed, total_steps};
+  info.global_batch = static_cast<int64_t>(batch_size) * world;
+  info.dataset_size = data.train.size();
+  info.steps_per_epoch = steps_per_epoch;
+  // Only a run that saves or resumes needs the fingerprint (a pass over the training set).
+  if (!c.save_path.empty() || !c.resume_path.empty()) info.data_crc32 = fingerprint(data.train);
+  TrainingPosition pos;
   // --init-from with --auto-resume: the first attempt starts from the weights, a restart
   // continues from the checkpoint that attempt left (--resume itself excludes --init-from).
   if (!resume_path.empty()) {
@@ -143,6 +179,15 @@ TrainResult train(const TrainConfig& c) {
     if (job.leader())
       log_info("resumed from ", resume_path, " at epoch ", pos.epoch + 1, ", step ",
                pos.global_step, resume_path == c.resume_path ? "" : " (--auto-resume)");
+    if (c.max_steps > 0 && pos.global_step >= c.max_steps) {
+      if (job.leader())
+        log_info("the checkpoint is at step ", pos.global_step, ", at or past --max-steps ",
+                 c.max_steps, ": nothing left to train");
+      job.finish();
+      TrainResult done;
+      done.steps = pos.global_step;
+      return done;
+    }
   } else if (!c.init_from.empty()) {
     load_weights(c.init_from, *model);
     if (job.leader()) log_info("initialised the weights from ", c.init_from);
@@ -163,10 +208,13 @@ TrainResult train(const TrainConfig& c) {
   };
 
   ProgressReporter progress(job.leader(), c.log_every);
-  JsonLog json(job.leader() ? c.log_json_path : "");
+  // A resumed run, or any restart of a --max-restarts job, adds to the records of the attempts
+  // before it rather than replacing them.
+  JsonLog json(job.leader() ? c.log_json_path : "",
+               /*append=*/!resume_path.empty() || job.env.generation > 0);
   progress.line(str_cat("ringgrad-train: ", c.model, " (", model->num_parameters(),
                         " parameters), ", data.train.size(), " training images, ", world,
-                        world == 1 ? " process" : " processes", " x batch ", c.batch_size, ", ",
+                        world == 1 ? " process" : " processes", " x batch ", batch_size, ", ",
                         threads, " threads each", device.is_cuda() ? ", " + device.str() : "",
                         job.group ? ", backend " + job.group->backend_name() : "",
                         amp_dtype ? ", amp " + c.amp : ""));
@@ -226,7 +274,7 @@ TrainResult train(const TrainConfig& c) {
       s.accuracy = static_cast<double>(epoch_correct) / epoch_images;
       s.lr = optimizer.options().lr;
       s.images_per_second = world * images_trained / std::max(1e-9, train_seconds);
-      s.eta_seconds = (total_steps - pos.global_step) * c.batch_size * world /
+      s.eta_seconds = (total_steps - pos.global_step) * batch_size * world /
                       std::max(1e-9, s.images_per_second);
       progress.step(s);
       if (pos.global_step % c.log_every == 0 || batch_index == steps_per_epoch) {

@@ -2,7 +2,7 @@
 # ringgrad-run --max-restarts 1 with ringgrad-train --auto-resume: rank 1 of the first attempt
 # dies (SIGKILL) after step 6, the launcher restarts both ranks with the same command, they
 # continue from the step-4 checkpoint in --save, and every step from there on has the loss of
-# an uninterrupted run, bit for bit.
+# an uninterrupted run, bit for bit; --log-json keeps the first attempt's records too.
 set -euo pipefail
 run=$1 train=$2
 dir=$(mktemp -d)
@@ -37,6 +37,9 @@ timeout 240 "$run" --standalone --nproc-per-node 2 --max-restarts 1 "$dir/worker
 grep -q "(--auto-resume)" "$dir/auto.out" \
   || { echo "FAIL: the restart did not resume from --save"; cat "$dir/auto.out"; exit 1; }
 grep -q "restart" "$dir/auto.out" || { echo "FAIL: no restart reported"; cat "$dir/auto.out"; exit 1; }
+# The restart adds to --log-json: the first attempt's steps (from step 1) are still there.
+grep -q '"step":1[,}]' "$dir/auto.jsonl" \
+  || { echo "FAIL: the restart truncated the first attempt's --log-json"; exit 1; }
 
 # The last record of each step: the restarted attempt's where both attempts logged it.
 losses() {

@@ -11,7 +11,6 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sched.h>
-#include <signal.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -53,8 +52,8 @@ bool mount_tiny_dev_shm() {
          ::mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=64k") == 0;
 }
 
+// SIGXFSZ keeps its default action (ending the process), as under a shell's `ulimit -f`.
 bool limit_file_size() {
-  ::signal(SIGXFSZ, SIG_IGN);  // exceeding the limit then fails the call instead of killing us
   rlimit limit{64 << 10, 64 << 10};
   return ::setrlimit(RLIMIT_FSIZE, &limit) == 0;
 }

@@ -2,6 +2,7 @@
 // joins every thread and rethrows the first error), groups with short test timeouts, and
 // rank- and index-dependent test values that are exact in every dtype.
 #pragma once
+#include <cstdint>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -46,15 +47,27 @@ inline std::unique_ptr<ProcessGroup> make_ring_group(std::shared_ptr<Store> stor
   return create_process_group("ring", std::move(store), rank, world, o);
 }
 
+// A well-mixed hash of the index (splitmix64's finaliser): the values below follow it, so they
+// repeat with no period, and a block moved by any offset lands on different values.
+inline uint64_t index_hash(int64_t i) {
+  uint64_t z = static_cast<uint64_t>(i) + 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
 // Input value of `rank` at index i: depends on both, and every sum, product, min or max over
-// up to 8 ranks is exact in every dtype (u8 included), so any order of reduction agrees.
+// up to 8 ranks is exact in every dtype (u8 included), so any order of reduction agrees. A
+// product's factors alternate 1 and 2 over the ranks (at most 2^4 over 8 ranks).
 inline double input_value(ReduceOp op, DType dtype, int rank, int64_t i) {
   const bool is_unsigned = dtype == DType::u8;
+  const uint64_t h = index_hash(i);
   if (op == ReduceOp::prod) {
-    const double v = 1 + (rank + i) % 2;
-    return !is_unsigned && i % 3 == 0 ? -v : v;
+    const double v = static_cast<double>(1 + (h % 2 + static_cast<uint64_t>(rank)) % 2);
+    return !is_unsigned && (h >> 32) % 3 == 0 ? -v : v;
   }
-  return static_cast<double>((rank * 7 + i) % 11) - (is_unsigned ? 0 : 5);
+  return static_cast<double>((h % 11 + static_cast<uint64_t>(rank) * 7) % 11) -
+         (is_unsigned ? 0 : 5);
 }
 
 // The reduction of input_value over `world` ranks, rounded as the dtype stores it.

@@ -2,6 +2,7 @@
 // the collective's factor, an injected bit flip gives #wrong > 0 and a non-zero exit, and bad
 // flags fail with one line. Ranks are separate processes started with RANK/WORLD_SIZE set.
 #include <doctest/doctest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -240,12 +241,24 @@ TEST_CASE("bad flags fail with one line, world size 1 warns") {
       {"-I 1", "--per_iter_timing: takes only 0 here"},
       {"-V 200", "--device_cta_count: must be a whole number from 1 to 128"},
       // A byte count that is not a number or too large for any buffer (nan was cast to size_t).
-      {"-b nan", "all_reduce_perf: -b/--minbytes: 'nan' is not a byte count up to 1T"},
-      {"-e 1e30G", "-e/--maxbytes: '1e30G' is not a byte count up to 1T"},
+      {"-b nan", "all_reduce_perf: -b/--minbytes: 'nan' is not a whole byte count up to 1T"},
+      {"-e 1e30G", "-e/--maxbytes: '1e30G' is not a whole byte count up to 1T"},
+      // Other numbers were taken for some byte count: 0x10 as 16, 8.9 as 8, 1e-3 as 0.
+      {"-b 0x10", "-b/--minbytes: '0x10' is not a whole byte count up to 1T"},
+      {"-b 8.9", "-b/--minbytes: '8.9' is not a whole byte count up to 1T"},
+      {"-i 1e-3", "-i/--stepbytes: '1e-3' is not a whole byte count up to 1T"},
+      {"-e 2T", "-e/--maxbytes: '2T' is not a whole byte count up to 1T"},
+      // A sweep larger than this host's memory, refused before any buffer (3 TiB for 1 rank).
+      {"-b 8 -e 1T", "-e/--maxbytes 1099511627776: the largest row needs about 3.0 TiB per rank"},
+      // A FIFO blocked the end of the sweep forever, waiting for a reader.
+      {"-b 8 -e 8 --json /tmp/ringgrad-perf-test-fifo",
+       "is a FIFO (named pipe), not a regular file"},
       // Checked before the sweep, so a long run is not lost at the end.
       {"-b 8 -e 8 --json /nonexistent-folder/out.json",
        "the folder /nonexistent-folder does not exist"},
       {"-b 8 -e 8 --json /tmp", "--json /tmp is a folder"}};
+  ::unlink("/tmp/ringgrad-perf-test-fifo");
+  REQUIRE(::mkfifo("/tmp/ringgrad-perf-test-fifo", 0600) == 0);
   for (const auto& [flags, message] : cases) {
     Run run = run_perf("all_reduce_perf", 1, flags);
     CAPTURE(flags);
@@ -259,6 +272,7 @@ TEST_CASE("bad flags fail with one line, world size 1 warns") {
     CHECK(run.exit_code == 2);
     CHECK(has(run.out, "--device cuda: no CUDA device: "));
   }
+  ::unlink("/tmp/ringgrad-perf-test-fifo");
   Run alone = run_perf("all_reduce_perf", 1, "-b 8 -e 8 -n 1 -w 0");
   CHECK(alone.exit_code == 0);
   CHECK(has(alone.out, "WARNING: world size 1"));

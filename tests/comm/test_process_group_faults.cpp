@@ -202,7 +202,7 @@ TEST_CASE(
   if (!could_not_prepare(o).empty()) return ringgrad::testing::skip_test(could_not_prepare(o));
   check_all_succeeded(o);
   CHECK(has(o.err[0], "cannot reserve 2.0 MiB of shared memory"));
-  CHECK(has(o.err[0], "file size limit (ulimit -f) 64.0 KiB"));
+  CHECK(has(o.err[0], "the file size limit (ulimit -f) is 64.0 KiB"));
   CHECK(has(o.err[0], "they use unix sockets instead"));
   CHECK(has(o.err[0], "links: unix to 1,2"));
   CHECK(has(o.err[1], "links: shm to 2; unix to 0"));

@@ -85,8 +85,9 @@ TEST_CASE("ring with CUDA tensors: collectives across staging chunks equal the r
                    "reduce_scatter " + what);
           }
       if (world == 2) {
-        Tensor data = host_values(kCount, DType::f32,
-                                  [](int64_t i) { return static_cast<double>(i % 1000); });
+        Tensor data = host_values(kCount, DType::f32, [](int64_t i) {
+          return static_cast<double>(index_hash(i) % 1000);
+        });
         if (rank == 0) {
           pg->send(data.to(gpu), 1)->wait();
         } else {

@@ -1,11 +1,7 @@
 // Hostile-input tests of TcpStoreServer: targeted malformed frames (each must close only its
 // own connection), then a fuzz run of >= 100,000 random and mutated frames, after which the
 // server must still answer correctly and hold every key it held before.
-#include <arpa/inet.h>
 #include <doctest/doctest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <random>
@@ -17,48 +13,6 @@ using namespace ringgrad::comm;
 using namespace ringgrad::comm::testing;
 
 namespace {
-
-// A raw loopback socket that writes whatever bytes it is given.
-class RawClient {
- public:
-  explicit RawClient(int port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
-    REQUIRE(fd_ >= 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-    timeval tv{5, 0};  // bounds closed_by_server()
-    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  }
-  // Closed with a reset: 100,000 connections must not leave 100,000 ports in TIME_WAIT.
-  ~RawClient() {
-    linger reset{1, 0};
-    ::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
-    ::close(fd_);
-  }
-  RawClient(const RawClient&) = delete;
-  RawClient& operator=(const RawClient&) = delete;
-
-  // False once the server has closed the connection (or its buffer is full).
-  bool send(const std::string& bytes) {
-    return ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT) ==
-           static_cast<ssize_t>(bytes.size());
-  }
-  // Reads until EOF, discarding replies; true if the server closed within the 5 s timeout.
-  bool closed_by_server() {
-    char buf[4096];
-    for (;;) {
-      ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
-      if (n == 0) return true;
-      if (n < 0) return errno == ECONNRESET;
-    }
-  }
-  void finish_writing() { ::shutdown(fd_, SHUT_WR); }
-
- private:
-  int fd_;
-};
 
 std::string hello(const std::string& token) {
   return FrameWriter().u8(uint8_t(StoreOp::hello)).u32(kStoreMagic).str(token).i64(-1).frame();
@@ -228,4 +182,68 @@ TEST_CASE("store server: survives 100,000 random and mutated frames") {
   CHECK(fresh->num_keys() >= kHeld + 1);
   CHECK_THROWS_AS(fresh->get("held/absent", Milliseconds(50)), TimeoutError);
   CHECK(fresh->get("held/0") == "value-0");
+}
+
+TEST_CASE("store server: frames count against the memory cap from their header on") {
+  // 40 clients past their hello each announce a 15 MiB frame and send 1 KiB of it. Before,
+  // each was given its 15 MiB at once (600 MiB in all); now each counts against the store's
+  // 64 MiB cap from its header, and past the cap a frame is refused without being held.
+  TcpStoreServerOptions o;
+  o.token = kToken;
+  TcpStoreServer server(o);
+  auto set_frame = [](size_t value_bytes) {
+    return FrameWriter().u8(uint8_t(StoreOp::set)).str("k").str(std::string(value_bytes, 'x'));
+  };
+  const std::string announced = set_frame(15 << 20).frame().substr(0, 1024);
+  std::vector<std::unique_ptr<RawClient>> clients;
+  for (int i = 0; i < 40; ++i) {
+    clients.push_back(std::make_unique<RawClient>(server.port()));
+    REQUIRE(clients.back()->send(hello(kToken) + announced));
+  }
+  // Each hello is one request read, and so is each frame refused; four frames fit the cap.
+  CHECK(eventually([&] { return server.frames_received() == 40 + 36; }));
+  CHECK(server.arriving_bytes() > 4 * (size_t{15} << 20));
+  CHECK(server.arriving_bytes() <= kDefaultStoreMaxBytes);
+  auto good = connect_to(server, kToken);
+  good->set("small", "fits");
+  // A client's own frame past what is left is refused with a clear error; it stays connected.
+  auto full = message_of<InvalidArgument>([&] { good->set("big", std::string(15 << 20, 'y')); });
+  CHECK(full.find("store is full: a request of 1572") != std::string::npos);
+  CHECK(full.find("RINGGRAD_STORE_MAX_MB") != std::string::npos);
+  clients.clear();  // they go away: what they held is released
+  CHECK(eventually([&] { return server.arriving_bytes() == 0; }));
+  good->set("big", std::string(15 << 20, 'y'));
+  CHECK(good->get("small") == "fits");
+}
+
+TEST_CASE("store server: connections are capped, and so are those yet to say hello") {
+  TcpStoreServerOptions o;
+  o.token = kToken;
+  TcpStoreServer server(o);
+  // Strangers that connect and say nothing: 256 are kept (for 10 s), the oldest closed first.
+  std::vector<std::unique_ptr<RawClient>> strangers;
+  for (int i = 0; i < 280; ++i) strangers.push_back(std::make_unique<RawClient>(server.port()));
+  CHECK(eventually([&] { return server.rejected_connections() == 280 - 256; }));
+  CHECK(server.open_connections() == 256);
+  CHECK(strangers.front()->closed_by_server());
+  // Clients with the token still get in: the first evicts the oldest stranger to make room.
+  std::vector<std::unique_ptr<TcpStore>> members;
+  for (int i = 0; i < 20; ++i) members.push_back(connect_to(server, kToken));
+  CHECK(server.rejected_connections() == 280 - 256 + 1);
+  members.front()->set("still", "served");
+  CHECK(members.back()->get("still") == "served");
+
+  // RINGGRAD_STORE_MAX_CONNECTIONS caps all connections.
+  ::setenv("RINGGRAD_STORE_MAX_CONNECTIONS", "30", 1);
+  TcpStoreServer capped(o);
+  ::unsetenv("RINGGRAD_STORE_MAX_CONNECTIONS");
+  std::vector<std::unique_ptr<TcpStore>> thirty;
+  for (int i = 0; i < 30; ++i) thirty.push_back(connect_to(capped, kToken));
+  auto over = message_of<IoError>([&] { connect_to(capped, kToken); });
+  CHECK(over.find("did not complete the ringgrad store handshake") != std::string::npos);
+  thirty.pop_back();
+  CHECK(eventually([&] { return capped.open_connections() == 29; }));
+  thirty.push_back(connect_to(capped, kToken));
+  thirty.back()->set("k", "v");
+  CHECK(thirty.front()->get("k") == "v");
 }

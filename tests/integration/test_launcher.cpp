@@ -105,6 +105,99 @@ TEST_CASE("ringgrad-run: death by signal is reported by signal name") {
   }
 }
 
+TEST_CASE("ringgrad-run: a worker left stopped fails the job after --stopped-timeout, named") {
+  // Before, a stopped worker went unnoticed: the others waited in their collective for the
+  // whole collective timeout (600 s by default).
+  SUBCASE("it stops itself (SIGSTOP)") {
+    TempDir dir;
+    auto r = run(probe_job("2", dir, {"--fail-rank", "1", "--signal", "19", "--sleep", "120"},
+                           {"--stopped-timeout", "1"}),
+                 seconds(60));
+    REQUIRE_FALSE(r.timed_out);
+    CHECK(r.status.code == 1);
+    CHECK(r.err.find("first failure: rank 1 (local rank 1, node 0") != std::string::npos);
+    CHECK(r.err.find("was stopped by SIGSTOP and not continued within 1 s") != std::string::npos);
+    CHECK(all_gone(read_pids(dir.path(), "pid."), seconds(10)));
+  }
+  SUBCASE("kill -STOP from outside, during all-reduces, with the default timeout") {
+    TempDir dir;
+    Child job(probe_job("2", dir, {"--allreduces", "100000"}));
+    for (int i = 0; i < 1200 && count_files(dir.path(), "joined.") < 2; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    pid_t victim = 0;
+    std::ifstream(dir.path() + "/pid.0.0") >> victim;
+    REQUIRE(victim > 0);
+    ::kill(victim, SIGSTOP);
+    auto r = job.wait(seconds(60));
+    REQUIRE_FALSE(r.timed_out);
+    CHECK(r.status.code == 1);
+    CHECK(r.err.find("first failure: rank 0 (local rank 0, node 0") != std::string::npos);
+    CHECK(r.err.find("was stopped by SIGSTOP and not continued within 10 s") != std::string::npos);
+    CHECK(all_gone(read_pids(dir.path(), "pid."), seconds(10)));
+  }
+}
+
+TEST_CASE(
+    "ringgrad-run: the watchdog names a rank hung outside the collectives, long before "
+    "the timeout") {
+  // Rank 2 is busy in its own code for 8 s before all-reduce #3; ranks 0 and 1 wait in it. With
+  // a 2 s watchdog each names rank 2 (alive, last collective #2) well before the 60 s timeout,
+  // and the job still succeeds once rank 2 arrives. Before, nothing was said until the timeout.
+  TempDir dir;
+  auto r = run(
+      probe_job("3", dir,
+                {"--allreduces", "5", "--hang-rank", "2", "--hang-before", "3", "--hang-s", "8"},
+                {"--timeout", "60"}),
+      seconds(90), {{"RINGGRAD_WATCHDOG_S", "2"}});
+  REQUIRE_MESSAGE(r.status.ok(), r.err);
+  for (const char* waiter : {"[ringgrad rank 0 W", "[ringgrad rank 1 W"}) {
+    const auto at = r.err.find(waiter);
+    REQUIRE(at != std::string::npos);
+    const std::string line = r.err.substr(at, r.err.find('\n', at) - at);
+    CHECK(line.find("watchdog: allreduce #3 (") != std::string::npos);
+    CHECK(line.find("for rank 2 (its last collective #2; alive: busy or stuck outside the "
+                    "collectives)") != std::string::npos);
+  }
+}
+
+TEST_CASE("ringgrad-run: under a file size limit the ranks of a host use unix sockets, warned") {
+  // ulimit -f below the shared-memory segment's size: the kernel sent SIGXFSZ while the ranks
+  // set it up, and every rank died. Now each says why and falls back to unix sockets.
+  std::string command;
+  for (const auto& word :
+       launcher({"--standalone", "--nproc-per-node", "2", probe_path(), "--allreduces", "3"}))
+    command += " '" + word + "'";
+  auto r = run({"bash", "-c", "ulimit -f 64 && exec" + command}, seconds(60));
+  REQUIRE_MESSAGE(r.status.ok(), r.err);
+  CHECK(r.err.find("cannot reserve 1.0 MiB of shared memory: the file size limit (ulimit -f) is "
+                   "64.0 KiB; they use unix sockets instead") != std::string::npos);
+  CHECK(r.err.find("rank 0: unix to 1") != std::string::npos);
+}
+
+TEST_CASE("ringgrad-run: a child a worker moved to its own session (setsid) ends with the job") {
+  // Killing the workers' process groups missed it, and it outlived the failed job.
+  TempDir dir;
+  auto r = run(probe_job("2", dir, {"--setsid-child", "1", "--fail-rank", "1", "--sleep", "120"}),
+               seconds(60));
+  REQUIRE_FALSE(r.timed_out);
+  CHECK(r.status.code == 1);
+  CHECK(count_files(dir.path(), "setsid.") == 2);
+  CHECK(all_gone(read_pids(dir.path(), "setsid."), seconds(10)));
+}
+
+TEST_CASE("ringgrad-run: started in a script's background, SIGINT still ends it while it waits") {
+  // A shell starts background jobs with SIGINT ignored: the launcher waited for the missing
+  // node for the whole rendezvous timeout (900 s), deaf to the script's kill -INT.
+  std::string command;
+  for (const auto& word : launcher({"--nnodes", "2", "--node-rank", "0", "--master-port",
+                                    std::to_string(reserved_port()), "sleep", "1"}))
+    command += " '" + word + "'";
+  auto r =
+      run({"bash", "-c", command + " & pid=$!; sleep 1; kill -INT $pid; wait $pid"}, seconds(60));
+  REQUIRE_FALSE(r.timed_out);
+  CHECK(r.status.code == 130);  // 128 + SIGINT, from the launcher
+}
+
 TEST_CASE("ringgrad-run: --max-restarts 2 restarts a job whose worker fails once") {
   TempDir dir;
   auto r = run(
@@ -260,7 +353,7 @@ TEST_CASE("worker env: Slurm variables start a job without RANK, a conflicting R
   CHECK(bad.err.find("RANK=0 disagrees with SLURM_PROCID=1") != std::string::npos);
 }
 
-TEST_CASE("ringgrad-run: the token, a loopback bind address and --timeout reach the workers") {
+TEST_CASE("ringgrad-run: the token, the launcher's store and --timeout reach the workers") {
   TempDir dir;
   auto r =
       run(probe_job("2", dir, {}, {"--rdzv-conf", "token=s3cret", "--timeout", "7"}), seconds(60));
@@ -268,7 +361,9 @@ TEST_CASE("ringgrad-run: the token, a loopback bind address and --timeout reach 
   for (int rank = 0; rank < 2; ++rank) {
     auto env = read_env_file(dir.path() + "/env." + std::to_string(rank) + ".0");
     CHECK(env["RINGGRAD_STORE_TOKEN"] == "s3cret");
-    CHECK(env["RINGGRAD_STORE_BIND_ADDR"] == "127.0.0.1");  // --standalone: loopback only
+    // Workers are clients of the launcher's store (one store per job), on loopback here.
+    CHECK(env["TORCHELASTIC_USE_AGENT_STORE"] == "True");
+    CHECK(env["MASTER_ADDR"] == "127.0.0.1");
     CHECK(std::stod(env["RINGGRAD_TIMEOUT_S"]) == 7.0);
   }
 }

@@ -194,6 +194,27 @@ TEST_CASE("unreachable master: the error names host:port after the connect timeo
   CHECK(errors[0].find("could not connect") != std::string::npos);
 }
 
+TEST_CASE("a bind_addr the nodes do not reach, or a store key cap too small, is refused at once") {
+  TempDir dir;
+  const int port = reserved_port();
+  // The store would listen on 127.0.0.2 while every node connects to 127.0.0.1: before, a
+  // minute of nothing, then a connect timeout that never named bind_addr.
+  auto r =
+      run(node("static", port, 0, 1, dir, {}, {"--rdzv-conf", "bind_addr=127.0.0.2"}), seconds(30));
+  REQUIRE_FALSE(r.timed_out);
+  CHECK(r.status.code == 2);
+  auto errors = lines_with(r.err, "ringgrad-run: error:");
+  REQUIRE(errors.size() == 1);
+  CHECK(errors[0].find("bind_addr=127.0.0.2: the store would listen on that address only, but "
+                       "the nodes (this one too) reach it at 127.0.0.1") != std::string::npos);
+  // Too few keys for the job's 2 x 1 ranks: before, found when the last key was refused.
+  r = run(node("static", port, 0, 1, dir), seconds(30), {{"RINGGRAD_STORE_MAX_KEYS", "10"}});
+  REQUIRE_FALSE(r.timed_out);
+  CHECK(r.status.code == 2);
+  CHECK(r.err.find("RINGGRAD_STORE_MAX_KEYS=10 is below what a job of 2 ranks may write to its "
+                   "store (384 keys") != std::string::npos);
+}
+
 TEST_CASE("a wrong store token is refused with one clear line") {
   TempDir dir;
   const int port = reserved_port();

@@ -1,8 +1,9 @@
 // worker_probe: the test program the integration tests launch under ringgrad-run. It checks
 // the torchrun environment it was given, records it, meets the other ranks in a store barrier,
-// optionally all-reduces over a ring group, and then misbehaves on request (exit with a code,
-// die by a signal, ignore SIGTERM, leave a stubborn grandchild, sleep) so the launcher's
-// failure handling can be observed.
+// optionally all-reduces over a ring group (one rank hanging before one of them, on request),
+// and then misbehaves on request (exit with a code, die by a signal, ignore SIGTERM, leave a
+// stubborn grandchild or one in its own session, sleep) so the launcher's failure handling can be
+// observed.
 #include <dirent.h>
 #include <signal.h>
 #include <unistd.h>
@@ -82,7 +83,8 @@ int main(int argc, char** argv) {
     std::ofstream f(out + "/env." + tag);
     for (const char* v : kTorchrunVars) f << v << "=" << env_str(v, "") << "\n";
     // What ringgrad-run adds for its own workers (empty when not set).
-    for (const char* v : {"RINGGRAD_STORE_TOKEN", "RINGGRAD_STORE_BIND_ADDR", "RINGGRAD_TIMEOUT_S"})
+    for (const char* v :
+         {"RINGGRAD_STORE_TOKEN", "TORCHELASTIC_USE_AGENT_STORE", "RINGGRAD_TIMEOUT_S"})
       f << v << "=" << env_str(v, "") << "\n";
     std::ofstream(out + "/pid." + tag) << ::getpid() << "\n";
   }
@@ -106,6 +108,10 @@ int main(int argc, char** argv) {
       if (!out.empty()) std::ofstream(out + "/joined." + tag) << "1\n";
       Tensor t = Tensor::full({1024}, 1.0);
       for (int i = 0; i < n && job.group; ++i) {
+        // --hang-rank R --hang-before K --hang-s S: rank R is busy in its own code for S seconds
+        // before its K-th all-reduce (the others wait in theirs).
+        if (num("--hang-rank", -1) == env.rank && num("--hang-before", -1) == i)
+          std::this_thread::sleep_for(std::chrono::seconds(num("--hang-s", 0)));
         job.group->allreduce(t)->wait();
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
@@ -127,6 +133,14 @@ int main(int argc, char** argv) {
       for (;;) ::pause();
     }
     if (!out.empty()) std::ofstream(out + "/child." + tag) << child << "\n";
+  }
+  if (get("--setsid-child", "0") == "1") {  // a child that leaves the worker's process group
+    const pid_t child = ::fork();
+    if (child == 0) {
+      ::setsid();
+      for (;;) ::pause();
+    }
+    if (!out.empty()) std::ofstream(out + "/setsid." + tag) << child << "\n";
   }
   if (this_generation && num("--fail-rank", -1) == env.rank) {
     std::this_thread::sleep_for(std::chrono::milliseconds(num("--fail-after-ms", 0)));

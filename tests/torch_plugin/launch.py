@@ -39,6 +39,7 @@ def main():
     p.add_argument("--timeout", type=float, default=240)
     p.add_argument("--killed", type=int, default=-1)
     p.add_argument("--ringgrad-run")
+    p.add_argument("--rdzv-conf")
     p.add_argument("--torchrun", action="store_true")
     p.add_argument("--accelerate", action="store_true")
     p.add_argument("--module", action="store_true")

@@ -4,13 +4,19 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string>
 
 #include "comm/launcher/launch_config.h"
 #include "core/error.h"
 
 namespace ringgrad::comm {
+
+namespace {
+constexpr size_t kMaxHostfileBytes = 1u << 20;
+}  // namespace
 
 std::vector<HostfileEntry> parse_hostfile(const std::string& text, const std::string& path) {
   std::vector<HostfileEntry> hosts;
@@ -56,11 +62,23 @@ std::vector<HostfileEntry> parse_hostfile(const std::string& text, const std::st
 }
 
 std::vector<HostfileEntry> read_hostfile(const std::string& path) {
+  // A file of at most kMaxHostfileBytes: /dev/zero or a FIFO would be read until memory ran out,
+  // or forever.
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
+    RG_THROW(InvalidArgument, "hostfile '", path,
+             "' is not a regular file (a device, a FIFO, a folder?); give a file of "
+             "'host slots=N' lines");
   std::ifstream in(path);
   if (!in) RG_THROW(IoError, "cannot read hostfile '", path, "': ", std::strerror(errno));
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_hostfile(text.str(), path);
+  std::string text(kMaxHostfileBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kMaxHostfileBytes)
+    RG_THROW(InvalidArgument, "hostfile '", path, "' is larger than ", kMaxHostfileBytes >> 20,
+             " MiB; a hostfile holds one 'host slots=N' line per machine");
+  return parse_hostfile(text, path);
 }
 
 }  // namespace ringgrad::comm

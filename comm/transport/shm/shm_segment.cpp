@@ -8,16 +8,14 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
-#include <fstream>
 
 #include "core/error.h"
+#include "core/host_memory.h"
 
 namespace ringgrad::comm::shm {
 
@@ -25,17 +23,11 @@ namespace {
 
 // What the kernel would still give: MemAvailable, and a file size limit when one is set.
 std::string available_memory() {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string out = "MemAvailable unknown";
-  for (std::string key; meminfo >> key;) {
-    double kib = 0;
-    meminfo >> kib;
-    if (key == "MemAvailable:") out = "MemAvailable " + format_bytes(kib * 1024);
-    meminfo.ignore(1 << 10, '\n');
-  }
-  rlimit limit{};
-  if (::getrlimit(RLIMIT_FSIZE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY)
-    out += ", file size limit (ulimit -f) " + format_bytes(static_cast<double>(limit.rlim_cur));
+  const auto available = mem_available_bytes();
+  std::string out = available ? "MemAvailable " + format_bytes(static_cast<double>(*available))
+                              : std::string("MemAvailable unknown");
+  if (const auto limit = file_size_limit())
+    out += ", file size limit (ulimit -f) " + format_bytes(static_cast<double>(*limit));
   return out;
 }
 
@@ -64,6 +56,12 @@ ShmSegment ShmSegment::create(size_t bytes, const std::string& name) {
   ShmSegment s;
   s.fd_ = UniqueFd(::memfd_create(name.c_str(), MFD_CLOEXEC));
   if (!s.fd_.valid()) RG_THROW(IoError, "memfd_create failed: ", std::strerror(errno));
+  // Past the file size limit ftruncate would not merely fail: the kernel sends SIGXFSZ, whose
+  // default action ends the process (every rank of a job under `ulimit -f`).
+  if (const auto limit = file_size_limit(); limit && *limit < bytes)
+    RG_THROW(IoError, "cannot reserve ", format_bytes(static_cast<double>(bytes)),
+             " of shared memory: the file size limit (ulimit -f) is ",
+             format_bytes(static_cast<double>(*limit)));
   const auto size = static_cast<off_t>(bytes);
   const char* step = "ftruncate";
   int rc = ::ftruncate(s.fd_.get(), size);
@@ -98,15 +96,6 @@ ShmSegment ShmSegment::map(const UniqueFd& fd, size_t bytes) {
   }
   s.bytes_ = bytes;
   return s;
-}
-
-std::string format_bytes(double bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (bytes >= 1024 && u < 4) bytes /= 1024, ++u;
-  char text[32];
-  std::snprintf(text, sizeof text, u ? "%.1f %s" : "%.0f %s", bytes, units[u]);
-  return text;
 }
 
 }  // namespace ringgrad::comm::shm

@@ -39,7 +39,4 @@ class ShmSegment {
   size_t bytes_ = 0;
 };
 
-// "12.0 MiB": byte counts in messages.
-std::string format_bytes(double bytes);
-
 }  // namespace ringgrad::comm::shm

@@ -43,7 +43,14 @@ TEST_CASE("job event: JSON round trip and the failure summary") {
   stop.kind = JobEvent::Kind::stopped;
   stop.signal = SIGINT;
   stop.node_rank = 0;
-  CHECK_FALSE(stop.restartable());
+  CHECK_FALSE(stop.restartable(/*elastic=*/true));
+  JobEvent lost;
+  lost.kind = JobEvent::Kind::node_lost;
+  lost.node_rank = 1;
+  CHECK(lost.restartable(/*elastic=*/true));  // the others re-form without it
+  CHECK_FALSE(lost.restartable(/*elastic=*/false));
+  lost.node_rank = -1;  // the store's host: nobody is left to re-form around
+  CHECK_FALSE(lost.restartable(/*elastic=*/true));
   CHECK(format_summary(stop, 0, 0).find("received SIGINT") != std::string::npos);
   CHECK_THROWS(JobEvent::from_json("{\"kind\": 0}"));
   CHECK(signal_name(SIGKILL) == "SIGKILL");

@@ -4,6 +4,8 @@
 #include <doctest/doctest.h>
 
 #include <csignal>
+#include <filesystem>
+#include <fstream>
 
 #include "comm/launcher/launch_config.h"
 #include "comm/launcher/ssh/hostfile.h"
@@ -65,6 +67,28 @@ TEST_CASE("launch config: --rdzv-conf, --redirects/--tee, --local-ranks-filter")
   for (const char* bad : {"node1", "::1", "10.1.2", ""})
     CHECK_THROWS_AS(apply_rdzv_conf(c, {{"bind_addr", bad}}), InvalidArgument);
   CHECK_THROWS_AS(parse_key_values("novalue", "--rdzv-conf"), InvalidArgument);
+  // A token holding ',' splits; the error must not print the token's pieces.
+  const std::string split_token =
+      message_of<InvalidArgument>([] { parse_key_values("token=s3cr,et99", "--rdzv-conf"); });
+  CHECK(split_token.find("token_file=PATH") != std::string::npos);
+  CHECK(split_token.find("s3cr") == std::string::npos);
+  CHECK(split_token.find("et99") == std::string::npos);
+  // token_file=: the first line of a file, kept out of ps.
+  const std::string file = std::filesystem::temp_directory_path() / "ringgrad-token-test";
+  std::ofstream(file) << "with,comma and space\nsecond line\n";
+  apply_rdzv_conf(c, {{"token_file", file}});
+  CHECK(c.token == "with,comma and space");
+  std::ofstream(file) << "\n";
+  CHECK(message_of<InvalidArgument>([&] {
+          apply_rdzv_conf(c, {{"token_file", file}});
+        }).find("its first line is empty") != std::string::npos);
+  std::filesystem::remove(file);
+  CHECK(message_of<InvalidArgument>([&] {
+          apply_rdzv_conf(c, {{"token_file", file}});
+        }).find("not a readable regular file") != std::string::npos);
+  CHECK(message_of<InvalidArgument>([&] {
+          apply_rdzv_conf(c, {{"token", "a"}, {"token_file", "/etc/hostname"}});
+        }).find("token or token_file, not both") != std::string::npos);
 
   auto all = parse_stream_selection("3", "--tee");
   CHECK(all.for_rank(0) == 3);
@@ -102,6 +126,12 @@ TEST_CASE("launch config: cross-flag rules") {
   rejects(c, "--rdzv-backend 'etcd'");
   c.rdzv_backend = "c10d";
   rejects(c, "--rdzv-endpoint");
+  LaunchConfig standalone = base();
+  standalone.standalone = true;
+  standalone.rdzv_host = "10.0.0.1";  // was silently ignored
+  rejects(standalone,
+          "--standalone picks its own store on a free loopback port, so "
+          "--rdzv-endpoint 10.0.0.1:29400 would be ignored");
   c.rdzv_host = "h";
   validate(c);  // c10d assigns node ranks
 
@@ -187,6 +217,15 @@ TEST_CASE("hostfile: each error names the file, the line and the problem") {
   CHECK(message_of<IoError>([] {
           read_hostfile("/nonexistent/hosts");
         }).find("cannot read hostfile '/nonexistent/hosts'") != std::string::npos);
+  // /dev/zero was read until memory ran out.
+  CHECK(message_of<InvalidArgument>([] {
+          read_hostfile("/dev/zero");
+        }).find("hostfile '/dev/zero' is not a regular file") != std::string::npos);
+  const std::string big = std::filesystem::temp_directory_path() / "ringgrad-big-hostfile";
+  std::ofstream(big) << std::string((1 << 20) + 1, '#');
+  CHECK(message_of<InvalidArgument>([&] { read_hostfile(big); }).find("is larger than 1 MiB") !=
+        std::string::npos);
+  std::filesystem::remove(big);
 }
 
 TEST_CASE("ssh launch: the command each host runs") {

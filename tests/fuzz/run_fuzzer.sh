@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# One bounded libFuzzer run for CTest: FUZZER for SECONDS, starting from the inputs in SEEDS
+# (tests/fuzz/corpus/<target>, read only) and writing what it finds new to WORK (in the build
+# folder). A crash, a sanitizer report, a timeout of one input (10 s) or running out of memory
+# (2 GiB) fails the test, and libFuzzer says which input (saved as WORK/../crash-*) did it.
+#   run_fuzzer.sh FUZZER SECONDS SEEDS WORK
+set -euo pipefail
+fuzzer=$1 seconds=$2 seeds=$3 work=$4
+mkdir -p "$work"
+cd "$(dirname "$work")"
+exec "$fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+  "$work" "$seeds"
