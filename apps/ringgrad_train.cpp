@@ -84,8 +84,9 @@ int main(int argc, char** argv) {
                  "all-reduce gradients as none, fp16 or bf16")
       ->check(CLI::IsMember({"none", "fp16", "bf16"}));
   app.add_option("--amp", c.amp,
-                 "mixed precision: none, fp16 (with loss scaling) or bf16; convolutions and "
-                 "linears in half precision, BN and the loss in fp32, fp32 master weights")
+                 "mixed precision as PyTorch's autocast: none, fp16 (with loss scaling) or bf16; "
+                 "convolutions and linears in half precision, the loss in fp32, fp32 master "
+                 "weights; batch norm in fp32, but bf16 on the CPU")
       ->check(CLI::IsMember({"none", "fp16", "bf16"}));
   app.add_option("--amp-init-scale", c.amp_init_scale,
                  "--amp fp16: the first loss scale (halved on every overflowing step)")
