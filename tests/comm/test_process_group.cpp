@@ -107,6 +107,36 @@ TEST_CASE("timeout: a rank that never starts allreduce #1 is named on the others
   }
 }
 
+TEST_CASE("one verdict: a rank that arrives after the others timed out fails too, naming why") {
+  // The others time out allreduce #1 and abort; what they left in the shared-memory rings or
+  // socket buffers before that belongs to a failed collective, so the late rank must not
+  // complete with it (it did, over shared memory: the sum of the data left in the ring).
+  for (const std::string transport : {"auto", "tcp"})
+    for (int world : {2, 3}) {
+      CAPTURE(transport);
+      CAPTURE(world);
+      ::setenv("RINGGRAD_TRANSPORT", transport.c_str(), 1);
+      const int late = world - 1;
+      auto messages = errors_of(world, Milliseconds(20000), [&](int rank, ProcessGroup& pg) {
+        pg.allreduce(Tensor::zeros({8}))->wait();
+        AllreduceOptions o;
+        if (rank == late)
+          std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+        else
+          o.timeout = Milliseconds(300);
+        pg.allreduce(Tensor::zeros({8}), o)->wait();
+      });
+      ::unsetenv("RINGGRAD_TRANSPORT");
+      for (int r = 0; r < world; ++r) {
+        CAPTURE(r);
+        CAPTURE(messages[r]);
+        CHECK(contains(messages[r], "allreduce #1"));
+        if (r == late) CHECK(contains(messages[r], "first failure in the group: rank "));
+        CHECK(contains(messages[r], "timed out"));
+      }
+    }
+}
+
 TEST_CASE("setup: a rank that never joins is named after the setup timeout") {
   auto store = std::make_shared<HashStore>();
   std::vector<std::string> messages(2);

@@ -73,6 +73,8 @@ void ShmChannel::post_recv_reduce(const Reduction& into, size_t bytes) {
 // Each direction publishes once, as soon as its part of the pass is done: the peer then sees a
 // whole batch of frames at one look, and our sends are visible while we copy its bytes out.
 bool ShmChannel::progress() {
+  if (in_.producer_aborted())
+    RG_THROW(IoError, "it aborted its process group after a failure, so what it sent is void");
   const bool pushed = push_sends();
   if (pushed) out_.publish();
   const bool pulled = pull_recvs();
@@ -230,9 +232,11 @@ size_t ShmChannel::copy_from_peer(char* to, uint64_t from, size_t bytes) {
   return static_cast<size_t>(n);
 }
 
-void ShmChannel::clear() {
+void ShmChannel::abort() {
   sends_.clear(), recvs_.clear();
   framed_ = 0;
+  out_.mark_aborted();
+  wake_peer();
 }
 
 void ShmChannel::wake_peer() {

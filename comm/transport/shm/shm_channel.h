@@ -37,12 +37,14 @@ class ShmChannel {
   // A receive that folds into `into` (Transport::recv_reduce); `bytes` are whole elements.
   void post_recv_reduce(const Reduction& into, size_t bytes);
   // One non-blocking pass both ways; true if anything moved. Throws IoError when the peer's
-  // memory cannot be read (it exited).
+  // memory cannot be read (it exited) or the peer aborted its group (abort()).
   bool progress();
   bool sending() const { return !sends_.empty(); }
   bool receiving() const { return !recvs_.empty(); }
   uint64_t recvs_done() const { return recvs_done_; }
-  void clear();  // drops everything queued (the group aborted)
+  // The group aborted: drops everything queued and tells the peer that what this rank left in
+  // the ring is void, so its next pass fails instead of completing a collective with it.
+  void abort();
   // After a pass that moved bytes either way: rings the peer's doorbell if it sleeps.
   void wake_peer();
 

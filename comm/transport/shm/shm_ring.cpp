@@ -126,4 +126,10 @@ uint64_t ShmRing::frames_copied() const {
   return control_->frames_copied.load(std::memory_order_acquire);
 }
 
+void ShmRing::mark_aborted() { control_->producer_aborted.store(1, std::memory_order_release); }
+
+bool ShmRing::producer_aborted() const {
+  return control_->producer_aborted.load(std::memory_order_acquire) != 0;
+}
+
 }  // namespace ringgrad::comm::shm

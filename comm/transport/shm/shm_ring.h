@@ -19,8 +19,12 @@ struct RingControl {
   // For the channel above (shm_channel.h): frames the consumer copied straight from the
   // producer's memory, which completes the producer's sends. Only the consumer writes it.
   alignas(kCacheLine) std::atomic<uint64_t> frames_copied;
+  // Set once by the producer when its group aborts: whatever it left in the ring belongs to a
+  // failed collective, and the consumer must fail too rather than complete with it. Read on
+  // every pass of the consumer; nobody writes the line otherwise, so that read stays cheap.
+  alignas(kCacheLine) std::atomic<uint32_t> producer_aborted;
 };
-static_assert(sizeof(RingControl) == 3 * kCacheLine, "counters on separate cache lines");
+static_assert(sizeof(RingControl) == 4 * kCacheLine, "counters on separate cache lines");
 // Another process sees the same bytes: the atomics must not hide a lock inside this process.
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "lock-free 64-bit atomics");
 
@@ -64,6 +68,9 @@ class ShmRing {
   // Consumer: counts one frame copied; producer: how many were (see RingControl).
   void count_frame_copied();
   uint64_t frames_copied() const;
+  // Producer: marks the ring's contents void (the group aborted). Consumer: whether it did.
+  void mark_aborted();
+  bool producer_aborted() const;
 
   size_t capacity() const { return capacity_; }
 

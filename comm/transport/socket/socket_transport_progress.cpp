@@ -111,7 +111,7 @@ bool SocketTransport::progress_peer(int peer) {
     bool moved = false;
     try {
       moved = p.shm->progress();
-    } catch (const IoError& e) {  // its memory is gone: it exited
+    } catch (const IoError& e) {  // it exited (its memory is gone) or aborted
       fail_peer(peer, user_message(e));
     }
     p.recvs_done = p.shm->recvs_done();
@@ -279,7 +279,7 @@ void SocketTransport::abort(const std::string& reason) {
   }
   for (auto& p : peers_) {
     p.socket.abort();
-    if (p.shm) p.shm->clear();
+    if (p.shm) p.shm->abort();
     p.sends.clear(), p.recvs.clear();
     p.send_head = p.recv_head = 0;
   }
