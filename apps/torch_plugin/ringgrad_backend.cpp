@@ -256,4 +256,12 @@ c10::intrusive_ptr<c10d::Work> RinggradBackend::recv(std::vector<at::Tensor>& te
   return wrap(issue("recv", [&](auto& g) { return g.recv(t, src, o); }), OpType::RECV, tensors);
 }
 
+c10::intrusive_ptr<c10d::Work> RinggradBackend::recvAnysource(std::vector<at::Tensor>& tensors,
+                                                              int tag) {
+  Tensor t = borrow(single(tensors, "recv"), "recv", false);
+  comm::SendRecvOptions o{tag, {}};
+  return wrap(issue("recv", [&](auto& g) { return g.recv(t, comm::kAnySource, o); }),
+              OpType::RECVANYSOURCE, tensors);
+}
+
 }  // namespace ringgrad::torch_plugin

@@ -87,7 +87,7 @@ RinggradWork::RinggradWork(comm::WorkPtr work, std::optional<Clock::time_point> 
 
 void RinggradWork::watch() {
   if (!hooks_->any()) return;
-  if (work_->is_completed()) return conclude();  // run inline by the group
+  if (work_->is_completed()) return conclude();
   auto completer = completer_.lock();
   if (!completer) return;
   {
@@ -97,13 +97,15 @@ void RinggradWork::watch() {
   completer->add(c10::intrusive_ptr<RinggradWork>::reclaim_copy(this));
 }
 
-void RinggradWork::settle(std::chrono::milliseconds timeout) {
+void RinggradWork::settle(std::chrono::milliseconds timeout, bool run_here) {
   std::exception_ptr error;
   try {
     if (timeout.count() > 0)
       work_->wait(timeout);
-    else
+    else if (run_here)
       work_->wait();
+    else
+      work_->await_completion();
   } catch (const TimeoutError&) {
     if (!work_->is_completed()) throw;  // only this wait gave up; the collective goes on
     error = std::current_exception();
@@ -161,9 +163,9 @@ c10::intrusive_ptr<c10::ivalue::Future> RinggradWork::getFuture() {
   future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
   auto future = future_;
   if (queued_ && !concluded_) return future;  // conclude() completes it
-  // A collective already done (a small one the group ran inline, on this thread) completes
-  // its future here: handing it to the completer thread would cost two wake-ups for nothing.
-  // So does one whose backend is gone, and with it every unfinished collective.
+  // A collective already done (say, waited for before) completes its future here: handing it
+  // to the completer thread would cost two wake-ups for nothing. So does one whose backend is
+  // gone, and with it every unfinished collective.
   auto completer = completer_.lock();
   if (!concluded_ && completer && !work_->is_completed()) {
     queued_ = true;
@@ -178,7 +180,7 @@ c10::intrusive_ptr<c10::ivalue::Future> RinggradWork::getFuture() {
 }
 
 void RinggradWork::conclude() {
-  settle(std::chrono::milliseconds(0));
+  settle(std::chrono::milliseconds(0), false);  // the completer never runs a collective
   std::unique_lock<std::mutex> lock(mu_);
   if (concluded_) return;
   concluded_ = true;
@@ -199,6 +201,11 @@ float RinggradWork::getDuration() const {
   // completed_at() is written before is_completed() turns true.
   const auto end = work_->is_completed() ? work_->completed_at() : std::nullopt;
   return std::chrono::duration<float, std::milli>(end.value_or(Clock::now()) - *issued_).count();
+}
+
+int RinggradWork::sourceRank() const {
+  if (const auto* recv = dynamic_cast<const comm::RecvWork*>(work_.get())) return recv->source();
+  return c10d::Work::sourceRank();
 }
 
 void RinggradWork::complete(const c10::intrusive_ptr<c10::ivalue::Future>& future) {

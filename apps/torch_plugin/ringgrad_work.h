@@ -5,7 +5,7 @@
 // and getFuture(), which DDP's reducer and comm hooks chain on. A future is completed by the
 // backend's FutureCompleter thread, never by ringgrad's comm thread, so Python callbacks on it
 // (which take the GIL) cannot stall the next bucket's all-reduce; one whose collective is
-// already done (run inline by the group) is completed at once, by getFuture()'s caller.
+// already done is completed at once, by getFuture()'s caller.
 // WorkHooks: the completion and abort hooks PyTorch's flight recorder registers, so that its
 // trace tells a finished collective (with its duration) from a hung one.
 #pragma once
@@ -77,9 +77,11 @@ class RinggradWork : public c10d::Work {
   // Milliseconds from issue to completion (to now, while it runs), if it was timed (as it is
   // while hooks are registered); otherwise c10d::Work's, which throws. The flight recorder asks.
   float getDuration() const override;
+  // For a recv (from any source): the rank the message came from.
+  int sourceRank() const override;
 
-  // Right after construction: with hooks registered, reports a collective already done (run
-  // inline by the group) at once, and hands any other to the completer thread to report.
+  // Right after construction: with hooks registered, reports a collective already done at
+  // once, and hands any other to the completer thread to report.
   void watch();
 
   // Once, on FutureCompleter's thread (or the issuing one, for a collective already done):
@@ -88,9 +90,10 @@ class RinggradWork : public c10d::Work {
   void conclude();
 
  private:
-  // Waits for the collective (at most `timeout`, 0: its own deadline) and records the outcome
-  // once; rethrows a wait timeout, which leaves the collective running.
-  void settle(std::chrono::milliseconds timeout);
+  // Waits for the collective (at most `timeout`, 0: its own deadline; an untimed wait with
+  // `run_here` may run it on this thread, see comm::Work::wait) and records the outcome once;
+  // rethrows a wait timeout, which leaves the collective running.
+  void settle(std::chrono::milliseconds timeout, bool run_here = true);
   void complete(const c10::intrusive_ptr<c10::ivalue::Future>& future);  // settled
   void report();                                                         // to the hooks; settled
 

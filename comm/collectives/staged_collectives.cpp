@@ -134,18 +134,4 @@ void staged_reduce_scatter(Transport& t, Staging& s, const void* input, void* ou
       });
 }
 
-void staged_send(Transport& t, Staging& s, const void* input, size_t bytes, int peer) {
-  run_elementwise(s, input, nullptr, bytes, 1, true, false, [&](unsigned char* slot, size_t n) {
-    t.post_send(peer, slot, n);
-    t.wait_all();
-  });
-}
-
-void staged_recv(Transport& t, Staging& s, void* output, size_t bytes, int peer) {
-  run_elementwise(s, nullptr, output, bytes, 1, false, true, [&](unsigned char* slot, size_t n) {
-    t.post_recv(peer, slot, n);
-    t.wait_recv(peer);
-  });
-}
-
 }  // namespace ringgrad::comm::collectives

@@ -46,7 +46,5 @@ void staged_broadcast(Transport& t, Staging& s, const void* input, void* output,
 void staged_allgather(Transport& t, Staging& s, const void* input, void* output, size_t bytes);
 void staged_reduce_scatter(Transport& t, Staging& s, const void* input, void* output, size_t count,
                            DType dtype, ReduceOp op);
-void staged_send(Transport& t, Staging& s, const void* input, size_t bytes, int peer);
-void staged_recv(Transport& t, Staging& s, void* output, size_t bytes, int peer);
 
 }  // namespace ringgrad::comm::collectives

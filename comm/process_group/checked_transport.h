@@ -17,7 +17,7 @@ class CheckedTransport : public Transport {
  public:
   explicit CheckedTransport(Transport& inner);
 
-  // `peers`: every other rank for a collective, the one partner for send/recv. The transport's
+  // `peers`: the ranks that take part (every other one, for a collective). The transport's
   // errors name the operation as describe(mine) says, built only if one happens.
   void start(const Fingerprint& mine, const std::vector<int>& peers, Clock::time_point deadline);
   void finish();  // checks every fingerprint not yet compared, then completes all I/O

@@ -52,16 +52,14 @@ std::string describe(const Fingerprint& f) {
   s += std::string(dtype_name(f.dtype)) + ", " + std::to_string(f.count) +
        (f.count == 1 ? " element" : " elements");
   if (has_root(f.kind)) s += ", root " + std::to_string(f.root);
-  if (f.kind == CollectiveKind::send_recv)
-    s += ", tag " + std::to_string(f.root) + ", sent by rank " + std::to_string(f.sender);
+  if (f.kind == CollectiveKind::send_recv) s += ", tag " + std::to_string(f.root);
   if (f.staged) s += ", CUDA buffers";
   return s + ")";
 }
 
 bool same_collective(const Fingerprint& a, const Fingerprint& b) {
   return a.magic == b.magic && a.kind == b.kind && a.op == b.op && a.dtype == b.dtype &&
-         a.seq == b.seq && a.count == b.count && a.root == b.root && a.staged == b.staged &&
-         a.sender == b.sender;
+         a.seq == b.seq && a.count == b.count && a.root == b.root && a.staged == b.staged;
 }
 
 }  // namespace ringgrad::comm

@@ -30,12 +30,10 @@ struct Fingerprint {
   DType dtype = DType::u8;
   uint8_t staged =
       0;  // 1: CUDA buffers, moved in staging chunks (comm/collectives/staged_collectives.h)
-  uint64_t seq = 0;    // per group for collectives, per rank pair for send/recv
+  uint64_t seq = 0;    // per group
   uint64_t count = 0;  // elements (per rank for allgather and reduce_scatter)
-  int32_t root = -1;   // broadcast/reduce root, or the tag of a send/recv
-  // send/recv: the sending rank, so a send matches only its peer's recv (two ranks that both
-  // send to each other fail at once instead of each reading the other's payload later).
-  int32_t sender = -1;
+  int32_t root = -1;   // broadcast/reduce root, or the tag of a send/recv (nccl)
+  int32_t unused = 0;  // sent as raw bytes, so no padding is left uninitialised
 };
 static_assert(sizeof(Fingerprint) == 32, "fingerprints travel as 32 raw bytes");
 

@@ -1,6 +1,7 @@
 // comm::ProcessGroup: the collectives interface (PyTorch c10d's shape). Every call returns a
-// Work at once; collectives of one group run in issue order on the group's worker thread, so a
-// DDP hook can launch a bucket's all-reduce and wait for it later. Tensors are contiguous; the
+// Work at once; collectives of one group run in issue order on the group's worker thread (or on
+// a thread that waits for one before the worker took it, see Work::wait), so a DDP hook can
+// launch a bucket's all-reduce and wait for it later. Tensors are contiguous; the
 // ring backend takes CPU and CUDA tensors (CUDA ones staged through pinned host memory), the
 // nccl backend CUDA tensors. In-place calls take one tensor, out-of-place calls an input and an
 // output. Every collective has a deadline (its options' timeout, else the group's) and fails
@@ -44,6 +45,7 @@ struct SendRecvOptions {
   int tag = 0;
   Milliseconds timeout{0};
 };
+constexpr int kAnySource = -1;  // recv's source: whichever rank sends a message of the tag first
 
 class ProcessGroup {
  public:
@@ -75,6 +77,9 @@ class ProcessGroup {
                                  const ReduceScatterOptions& opts = {}) = 0;
   WorkPtr reduce_scatter_inplace(const Tensor& tensor, const ReduceScatterOptions& opts = {});
   virtual WorkPtr barrier(const BarrierOptions& opts = {}) = 0;
+  // Matched per (source, destination, tag), in issue order within each (as PyTorch's Gloo
+  // backend); a send may complete before its receive is posted. `src` may be kAnySource (the
+  // ring backend): the Work of a receive then says where the message came from (RecvWork).
   virtual WorkPtr send(const Tensor& tensor, int dst, const SendRecvOptions& opts = {}) = 0;
   virtual WorkPtr recv(const Tensor& tensor, int src, const SendRecvOptions& opts = {}) = 0;
 

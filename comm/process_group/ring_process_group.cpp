@@ -49,17 +49,21 @@ net::SameHostLink same_host_link() {
            "' is not one of: auto, shm, unix, tcp");
 }
 
-// A collective's Work, described from its fingerprint only when someone asks.
-class CollectiveWork : public Work {
+}  // namespace
+
+// A collective's Work: described from its fingerprint only when someone asks, and run by the
+// thread that waits for it if the group has not started it yet.
+class RingProcessGroup::CollectiveWork : public Work {
  public:
-  explicit CollectiveWork(const Fingerprint& fingerprint) : fingerprint_(fingerprint) {}
+  CollectiveWork(RingProcessGroup& group, const Fingerprint& fingerprint)
+      : group_(group), fingerprint_(fingerprint) {}
 
  private:
   std::string describe() const override { return comm::describe(fingerprint_); }
+  void run_if_not_started() override { group_.run_if_next(this); }
+  RingProcessGroup& group_;  // outlives every wait: its destructor completes all its work
   Fingerprint fingerprint_;
 };
-
-}  // namespace
 
 RingProcessGroup::RingProcessGroup(std::shared_ptr<Store> store, int rank, int size,
                                    const ProcessGroupOptions& options)
@@ -81,9 +85,9 @@ RingProcessGroup::RingProcessGroup(std::shared_ptr<Store> store, int rank, int s
         return std::make_unique<net::SocketTransport>(store, prefix, rank, size, t);
       }()),
       checked_(*transport_),
-      partner_(1, 0),
-      sent_to_(static_cast<size_t>(size), 0),
-      received_from_(static_cast<size_t>(size), 0) {
+      p2p_(std::make_unique<PointToPoint>(
+          store, "ringpg/" + options.group_name + "/g" + std::to_string(options.generation) + "/",
+          rank, size, transport_->local_interface().address, options.run_id, options.generation)) {
   collectives::choose_allreduce_algorithm(0, size, 1,
                                           forced_algorithm_);  // rejects a bad RINGGRAD_ALGO now
   hosts_ = collectives::count_hosts(*transport_);
@@ -119,17 +123,10 @@ RingProcessGroup::Request RingProcessGroup::request(CollectiveKind kind, const T
 
 // ---- enqueue ----
 
-// A small collective that may run inline never becomes a std::function (an allocation and the
-// tensors' reference counts on every call); a queued one does, in the form that runs.
 template <class Host, class Staged>
 WorkPtr RingProcessGroup::enqueue(const Request& request, Device device, Host host, Staged staged) {
   std::unique_lock<std::mutex> lock(mu_);
   Task task = number(request);
-  const bool small =
-      request.count * dtype_size(request.dtype) <= collectives::kRecursiveDoublingMaxBytes;
-  if (request.direction == Direction::all && !request.staged && small &&
-      run_inline_if_idle(lock, task, host))
-    return task.work;
   if (!request.staged)
     task.run = std::move(host);
   else
@@ -146,36 +143,36 @@ WorkPtr RingProcessGroup::enqueue(const Request& request, Device device, Host ho
 }
 
 RingProcessGroup::Task RingProcessGroup::number(const Request& request) {
-  // Collectives count per group; a send and its recv count per ordered pair of ranks.
-  uint64_t& counter = request.direction == Direction::send   ? sent_to_[request.peer]
-                      : request.direction == Direction::recv ? received_from_[request.peer]
-                                                             : next_seq_;
-  Fingerprint fp = make_fingerprint(request.kind, counter++, request.dtype, request.count,
+  Fingerprint fp = make_fingerprint(request.kind, next_seq_++, request.dtype, request.count,
                                     request.op, request.root);
   fp.staged = request.staged ? 1 : 0;
-  if (request.direction != Direction::all)
-    fp.sender = request.direction == Direction::send ? rank() : request.peer;
-  return Task{std::make_shared<CollectiveWork>(fp), fp, request.peer,
+  return Task{std::make_shared<CollectiveWork>(*this, fp), fp,
               request.timeout.count() > 0 ? request.timeout : timeout_, Run()};
 }
 
-// A latency shortcut, not part of the algorithm: a small collective with nothing queued ahead
-// of it runs on the caller's thread, because handing it to the worker and its completion back
-// costs two thread wake-ups, several times the transfer itself. Issue order is kept (the queue
-// is empty and the worker idle), and the worker waits while it runs.
-template <class Host>
-bool RingProcessGroup::run_inline_if_idle(std::unique_lock<std::mutex>& lock, Task& task,
-                                          Host& host) {
-  if (!queue_.empty() || busy_) return false;
+// Note [Running a collective where it is waited]
+// Every collective is queued and the worker thread runs the queue in issue order, so a call
+// returns at once and the collective progresses while the caller computes (DDP's overlap). But
+// a caller that waits at once (a blocking call, or async_op=False in PyTorch) would sleep while
+// the worker runs it, and the hand-over and completion cost two thread wake-ups, several times
+// a small collective's transfer. So wait() on a collective that is next in the queue while the
+// group is idle takes it out and runs it on the waiting thread: issue order is kept (nothing is
+// ahead of it) and the worker stays off while it runs (busy_). A timed wait never does this,
+// so it can give up at its timeout while the worker runs the collective.
+void RingProcessGroup::run_if_next(const Work* work) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (busy_ || queue_.empty() || queue_.front().work.get() != work) return;
+  Task task = std::move(queue_.front());
+  queue_.pop_front();
+  queued_.fetch_sub(1, std::memory_order_relaxed);
   busy_ = true;
   lock.unlock();
-  execute(task, host);
+  execute(task);
   lock.lock();
   busy_ = false;
   const bool more = !queue_.empty();
   lock.unlock();
   if (more) wake_.notify_one();
-  return true;
 }
 
 collectives::Staging RingProcessGroup::staging(Device device, collectives::Scratch& scratch) {
@@ -209,29 +206,26 @@ void RingProcessGroup::worker_loop() {
     queued_.fetch_sub(1, std::memory_order_relaxed);
     busy_ = true;
     lock.unlock();
-    execute(task, task.run);
+    execute(task);
     lock.lock();
     busy_ = false;
     lock.unlock();
   }
 }
 
-template <class Body>
-void RingProcessGroup::execute(Task& task, Body& run) {
+void RingProcessGroup::execute(Task& task) {
   if (!failure_.empty()) {
     task.work->complete(std::make_exception_ptr(
         Error(str_cat(task.work->description(), " refused: process group '", name_, "' (rank ",
                       rank(), ") is unusable after an earlier failure: ", failure_))));
     return;
   }
-  // The watchdog hears of collectives only: a send/recv involves one peer, not the group.
-  ProgressWatchdog* watchdog = task.peer < 0 ? watchdog_.get() : nullptr;
+  ProgressWatchdog* watchdog = watchdog_.get();
   if (watchdog) watchdog->entered(task.fingerprint);
   try {
     const auto deadline = Clock::now() + task.timeout;
-    if (task.peer >= 0) partner_[0] = task.peer;
-    checked_.start(task.fingerprint, task.peer >= 0 ? partner_ : all_peers_, deadline);
-    run(checked_, scratch_);
+    checked_.start(task.fingerprint, all_peers_, deadline);
+    task.run(checked_, scratch_);
     checked_.finish();
     task.work->complete();
   } catch (const std::exception& e) {
@@ -355,40 +349,25 @@ WorkPtr RingProcessGroup::barrier(const BarrierOptions& opts) {
       r, Device::cpu(), [](Transport&, Scratch&) {}, [](Transport&, Staging&) {});
 }
 
+// Not queued: PointToPoint matches them per (peer, direction, tag) on its own thread. CUDA
+// tensors go through host memory: a send's is copied now, a receive's once its bytes are in.
 WorkPtr RingProcessGroup::send(const Tensor& tensor, int dst, const SendRecvOptions& opts) {
-  return point_to_point(Direction::send, tensor, dst, opts);
+  check_tensor(tensor, "send", "input");
+  check_peer(dst, rank(), size(), true);
+  auto host = std::make_shared<Tensor>(tensor.to(Device::cpu()));
+  return p2p_->send(dst, opts.tag, host->raw_data(), host->nbytes(),
+                    opts.timeout.count() > 0 ? opts.timeout : timeout_, host);
 }
 
 WorkPtr RingProcessGroup::recv(const Tensor& tensor, int src, const SendRecvOptions& opts) {
-  return point_to_point(Direction::recv, tensor, src, opts);
-}
-
-WorkPtr RingProcessGroup::point_to_point(Direction direction, const Tensor& tensor, int peer,
-                                         const SendRecvOptions& opts) {
-  const bool sending = direction == Direction::send;
-  check_tensor(tensor, sending ? "send" : "recv", sending ? "input" : "output");
-  check_peer(peer, rank(), size(), sending);
-  Request r = request(CollectiveKind::send_recv, tensor, tensor.numel(), opts.timeout);
-  r.root = opts.tag;
-  r.direction = direction;
-  r.peer = peer;
-  return enqueue(
-      r, tensor.device(),
-      [tensor, peer, sending](Transport& t, Scratch&) {
-        if (sending) {
-          t.post_send(peer, tensor.raw_data(), tensor.nbytes());
-          t.wait_all();
-        } else {
-          t.post_recv(peer, tensor.raw_data(), tensor.nbytes());
-          t.wait_recv(peer);
-        }
-      },
-      [tensor, peer, sending](Transport& t, Staging& st) {
-        if (sending)
-          collectives::staged_send(t, st, tensor.raw_data(), tensor.nbytes(), peer);
-        else
-          collectives::staged_recv(t, st, tensor.raw_data(), tensor.nbytes(), peer);
-      });
+  check_tensor(tensor, "recv", "output");
+  if (src != kAnySource) check_peer(src, rank(), size(), false);
+  auto host = std::make_shared<Tensor>(
+      tensor.is_cuda() ? Tensor::empty(tensor.shape(), tensor.dtype()) : tensor);
+  std::function<void()> finish;
+  if (tensor.is_cuda()) finish = [tensor, host] { Tensor(tensor).copy_from(*host); };
+  return p2p_->recv(src, opts.tag, host->raw_data(), host->nbytes(),
+                    opts.timeout.count() > 0 ? opts.timeout : timeout_, host, std::move(finish));
 }
 
 }  // namespace ringgrad::comm

@@ -2,10 +2,13 @@
 // comm/collectives/, and one worker thread that runs the group's collectives in issue order.
 // Every call does three things: validate its tensors on the caller's thread (throwing
 // InvalidArgument), enqueue a task (returning its Work at once), and, on the worker, run an
-// algorithm. CUDA tensors run the staged form of the algorithm through pinned host slots
-// (comm/collectives/staged_collectives.h); every rank of a collective must then pass CUDA
-// tensors (the fingerprint says so). After a failure the group resets its connections, so
-// every peer fails at once too, and refuses further work with the first error.
+// algorithm; or on the caller's thread, when it waits for the task before the worker took it
+// (Note [Running a collective where it is waited]). CUDA tensors run the staged form of the
+// algorithm through pinned host slots (comm/collectives/staged_collectives.h); every rank of a
+// collective must then pass CUDA tensors (the fingerprint says so). After a failure the group
+// resets its connections, so every peer fails at once too, and refuses further work with the first
+// error. Send and recv do not queue: they are matched per (peer, direction, tag) by PointToPoint,
+// on its own thread and connections.
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -18,6 +21,7 @@
 #include "comm/collectives/algorithms.h"
 #include "comm/collectives/staged_collectives.h"
 #include "comm/process_group/checked_transport.h"
+#include "comm/process_group/point_to_point.h"
 #include "comm/process_group/process_group.h"
 #include "comm/process_group/progress_watchdog.h"
 #include "comm/transport/socket/socket_transport.h"
@@ -50,23 +54,17 @@ class RingProcessGroup : public ProcessGroup {
   WorkPtr recv(const Tensor& tensor, int src, const SendRecvOptions& opts) override;
 
  private:
-  enum class Direction { all, send, recv };  // a collective, or which end of a send/recv
-  // What a call asks of the group: the fields of its fingerprint and who takes part.
+  // What a call asks of the group: the fields of its fingerprint.
   struct Request {
     CollectiveKind kind;
     DType dtype = DType::u8;
     uint64_t count = 0;
     ReduceOp op = ReduceOp::sum;
-    int32_t root = -1;  // broadcast/reduce root, or a send/recv's tag
-    Direction direction = Direction::all;
-    int peer = -1;  // a send/recv's partner; -1: every rank takes part
+    int32_t root = -1;  // broadcast/reduce root
     Milliseconds timeout{0};
     bool staged = false;  // CUDA tensors, moved through pinned host slots
   };
   Request request(CollectiveKind kind, const Tensor& tensor, uint64_t count, Milliseconds timeout);
-  // send and recv: `tensor` to or from `peer`, matched with the other end by tag.
-  WorkPtr point_to_point(Direction direction, const Tensor& tensor, int peer,
-                         const SendRecvOptions& opts);
 
   // How a task runs on the host (its CUDA form runs through the staging slots, taking a
   // collectives::Staging& instead of the Scratch&).
@@ -74,10 +72,10 @@ class RingProcessGroup : public ProcessGroup {
   struct Task {
     WorkPtr work;
     Fingerprint fingerprint;
-    int peer;
     Milliseconds timeout;
-    Run run;  // holds copies of the tensors, keeping their storage alive; empty when inline
+    Run run;  // holds copies of the tensors, keeping their storage alive
   };
+  class CollectiveWork;
   // Numbers the request, then runs `host` (or, for a staged request, `staged` through the
   // slots of `device`) on the worker, in issue order.
   template <class Host, class Staged>
@@ -85,12 +83,10 @@ class RingProcessGroup : public ProcessGroup {
   Task number(const Request& request);  // under mu_: the sequence number, fingerprint and Work
   // Worker thread only: the staging slots for tensors on `device` (made on first use).
   collectives::Staging staging(Device device, collectives::Scratch& scratch);
-  template <class Host>
-  bool run_inline_if_idle(std::unique_lock<std::mutex>& lock, Task& task, Host& host);
+  void run_if_next(const Work* work);  // on a waiting thread: runs it if next and idle
   bool wait_for_task(std::unique_lock<std::mutex>& lock);
   void worker_loop();
-  template <class Body>
-  void execute(Task& task, Body& run);  // completes task.work
+  void execute(Task& task);  // runs task.run and completes task.work
 
   std::string name_;
   Milliseconds timeout_;
@@ -102,16 +98,15 @@ class RingProcessGroup : public ProcessGroup {
   std::unique_ptr<collectives::StagingCopier> copier_;  // for CUDA tensors, on copier_device_
   int copier_device_ = -1;
   std::vector<int> all_peers_;
-  std::vector<int> partner_;  // {peer}, reused for send/recv
+  std::unique_ptr<PointToPoint> p2p_;  // send and recv, beside the queue
 
   std::mutex mu_;  // guards the queue, the sequence numbers, busy_ and stopping_
   std::condition_variable wake_;
   std::deque<Task> queue_;
   std::atomic<size_t> queued_{0};
   uint64_t next_seq_ = 0;
-  std::vector<uint64_t> sent_to_, received_from_;  // send/recv sequence per peer
   bool stopping_ = false;
-  bool busy_ = false;    // a task is executing (on the worker, or inline on a caller)
+  bool busy_ = false;    // a task is executing (on the worker, or on a thread waiting for it)
   std::string failure_;  // whichever thread executes (busy_ makes that one at a time)
   std::thread worker_;
   std::unique_ptr<ProgressWatchdog> watchdog_;  // null for one rank or RINGGRAD_WATCHDOG_S=0

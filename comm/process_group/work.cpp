@@ -28,13 +28,16 @@ void Work::complete(std::exception_ptr error) {
   cv_.notify_all();
 }
 
-void Work::wait() { wait(Milliseconds::max()); }
+void Work::wait() {
+  if (!done_.load(std::memory_order_acquire)) run_if_not_started();
+  wait(Milliseconds::max());
+}
 
 void Work::wait(Milliseconds timeout) {
   // Reads the flag itself: a subclass's is_completed may mean something else.
   auto done = [this] { return done_.load(std::memory_order_acquire); };
-  // A collective the group ran inline is done before anyone waits: that path reads no clock
-  // and takes no lock.
+  // A collective that ran on this thread (wait()) is done here: that path reads no clock and
+  // takes no lock.
   if (!done()) {
     const auto start = std::chrono::steady_clock::now();
     while (!done() && std::chrono::steady_clock::now() - start < kSpin) {

@@ -1,5 +1,6 @@
-// Work: the handle a collective returns. The group's worker thread completes it (with an
-// error, if the collective failed); callers wait() on it from any thread. Thread-safe.
+// Work: the handle a collective returns. Whoever runs the collective (the group's worker thread,
+// or a thread that waits for it before it started) completes it, with an error if it failed;
+// callers wait() on it from any thread. Thread-safe.
 // Backends whose work finishes elsewhere (the nccl backend's GPU stream) override the
 // virtual wait and is_completed.
 #pragma once
@@ -26,10 +27,14 @@ class Work {
   const std::string& description() const;
   virtual bool is_completed() const { return done_.load(std::memory_order_acquire); }
   // Blocks until the collective finished and rethrows its error. The collective enforces its
-  // own deadline, so this returns within it.
+  // own deadline, so this returns within it. A collective that has not started yet (next in
+  // its group's queue, the group idle) runs on this thread, since this thread would only
+  // sleep meanwhile (the ring group does so: Note [Running a collective where it is waited]).
   void wait();
-  // As wait(), but throws TimeoutError if it has not finished within `timeout` (the
-  // collective itself keeps running until its own deadline).
+  // As wait(), but never runs the collective here: for a thread that must not take part.
+  void await_completion() { wait(Milliseconds::max()); }
+  // As await_completion(), but throws TimeoutError if it has not finished within `timeout`
+  // (the collective itself keeps running until its own deadline).
   virtual void wait(Milliseconds timeout);
 
   // For process group implementations: exactly once, from the worker thread.
@@ -45,6 +50,8 @@ class Work {
   // formatting it for every call costs a good part of a small collective.
   Work() : lazy_(true) {}
   virtual std::string describe() const { return {}; }
+  // wait(): run the collective on the waiting thread if it has not started (default: never).
+  virtual void run_if_not_started() {}
 
  private:
   const bool lazy_ = false;
@@ -56,6 +63,21 @@ class Work {
   std::exception_ptr error_;
   std::optional<std::chrono::steady_clock::time_point> completed_at_;
 };
+
+// A receive's Work: also says which rank the message came from (a recv from kAnySource).
+class RecvWork : public Work {
+ public:
+  explicit RecvWork(std::string description) : Work(std::move(description)) {}
+  int source() const { return source_.load(std::memory_order_acquire); }  // -1 until done
+  void complete_from(int source, std::exception_ptr error = nullptr) {
+    source_.store(source, std::memory_order_release);
+    complete(std::move(error));
+  }
+
+ private:
+  std::atomic<int> source_{-1};
+};
+
 using WorkPtr = std::shared_ptr<Work>;
 
 }  // namespace ringgrad::comm

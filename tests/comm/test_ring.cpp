@@ -3,7 +3,10 @@
 // (so over shared memory, unless a case forces a socket).
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 
 #include "comm/collectives/ring_step.h"
 #include "comm/transport/socket/socket_transport.h"
@@ -292,32 +295,50 @@ TEST_CASE("ring process group: two groups with collectives in flight at once do 
 }
 
 TEST_CASE(
-    "ring process group: a small collective on an idle group runs inline, behind a big one it "
-    "queues") {
+    "ring process group: a call returns at once, a timed wait gives up at its timeout, the "
+    "collective still completes; behind a big one the small ones queue") {
   const int world = 2;
   auto store = std::make_shared<HashStore>();
   std::vector<std::string> errors;
   std::mutex mu;
+  std::condition_variable cv;
+  bool rank0_checked = false;
   auto fail = [&](const std::string& what) {
     std::lock_guard<std::mutex> lock(mu);
     errors.push_back(what);
   };
   spawn(world, [&](int rank) {
-    auto pg = make_ring_group(store, rank, world, "inline");
+    auto pg = make_ring_group(store, rank, world, "async");
     Tensor small = Tensor::full({64}, rank + 1.0);
+    // Rank 1 issues only after rank 0 has checked: rank 0's call must return without it.
+    if (rank == 1) {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return rank0_checked; });
+    }
     WorkPtr first = pg->allreduce(small);
-    if (!first->is_completed())
-      fail(str_cat("rank ", rank, ": idle group queued a small allreduce"));
+    if (rank == 0) {
+      if (first->is_completed()) fail("rank 0: completed before its peer issued it");
+      try {
+        first->wait(Milliseconds(50));
+        fail("rank 0: a timed wait returned before its peer issued the collective");
+      } catch (const TimeoutError&) {
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      rank0_checked = true;
+      cv.notify_all();
+    }
     first->wait();
+    if (small.data<float>()[7] != 3.0f) fail(str_cat("rank ", rank, ": first sum wrong"));
     // Behind a 16 MiB all-reduce the small ones queue, in order: running them first on one
     // rank would be a fingerprint mismatch on both.
     Tensor big = Tensor::full({4 << 20}, rank + 1.0);
+    small.fill_(rank + 1.0);
     WorkPtr w_big = pg->allreduce(big), w_small = pg->allreduce(small), w_bar = pg->barrier();
-    w_big->wait();
     w_small->wait();
     w_bar->wait();
+    w_big->wait();
     if (big.data<float>()[12345] != 3.0f) fail(str_cat("rank ", rank, ": big sum wrong"));
-    if (small.data<float>()[7] != 6.0f) fail(str_cat("rank ", rank, ": small sum wrong"));
+    if (small.data<float>()[7] != 3.0f) fail(str_cat("rank ", rank, ": small sum wrong"));
   });
   CHECK(errors.empty());
   for (const auto& e : errors) MESSAGE(e);
@@ -338,19 +359,124 @@ TEST_CASE("ring process group: send and recv in order, with tags") {
   });
 }
 
-TEST_CASE("ring process group: two ranks sending to each other fail at once, naming both sends") {
+TEST_CASE("send/recv: two ranks that both receive before they send exchange their tensors") {
+  // PyTorch's test_batch_isend_irecv shape: irecv(peer) then isend(peer) on both ranks, small
+  // and 8 MiB (more than the sockets hold), then blocking sends both ways (eager: each send
+  // completes before the peer receives).
   run_group(2, "p2p-cross", "", [&](int rank, ProcessGroup& pg, auto& errors) {
-    try {
-      pg.send(Tensor::full({5}, rank + 1.0), 1 - rank)->wait();
-      errors.push_back(str_cat("rank ", rank, ": a send met the peer's send and succeeded"));
-    } catch (const Error& e) {
-      const std::string m = e.what();
-      if (m.find("collective mismatch") == std::string::npos ||
-          m.find("sent by rank 0") == std::string::npos ||
-          m.find("sent by rank 1") == std::string::npos)
-        errors.push_back(str_cat("rank ", rank, ": unexpected error: ", m));
+    const int peer = 1 - rank;
+    for (int64_t count : {int64_t{5}, int64_t{2} << 20}) {
+      Tensor got = Tensor::zeros({count});
+      WorkPtr r = pg.recv(got, peer);
+      WorkPtr s = pg.send(Tensor::full({count}, rank + 1.0), peer);
+      r->wait();
+      s->wait();
+      compare(got, Tensor::full({count}, peer + 1.0), str_cat("irecv/isend of ", count), errors);
+    }
+    pg.send(Tensor::full({3}, rank + 10.0), peer)->wait();
+    Tensor got = Tensor::zeros({3});
+    pg.recv(got, peer)->wait();
+    compare(got, Tensor::full({3}, peer + 10.0), "send then recv on both ranks", errors);
+  });
+}
+
+TEST_CASE("send/recv: matched per tag, in issue order within a tag, not in arrival order") {
+  run_group(2, "p2p-tags", "", [&](int rank, ProcessGroup& pg, auto& errors) {
+    auto tagged = [](int tag) {
+      SendRecvOptions o;
+      o.tag = tag;
+      return o;
+    };
+    if (rank == 0) {
+      std::vector<WorkPtr> sent;
+      for (auto [tag, value] : {std::pair{7, 1.0}, {8, 2.0}, {7, 3.0}})
+        sent.push_back(pg.send(Tensor::full({4}, value), 1, tagged(tag)));
+      for (auto& w : sent) w->wait();
+    } else {
+      Tensor a = Tensor::zeros({4}), b = Tensor::zeros({4}), c = Tensor::zeros({4});
+      WorkPtr wb = pg.recv(b, 0, tagged(8));  // posted first, but the second message
+      WorkPtr wa = pg.recv(a, 0, tagged(7));
+      WorkPtr wc = pg.recv(c, 0, tagged(7));
+      wb->wait(), wa->wait(), wc->wait();
+      compare(a, Tensor::full({4}, 1.0), "first tag-7 message", errors);
+      compare(b, Tensor::full({4}, 2.0), "tag-8 message", errors);
+      compare(c, Tensor::full({4}, 3.0), "second tag-7 message", errors);
     }
   });
+}
+
+TEST_CASE("send/recv: a receive from any source takes each message once and names its sender") {
+  run_group(3, "p2p-any", "", [&](int rank, ProcessGroup& pg, auto& errors) {
+    if (rank > 0) {
+      pg.send(Tensor::full({6}, rank * 100.0), 0)->wait();
+      return;
+    }
+    std::vector<int> sources;
+    for (int k = 0; k < 2; ++k) {
+      Tensor got = Tensor::zeros({6});
+      WorkPtr w = pg.recv(got, kAnySource);
+      w->wait();
+      const int from = std::static_pointer_cast<RecvWork>(w)->source();
+      sources.push_back(from);
+      compare(got, Tensor::full({6}, from * 100.0), str_cat("message from rank ", from), errors);
+    }
+    std::sort(sources.begin(), sources.end());
+    if (sources != std::vector<int>{1, 2})
+      errors.push_back(str_cat("sources ", sources[0], " and ", sources[1], ", expected 1 and 2"));
+  });
+}
+
+TEST_CASE("send/recv: sends and collectives in a different order on the two ranks") {
+  run_group(2, "p2p-mixed", "", [&](int rank, ProcessGroup& pg, auto& errors) {
+    Tensor sum = Tensor::full({4}, 1.0);
+    if (rank == 0) {
+      WorkPtr s = pg.send(Tensor::full({4}, 9.0), 1);
+      pg.allreduce(sum)->wait();
+      s->wait();
+    } else {
+      pg.allreduce(sum)->wait();
+      Tensor got = Tensor::zeros({4});
+      pg.recv(got, 0)->wait();
+      compare(got, Tensor::full({4}, 9.0), "message sent before the allreduce", errors);
+    }
+    compare(sum, Tensor::full({4}, 2.0), "allreduce between the send and its recv", errors);
+  });
+}
+
+TEST_CASE("send/recv: a size mismatch, a message never sent and a peer gone fail clearly") {
+  auto store = std::make_shared<HashStore>();
+  std::vector<std::string> messages(4);
+  spawn(2, [&](int rank) {
+    auto pg = make_ring_group(store, rank, 2, "p2p-errors");
+    SendRecvOptions quick;
+    quick.timeout = Milliseconds(200);
+    auto error_of = [](const WorkPtr& w) -> std::string {
+      try {
+        w->wait();
+      } catch (const std::exception& e) {
+        return e.what();
+      }
+      return "";
+    };
+    if (rank == 0) {
+      pg->send(Tensor::zeros({10}), 1)->wait();
+      messages[0] = error_of(pg->recv(Tensor::zeros({4}), 1, quick));
+      pg->barrier()->wait();
+      messages[1] = error_of(pg->recv(Tensor::zeros({4}), 1));  // rank 1 is destroying its group
+    } else {
+      messages[2] = error_of(pg->recv(Tensor::zeros({12}), 0));
+      pg->barrier()->wait();
+      pg.reset();
+    }
+  });
+  CAPTURE(messages[0]);
+  CAPTURE(messages[1]);
+  CAPTURE(messages[2]);
+  CHECK(messages[2].find("rank 0 sent 40 bytes with that tag") != std::string::npos);
+  CHECK(messages[2].find("recv from rank 0 (tag 0, 48 bytes)") != std::string::npos);
+  CHECK(messages[0].find("recv from rank 1 (tag 0, 16 bytes): Timed out after 200 ms") !=
+        std::string::npos);
+  CHECK(messages[1].find("rank 1 closed its connection") != std::string::npos);
 }
 
 TEST_CASE(

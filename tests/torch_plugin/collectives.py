@@ -133,9 +133,9 @@ def run_collectives(n):
                 dist.recv(got, frm)
                 dist.send(x, to)
             check(f"send/recv {dtype} n={n}", got, everyone[frm], True)
-    # Futures, as DDP and comm hooks chain on them: a small collective is already done when
-    # get_future() is called (the group ran it on this thread), a large one is not; either way
-    # the future and a callback chained on it see the result, and all_gather's list is filled.
+    # Futures, as DDP and comm hooks chain on them: whether or not the collective is done when
+    # get_future() is called, the future and a callback chained on it see the result, and
+    # all_gather's list is filled.
     x = inputs(torch.float32, n, RANK, seed=3)
     theirs = x.clone()
     dist.all_reduce(theirs, group=GLOO)
@@ -177,8 +177,72 @@ def run_errors():
         failures.append(f"all_reduce after refused calls gave {t.tolist()}")
 
 
+def run_point_to_point():
+    """send/recv matched as Gloo matches them: per (peer, direction, tag), so every rank may
+    post its irecv before its isend (batch_isend_irecv around the ring), a receive of tag 8
+    posted before one of tag 7 gets the tag-8 message, and a recv with no source takes the
+    next message and returns its sender."""
+    to, frm = (RANK + 1) % WORLD, (RANK - 1) % WORLD
+    for n in [3, 1 << 20]:
+        got = torch.zeros(n)
+        reqs = dist.batch_isend_irecv([dist.P2POp(dist.irecv, got, frm),
+                                       dist.P2POp(dist.isend, torch.full((n,), float(RANK)), to)])
+        for r in reqs:
+            r.wait()
+        if not torch.equal(got, torch.full((n,), float(frm))):
+            failures.append(f"batch_isend_irecv n={n}: got {got[:3].tolist()} from rank {frm}")
+    if RANK == 0:
+        dist.send(torch.full((2,), 7.0), 1, tag=7)
+        dist.send(torch.full((2,), 8.0), 1, tag=8)
+    elif RANK == 1:
+        eight, seven = torch.zeros(2), torch.zeros(2)
+        w8 = dist.irecv(eight, 0, tag=8)
+        w7 = dist.irecv(seven, 0, tag=7)
+        w8.wait()
+        w7.wait()
+        if eight.tolist() != [8.0, 8.0] or seven.tolist() != [7.0, 7.0]:
+            failures.append(f"tags 8 then 7 received {eight.tolist()} and {seven.tolist()}")
+    if RANK == 0:
+        senders = []
+        for _ in range(WORLD - 1):
+            got = torch.zeros(4)
+            sender = dist.recv(got)
+            senders.append(sender)
+            if got.tolist() != [float(sender)] * 4:
+                failures.append(f"recv from any source: {got.tolist()} from rank {sender}")
+        if sorted(senders) != list(range(1, WORLD)):
+            failures.append(f"recv from any source named senders {senders}")
+    else:
+        dist.send(torch.full((4,), float(RANK)), 0)
+
+
+def run_async_returns_at_once():
+    """async_op=True returns at once whatever the size, and wait(timeout) raises at its
+    timeout while a peer has not joined; the collective still completes afterwards. Rank 0
+    checks both before the other ranks even issue the all_reduce (they wait for its key), so
+    a call that blocked until every rank arrived would never return."""
+    store = dist.distributed_c10d._get_default_store()
+    t = torch.ones(2)
+    if RANK == 0:
+        work = dist.all_reduce(t, async_op=True)
+        if work.is_completed():
+            failures.append("async all_reduce completed before its peers issued it")
+        try:
+            work.wait(timeout=datetime.timedelta(milliseconds=200))
+            failures.append("wait(200 ms) returned before the peers issued the all_reduce")
+        except RuntimeError:
+            pass
+        store.set("async/issued0", "1")
+        work.wait()
+    else:
+        store.wait(["async/issued0"], datetime.timedelta(seconds=60))
+        dist.all_reduce(t)
+    if t.tolist() != [WORLD] * 2:
+        failures.append(f"async all_reduce gave {t.tolist()}")
+
+
 def run_gil_released_while_waiting():
-    """A small all_reduce runs on the calling thread (the ring group's inline path). While it
+    """A small all_reduce waited on at once runs on the waiting thread. While it
     waits for a late peer, other Python threads must run: here the late rank joins only after
     every other rank's helper thread has taken the GIL a hundred times (sleeping in between)
     during that rank's all_reduce. Were the GIL held while waiting, the helper would stop at
@@ -216,6 +280,8 @@ GLOO = dist.new_group(backend="gloo")
 for n in [1, 7, 70_000]:  # the 70,000-element case takes ringgrad's ring path
     run_collectives(n)
 run_errors()
+run_point_to_point()
+run_async_returns_at_once()
 run_gil_released_while_waiting()
 # Teardown while a future's Python callback is pending: the callback needs the GIL on
 # ringgrad's future thread while this thread destroys the group, which must release it. The

@@ -1,6 +1,6 @@
 # PyTorch's flight recorder sees ringgrad's collectives finish (the backend's completion hooks;
-# without them every entry read "scheduled", retired at issue). After all_reduces run inline
-# (8 bytes) and on the comm thread (4 MiB: waited on, async, through a future), each entry is
+# without them every entry read "scheduled", retired at issue). After all_reduces run on the
+# waiting thread (8 bytes, waited at once) and on the comm thread (4 MiB: waited on, async, through a future), each entry is
 # "completed" with a duration; one waiting for a late rank reads "scheduled" until it is done,
 # which is what tells a hung collective from a finished one in a dump.
 import json
