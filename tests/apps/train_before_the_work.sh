@@ -64,7 +64,7 @@ echo "ok: a resumed run adds to --log-json ($steps records)"
 
 # A small file system: a checkpoint that cannot fit, and a log that stops taking records.
 if ((EUID == 0)) && mkdir "$dir/small" && mount -t tmpfs -o size=256k tmpfs "$dir/small"; then
-  expect 2 "--save $dir/small/ck.safetensors: the file system of $dir/small has [0-9]+ KiB free, and the file needs about" \
+  expect 2 "--save $dir/small/ck.safetensors: the file system of $dir/small has [0-9.]+ KiB free, and the file needs about" \
     "${tiny[@]}" --save "$dir/small/ck.safetensors"
   head -c 250k /dev/zero >"$dir/small/filler" 2>/dev/null
   dd if=/dev/zero of="$dir/small/rest" bs=1k 2>/dev/null
