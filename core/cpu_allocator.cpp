@@ -90,13 +90,4 @@ CpuCacheStats cpu_cache_stats() {
   return c.stats;
 }
 
-void cpu_cache_empty() {
-  Cache& c = cache();
-  std::lock_guard<std::mutex> lock(c.mu);
-  for (auto& [size, list] : c.free_lists)
-    for (void* p : list) std::free(p);
-  c.free_lists.clear();
-  c.stats.bytes_cached = 0;
-}
-
 }  // namespace ringgrad

@@ -22,6 +22,5 @@ struct CpuCacheStats {
   size_t bytes_in_use = 0;
 };
 CpuCacheStats cpu_cache_stats();
-void cpu_cache_empty();  // frees every cached block
 
 }  // namespace ringgrad

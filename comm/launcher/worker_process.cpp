@@ -54,12 +54,12 @@ std::vector<pid_t> own_children() {
 }
 
 struct Pipe {
-  int read = -1, write = -1;
+  UniqueFd read, write;
   Pipe() {
     int fds[2];
     RG_CHECK(::pipe2(fds, O_CLOEXEC) == 0, "pipe2 failed: ", std::strerror(errno));
-    read = fds[0];
-    write = fds[1];
+    read = UniqueFd(fds[0]);
+    write = UniqueFd(fds[1]);
   }
 };
 
@@ -72,15 +72,15 @@ struct Pipe {
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  if (in) ::dup2(in->read, STDIN_FILENO);
-  ::dup2(out.write, STDOUT_FILENO);
-  ::dup2(err.write, STDERR_FILENO);
+  if (in) ::dup2(in->read.get(), STDIN_FILENO);
+  ::dup2(out.write.get(), STDOUT_FILENO);
+  ::dup2(err.write.get(), STDERR_FILENO);
   // Only stdin/stdout/stderr cross exec: a worker holding the launcher's store sockets would
   // keep its port bound after the launcher is gone.
   ::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
   ::execvpe(argv[0], argv, envp);
   const int e = errno;
-  (void)!::write(status.write, &e, sizeof e);
+  (void)!::write(status.write.get(), &e, sizeof e);
   ::_exit(127);
 }
 
@@ -104,25 +104,21 @@ WorkerProcess::WorkerProcess(const std::vector<std::string>& command,
     exec_child(launcher, in ? &*in : nullptr, out, err, status, argv.data(), envp.data());
   ::setpgid(pid_, pid_);  // also here, so the group exists before we ever signal it
   if (in) {
-    ::close(in->read);
-    stdin_fd_ = in->write;
+    in->read.reset();
+    stdin_ = std::move(in->write);
   }
-  ::close(out.write);
-  ::close(err.write);
-  ::close(status.write);
+  out.write.reset();
+  err.write.reset();
+  status.write.reset();
   int exec_errno = 0;
   ssize_t n;
-  do n = ::read(status.read, &exec_errno, sizeof exec_errno);
+  do n = ::read(status.read.get(), &exec_errno, sizeof exec_errno);
   while (n < 0 && errno == EINTR);
-  ::close(status.read);
-  stdout_fd_ = out.read;
-  stderr_fd_ = err.read;
+  stdout_ = std::move(out.read);
+  stderr_ = std::move(err.read);
   if (n == sizeof exec_errno) {
     ::waitpid(pid_, nullptr, 0);
     exit_ = ExitStatus{127, 0};
-    close_stdout();
-    close_stderr();
-    close_stdin();
     // ENOENT for a file that is there: the kernel could not find the interpreter its #! names.
     if (exec_errno == ENOENT && command[0].find('/') != std::string::npos &&
         ::access(command[0].c_str(), F_OK) == 0)
@@ -130,8 +126,8 @@ WorkerProcess::WorkerProcess(const std::vector<std::string>& command,
                "': the interpreter its first line (#!) names was not found");
     RG_THROW(Error, "cannot run '", command[0], "': ", std::strerror(exec_errno));
   }
-  ::fcntl(stdout_fd_, F_SETFL, O_NONBLOCK);
-  ::fcntl(stderr_fd_, F_SETFL, O_NONBLOCK);
+  ::fcntl(stdout_.get(), F_SETFL, O_NONBLOCK);
+  ::fcntl(stderr_.get(), F_SETFL, O_NONBLOCK);
 }
 
 WorkerProcess::~WorkerProcess() {
@@ -142,23 +138,11 @@ WorkerProcess::~WorkerProcess() {
     signal_group(SIGKILL);
   }
   reap_strays();
-  close_stdout();
-  close_stderr();
-  close_stdin();
 }
 
-void WorkerProcess::close_stdout() {
-  if (stdout_fd_ >= 0) ::close(stdout_fd_);
-  stdout_fd_ = -1;
-}
-void WorkerProcess::close_stderr() {
-  if (stderr_fd_ >= 0) ::close(stderr_fd_);
-  stderr_fd_ = -1;
-}
-void WorkerProcess::close_stdin() {
-  if (stdin_fd_ >= 0) ::close(stdin_fd_);
-  stdin_fd_ = -1;
-}
+void WorkerProcess::close_stdout() { stdout_.reset(); }
+void WorkerProcess::close_stderr() { stderr_.reset(); }
+void WorkerProcess::close_stdin() { stdin_.reset(); }
 
 std::optional<ExitStatus> WorkerProcess::poll_exit() {
   if (exit_) return exit_;

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "comm/transport/unique_fd.h"
+
 namespace ringgrad::comm {
 
 // How a process ended: an exit code, or the signal that killed it; or, for a worker the
@@ -44,9 +46,8 @@ class WorkerProcess {
   WorkerProcess& operator=(const WorkerProcess&) = delete;
 
   pid_t pid() const { return pid_; }
-  int stdout_fd() const { return stdout_fd_; }
-  int stderr_fd() const { return stderr_fd_; }
-  int stdin_fd() const { return stdin_fd_; }  // -1 without stdin_pipe or once closed
+  int stdout_fd() const { return stdout_.get(); }  // -1 once closed
+  int stderr_fd() const { return stderr_.get(); }
   void close_stdout();
   void close_stderr();
   void close_stdin();  // the child reads end-of-file
@@ -71,9 +72,9 @@ class WorkerProcess {
 
  private:
   pid_t pid_ = -1;
-  int stdout_fd_ = -1;
-  int stderr_fd_ = -1;
-  int stdin_fd_ = -1;
+  UniqueFd stdout_;
+  UniqueFd stderr_;
+  UniqueFd stdin_;  // the write end of the child's stdin, with stdin_pipe
   std::optional<ExitStatus> exit_;
   std::optional<Stop> stopped_;
 };

@@ -12,7 +12,8 @@
 namespace ringgrad::comm {
 
 // dst[i] = a[i] op b[i]; dst may alias a or b. avg combines as sum (see divide_by).
-// The operation is commutative bit for bit (a op b == b op a), which the tree relies on.
+// The operation is commutative bit for bit (a op b == b op a), which recursive doubling relies
+// on (its two partners combine the same pair in opposite orders).
 void reduce_into(void* dst, const void* a, const void* b, size_t count, DType dtype, ReduceOp op);
 
 // data[i] /= divisor: the last step of avg (integer types divide with truncation).

@@ -87,14 +87,6 @@ class Transport {
   // which the hierarchical all-reduce groups them by.
   virtual std::string host_of(int r) const = 0;
 
-  // Convenience: one send and one receive progressed together (never send-send deadlocks).
-  void sendrecv(int dst, const void* send_data, size_t send_bytes, int src, void* recv_data,
-                size_t recv_bytes) {
-    post_recv(src, recv_data, recv_bytes);
-    post_send(dst, send_data, send_bytes);
-    wait_all();
-  }
-
  protected:
   Transport(int rank, int size) : rank_(rank), size_(size) {}
 

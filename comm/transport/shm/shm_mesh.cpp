@@ -126,10 +126,8 @@ ShmMesh::ShmMesh(int rank, const std::vector<ShmPeerLink>& links, size_t ring_by
     Offer theirs{};
     const std::string what =
         str_cat("rank ", rank, " reading the shared-memory offer of rank ", peer);
-    std::vector<UniqueFd> fds;
-    for (int fd :
-         net::read_with_fds(*links[slot].socket, &theirs, sizeof theirs, 2, deadline, what))
-      fds.emplace_back(fd);
+    std::vector<UniqueFd> fds =
+        net::read_with_fds(*links[slot].socket, &theirs, sizeof theirs, 2, deadline, what);
     if (theirs.magic != kOfferMagic || theirs.ring_bytes != ring_bytes ||
         (theirs.ok &&
          (fds.size() != 2 || theirs.inbox_bytes < inbox_bytes(theirs.slot + 1, ring_bytes))))

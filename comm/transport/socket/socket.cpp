@@ -299,9 +299,9 @@ void write_with_fds(const Socket& s, const void* data, size_t bytes, const std::
   }
 }
 
-std::vector<int> read_with_fds(const Socket& s, void* data, size_t bytes, size_t max_fds,
-                               Clock::time_point deadline, const std::string& what) {
-  std::vector<int> fds;
+std::vector<UniqueFd> read_with_fds(const Socket& s, void* data, size_t bytes, size_t max_fds,
+                                    Clock::time_point deadline, const std::string& what) {
+  std::vector<UniqueFd> fds;  // owned from the moment they arrive, so a throw closes them
   auto* p = static_cast<char*>(data);
   while (bytes > 0) {
     alignas(cmsghdr) char control[CMSG_SPACE(8 * sizeof(int))] = {};
@@ -326,17 +326,15 @@ std::vector<int> read_with_fds(const Socket& s, void* data, size_t bytes, size_t
         for (size_t i = 0; i < count; ++i) {
           int fd;
           std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-          fds.push_back(fd);
+          fds.emplace_back(fd);
         }
       }
     p += n;
     bytes -= static_cast<size_t>(n);
   }
-  if (fds.size() > max_fds) {
-    for (int fd : fds) ::close(fd);
+  if (fds.size() > max_fds)
     RG_THROW(IoError, what, ": the peer passed ", fds.size(), " descriptors, expected at most ",
              max_fds);
-  }
   return fds;
 }
 

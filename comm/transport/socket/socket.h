@@ -79,10 +79,10 @@ void write_fully(const Socket& s, const void* data, size_t bytes, Clock::time_po
 void read_fully(const Socket& s, void* data, size_t bytes, Clock::time_point deadline,
                 const std::string& what);
 // The same over a unix socket, with file descriptors passed along (SCM_RIGHTS): the receiver
-// gets its own descriptors for the sender's open files (at most `max_fds`; the caller owns them).
+// gets its own descriptors for the sender's open files (at most `max_fds`).
 void write_with_fds(const Socket& s, const void* data, size_t bytes, const std::vector<int>& fds,
                     Clock::time_point deadline, const std::string& what);
-std::vector<int> read_with_fds(const Socket& s, void* data, size_t bytes, size_t max_fds,
-                               Clock::time_point deadline, const std::string& what);
+std::vector<UniqueFd> read_with_fds(const Socket& s, void* data, size_t bytes, size_t max_fds,
+                                    Clock::time_point deadline, const std::string& what);
 
 }  // namespace ringgrad::comm::net
