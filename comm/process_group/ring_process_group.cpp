@@ -442,7 +442,13 @@ WorkPtr RingProcessGroup::scatter(const Tensor& input, const Tensor& output,
   check_rank(opts.root, size(), "scatter", "root");
   if (rank() == opts.root) {
     check_host(input, "scatter", "input");
-    check_pair(output, input, "scatter", size(), 1);
+    if (input.dtype() != output.dtype())
+      RG_THROW(InvalidArgument, "scatter: input is ", dtype_name(input.dtype()), " but output is ",
+               dtype_name(output.dtype()));
+    if (input.numel() != output.numel() * size())
+      RG_THROW(InvalidArgument, "scatter: the root's input has ", input.numel(),
+               " elements, expected ", output.numel() * size(), " (", size(), " blocks of ",
+               output.numel(), ")");
   }
   Request r = request(CollectiveKind::scatter, output, output.numel(), opts.timeout);
   r.root = opts.root;
