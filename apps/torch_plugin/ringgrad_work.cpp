@@ -92,7 +92,13 @@ RinggradWork::RinggradWork(comm::WorkPtr work, std::optional<Clock::time_point> 
 
 void RinggradWork::watch() {
   if (!hooks_->any()) return;
-  if (work_->is_completed()) return conclude();  // run inline by the group
+  // A collective the group ran inline is reported here, unless it failed: the flight
+  // recorder's abort hook then dumps its trace, which takes about a second, so the completer
+  // thread runs it and the error reaches the caller at the collective's deadline.
+  if (work_->is_completed()) {
+    settle(std::chrono::milliseconds(0));
+    if (!exception()) return conclude();
+  }
   auto completer = completer_.lock();
   if (!completer) return;
   {
@@ -155,8 +161,12 @@ bool RinggradWork::wait(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
   if (!error_) return true;
   std::exception_ptr error = error_;
+  const bool reported_elsewhere = queued_;
   lock.unlock();
-  hooks_->aborted();  // PyTorch's hooks are idempotent; conclude() may run them too
+  // A Work handed to the completer has its abort hooks run there (conclude()): the flight
+  // recorder's dumps its trace, which takes longer than a second, and the error must reach
+  // the caller at the deadline, as Gloo's does.
+  if (!reported_elsewhere) hooks_->aborted();
   std::rethrow_exception(error);
 }
 

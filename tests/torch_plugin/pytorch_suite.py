@@ -5,14 +5,16 @@
 # WORLD_SIZE fresh processes (spawn), groups made by init_process_group(init_method=file://).
 #
 #   pytorch_suite.py --world 2 [--backends ringgrad,gloo] [--part fast|all] [-k REGEX]...
+#                    [--start fork|spawn] [--log FILE]
 #                    [--junit DIR] [--json FILE]
 #
 # For each backend it prints one line per test ("PASS|FAIL|ERROR|SKIP|XFAIL|XPASS name (s)") and a
 # table, writes JUnit XML (DIR/<backend>-world<N>.xml), then compares: the exit status is 1 when a
 # test that passed on gloo failed or errored on ringgrad (or an expected failure passed: take it
 # off WAITING_ON_P2P), 77 (Skipped) when this Python lacks torch, ringgrad_torch or expecttest
-# (which PyTorch's test utilities import), else 0. --part fast runs FAST_TESTS (the CTest part);
-# --part all runs all 285. How long each takes is in docs/pytorch.md.
+# (which PyTorch's test utilities import), else 0. --part fast (the default) runs FAST_TESTS;
+# --part all, or RINGGRAD_PYTORCH_SUITE=all in the environment (so also under ctest), runs all
+# 285. How long each takes is in docs/pytorch.md.
 #
 # What the runner declares for ringgrad, in PyTorch's own terms (DistTestCases), is only what is
 # true: it is a third-party backend ("plugin"), DistributedDataParallel runs on it ("ddp"), and it
@@ -312,7 +314,10 @@ def main():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--world", type=int, required=True)
     p.add_argument("--backends", default="ringgrad,gloo")
-    p.add_argument("--part", choices=("fast", "all"), default="all")
+    p.add_argument("--part", choices=("fast", "all"),
+                   default=os.environ.get("RINGGRAD_PYTORCH_SUITE", "fast"),
+                   help="fast: FAST_TESTS (the default, what CTest runs); all: every test "
+                        "(also RINGGRAD_PYTORCH_SUITE=all, e.g. for ctest)")
     p.add_argument("-k", dest="patterns", action="append", default=[],
                    help="only tests whose name matches this regex (repeatable)")
     p.add_argument("--junit", help="folder for <backend>-world<N>.xml")
@@ -367,6 +372,7 @@ def main():
         env.pop("TEMP_DIR", None)
         log = args.log or os.path.join(os.environ.get("TMPDIR", "/tmp"),
                                        f"pytorch_suite_{backend}_world{args.world}.log")
+        os.makedirs(os.path.dirname(os.path.abspath(log)), exist_ok=True)
         print(f"   the ranks' output: {log}", flush=True)
         t0 = time.monotonic()
         with open(log, "a" if args.log else "w") as log_file:
