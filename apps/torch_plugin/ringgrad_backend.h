@@ -54,6 +54,31 @@ class RinggradBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override;
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
 
+  // ringgrad_backend_exchange.cpp: what the ring group adds to the basic collectives.
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& output_splits,
+                                               std::vector<int64_t>& input_splits,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
+                                          std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(
+      std::vector<std::vector<at::Tensor>>& output_lists, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  // Blocking, on the caller's thread (released GIL); errors in c10d's words
+  // (comm/process_group/monitored_barrier.h).
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override;
+  // Collectives issued on this group; what TORCH_DISTRIBUTED_DEBUG=DETAIL's checks compare.
+  uint64_t getSequenceNumberForGroup() override;
+
   // PyTorch's flight recorder registers these (see WorkHooks), so its trace shows ringgrad's
   // collectives completed, with durations, and it writes the trace when one fails.
   bool supportsCompletionHooks() const override { return true; }
@@ -64,8 +89,22 @@ class RinggradBackend : public c10d::Backend {
   void unregisterAbortHook(int64_t hook_id) override;
 
  private:
+  // Issues one call on the group; ringgrad's argument errors become RuntimeErrors. The time is
+  // read only for the hooks (getDuration), which are registered before any collective.
   template <class F>
-  Issued issue(const char* operation, F&& call);
+  Issued issue(const char* operation, F&& call) {
+    TORCH_CHECK(group_, "ringgrad: ", operation, " after the group was shut down");
+    std::optional<RinggradWork::Clock::time_point> at;
+    if (hooks_->any()) at = RinggradWork::Clock::now();
+    try {
+      return Issued{call(*group_), at};
+    } catch (const c10::Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      TORCH_CHECK(false, "ringgrad: ", e.what());
+    }
+  }
+
   c10::intrusive_ptr<c10d::Work> wrap(Issued issued, c10d::OpType type,
                                       std::vector<at::Tensor> outputs,
                                       std::function<void()> finish = {});

@@ -18,6 +18,11 @@ std::exception_ptr as_dist_backend_error(std::exception_ptr error) {
     std::rethrow_exception(error);
   } catch (const c10::Error&) {
     return error;
+  } catch (const TimeoutError& e) {
+    // PyTorch's own tests (and users' scripts) recognise a timeout by c10d's words.
+    return std::make_exception_ptr(c10::DistBackendError(
+        c10::SourceLocation{__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
+        std::string("ringgrad: Timed out waiting for the collective: ") + e.what()));
   } catch (const std::exception& e) {
     return std::make_exception_ptr(c10::DistBackendError(
         c10::SourceLocation{__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
@@ -87,7 +92,13 @@ RinggradWork::RinggradWork(comm::WorkPtr work, std::optional<Clock::time_point> 
 
 void RinggradWork::watch() {
   if (!hooks_->any()) return;
-  if (work_->is_completed()) return conclude();
+  // A collective already done is reported here, unless it failed: the flight recorder's abort
+  // hook then dumps its trace, which takes about a second, so the completer thread runs it and
+  // the error reaches the caller at the collective's deadline.
+  if (work_->is_completed()) {
+    settle(std::chrono::milliseconds(0));
+    if (!exception()) return conclude();
+  }
   auto completer = completer_.lock();
   if (!completer) return;
   {
@@ -152,8 +163,12 @@ bool RinggradWork::wait(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
   if (!error_) return true;
   std::exception_ptr error = error_;
+  const bool reported_elsewhere = queued_;
   lock.unlock();
-  hooks_->aborted();  // PyTorch's hooks are idempotent; conclude() may run them too
+  // A Work handed to the completer has its abort hooks run there (conclude()): the flight
+  // recorder's dumps its trace, which takes longer than a second, and the error must reach
+  // the caller at the deadline, as Gloo's does.
+  if (!reported_elsewhere) hooks_->aborted();
   std::rethrow_exception(error);
 }
 

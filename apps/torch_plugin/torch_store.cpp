@@ -54,6 +54,9 @@ void TorchStore::wait(const std::vector<std::string>& keys, comm::Milliseconds t
   } catch (const c10::DistStoreError&) {  // what TCPStore throws when the deadline passes
     comm::throw_store_timeout("wait", keys, timeout, "PyTorch store");
   } catch (const c10::Error& e) {
+    // FileStore (init_method="file://...") says "Wait timeout" in a plain c10::Error.
+    if (std::string(e.what_without_backtrace()).find("Wait timeout") != std::string::npos)
+      comm::throw_store_timeout("wait", keys, timeout, "PyTorch store");
     RG_THROW(IoError, "PyTorch store wait failed: ", e.what_without_backtrace());
   }
 }

@@ -8,10 +8,11 @@ namespace ringgrad::comm {
 namespace {
 bool reduces(CollectiveKind k) {
   return k == CollectiveKind::allreduce || k == CollectiveKind::reduce ||
-         k == CollectiveKind::reduce_scatter;
+         k == CollectiveKind::reduce_scatter || k == CollectiveKind::allreduce_coalesced;
 }
 bool has_root(CollectiveKind k) {
-  return k == CollectiveKind::broadcast || k == CollectiveKind::reduce;
+  return k == CollectiveKind::broadcast || k == CollectiveKind::reduce ||
+         k == CollectiveKind::gather || k == CollectiveKind::scatter;
 }
 }  // namespace
 
@@ -24,6 +25,11 @@ const char* collective_kind_name(CollectiveKind kind) {
     case CollectiveKind::reduce_scatter: return "reduce_scatter";
     case CollectiveKind::barrier: return "barrier";
     case CollectiveKind::send_recv: return "send/recv";
+    case CollectiveKind::gather: return "gather";
+    case CollectiveKind::scatter: return "scatter";
+    case CollectiveKind::alltoall: return "alltoall";
+    case CollectiveKind::allreduce_coalesced: return "allreduce_coalesced";
+    case CollectiveKind::allgather_coalesced: return "allgather_coalesced";
   }
   return "unknown collective";
 }
@@ -47,6 +53,7 @@ std::string describe(const Fingerprint& f) {
     return "garbage (not a fingerprint: the streams are out of step)";
   std::string s = std::string(collective_kind_name(f.kind)) + " #" + std::to_string(f.seq);
   if (f.kind == CollectiveKind::barrier) return s;
+  if (f.kind == CollectiveKind::alltoall) return s + " (" + dtype_name(f.dtype) + ")";
   s += " (";
   if (reduces(f.kind)) s += std::string(reduce_op_name(f.op)) + ", ";
   s += std::string(dtype_name(f.dtype)) + ", " + std::to_string(f.count) +

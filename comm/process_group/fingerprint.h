@@ -18,7 +18,12 @@ enum class CollectiveKind : uint8_t {
   allgather,
   reduce_scatter,
   barrier,
-  send_recv
+  send_recv,
+  gather,
+  scatter,
+  alltoall,  // count 0: the pairs check their split sizes in the exchange itself
+  allreduce_coalesced,
+  allgather_coalesced
 };
 const char* collective_kind_name(CollectiveKind kind);
 

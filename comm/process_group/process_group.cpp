@@ -35,6 +35,34 @@ WorkPtr ProcessGroup::reduce_scatter_inplace(const Tensor& tensor,
   return reduce_scatter(tensor, tensor.view({tensor.numel()}).narrow(rank() * block, block), opts);
 }
 
+namespace {
+[[noreturn]] void unsupported(const ProcessGroup& pg, const char* operation) {
+  RG_THROW(InvalidArgument, operation, " is not supported by the '", pg.backend_name(),
+           "' process group; the 'ring' backend has it");
+}
+}  // namespace
+
+WorkPtr ProcessGroup::gather(const Tensor&, const Tensor&, const GatherOptions&) {
+  unsupported(*this, "gather");
+}
+WorkPtr ProcessGroup::scatter(const Tensor&, const Tensor&, const ScatterOptions&) {
+  unsupported(*this, "scatter");
+}
+WorkPtr ProcessGroup::alltoall(const Tensor&, const Tensor&, const AlltoallOptions&) {
+  unsupported(*this, "alltoall");
+}
+WorkPtr ProcessGroup::allreduce_coalesced(const std::vector<Tensor>&, const AllreduceOptions&) {
+  unsupported(*this, "allreduce_coalesced");
+}
+WorkPtr ProcessGroup::allgather_coalesced(const std::vector<Tensor>&, const std::vector<Tensor>&,
+                                          const AllgatherOptions&) {
+  unsupported(*this, "allgather_coalesced");
+}
+void ProcessGroup::monitored_barrier(Milliseconds, bool) {
+  unsupported(*this, "monitored_barrier");
+}
+uint64_t ProcessGroup::sequence_number() { unsupported(*this, "sequence_number"); }
+
 Milliseconds default_collective_timeout() {
   const double seconds = env_double("RINGGRAD_TIMEOUT_S", 0.0);
   if (!(seconds >= 0) || seconds > 1e7)  // also NaN

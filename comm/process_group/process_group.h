@@ -9,6 +9,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "comm/process_group/work.h"
 #include "comm/reduce/reduce_op.h"
@@ -46,6 +47,16 @@ struct SendRecvOptions {
   Milliseconds timeout{0};
 };
 constexpr int kAnySource = -1;  // recv's source: whichever rank sends a message of the tag first
+struct GatherOptions {
+  int root = 0;
+  Milliseconds timeout{0};
+};
+using ScatterOptions = GatherOptions;
+struct AlltoallOptions {
+  // Elements sent to / received from each rank, in rank order; empty: equal blocks.
+  std::vector<int64_t> send_splits, recv_splits;
+  Milliseconds timeout{0};
+};
 
 class ProcessGroup {
  public:
@@ -82,6 +93,32 @@ class ProcessGroup {
   // ring backend): the Work of a receive then says where the message came from (RecvWork).
   virtual WorkPtr send(const Tensor& tensor, int dst, const SendRecvOptions& opts = {}) = 0;
   virtual WorkPtr recv(const Tensor& tensor, int src, const SendRecvOptions& opts = {}) = 0;
+
+  // Backends without these throw InvalidArgument naming the backend (the nccl one, today).
+  // gather: every rank's input lands on the root, in `output` (size() * input.numel()
+  // elements, rank r's at block r; read only on the root, may be undefined elsewhere).
+  virtual WorkPtr gather(const Tensor& input, const Tensor& output, const GatherOptions& opts = {});
+  // scatter: block r of the root's input (size() * output.numel(); read only there) lands in
+  // rank r's output.
+  virtual WorkPtr scatter(const Tensor& input, const Tensor& output,
+                          const ScatterOptions& opts = {});
+  // alltoall: input's block p goes to rank p, rank p's block for this rank lands at block p of
+  // output; blocks as opts' splits say (each rank's send split for q equal to q's receive split
+  // for it), else equal. Out of place.
+  virtual WorkPtr alltoall(const Tensor& input, const Tensor& output,
+                           const AlltoallOptions& opts = {});
+  // One all-reduce over several tensors of one dtype, in place (PyTorch's allreduce_coalesced).
+  virtual WorkPtr allreduce_coalesced(const std::vector<Tensor>& tensors,
+                                      const AllreduceOptions& opts = {});
+  // One all-gather of several tensors: outputs[r * inputs.size() + i] gets rank r's inputs[i].
+  virtual WorkPtr allgather_coalesced(const std::vector<Tensor>& inputs,
+                                      const std::vector<Tensor>& outputs,
+                                      const AllgatherOptions& opts = {});
+  // A barrier that names the ranks that did not arrive (comm/process_group/monitored_barrier.h);
+  // blocking, on the caller's thread, within `timeout` as given (0: no wait at all).
+  virtual void monitored_barrier(Milliseconds timeout, bool wait_all_ranks = false);
+  // Collectives issued on this group so far (equal on every rank that issued the same ones).
+  virtual uint64_t sequence_number();
 
  protected:
   ProcessGroup(int rank, int size) : rank_(rank), size_(size) {}

@@ -2,8 +2,10 @@
 #include "comm/process_group/ring_process_group.h"
 
 #include <chrono>
+#include <cstring>
 
 #include "comm/collectives/cuda_staging_copier.h"
+#include "comm/collectives/direct_exchange.h"
 #include "comm/process_group/argument_checks.h"
 #include "core/env.h"
 #include "core/error.h"
@@ -97,6 +99,10 @@ RingProcessGroup::RingProcessGroup(std::shared_ptr<Store> store, int rank, int s
     watchdog_ = std::make_unique<ProgressWatchdog>(
         store, "progress/" + options.group_name + "/g" + std::to_string(options.generation) + "/",
         rank, size, after);
+  monitored_barrier_ = std::make_unique<MonitoredBarrier>(
+      store,
+      "monitored_barrier/" + options.group_name + "/g" + std::to_string(options.generation) + "/",
+      rank, size);
   worker_ = std::thread([this] { worker_loop(); });
 }
 
@@ -368,6 +374,187 @@ WorkPtr RingProcessGroup::recv(const Tensor& tensor, int src, const SendRecvOpti
   if (tensor.is_cuda()) finish = [tensor, host] { Tensor(tensor).copy_from(*host); };
   return p2p_->recv(src, opts.tag, host->raw_data(), host->nbytes(),
                     opts.timeout.count() > 0 ? opts.timeout : timeout_, host, std::move(finish));
+}
+
+// ---- gather, scatter, all-to-all, the coalesced forms (host tensors only) ----
+
+namespace {
+
+void check_host(const Tensor& t, const char* operation, const char* role) {
+  check_tensor(t, operation, role);
+  if (t.is_cuda())
+    RG_THROW(InvalidArgument, operation, ": the ", role, " is on ", t.device().str(),
+             "; the ring backend runs ", operation,
+             " on host tensors only (copy to the CPU first)");
+}
+
+// The staged form of a host-only collective: never run (check_host refused CUDA tensors).
+void no_staged_form(Transport&, Staging&) {}
+
+char* bytes_of(const Tensor& t) { return static_cast<char*>(t.raw_data()); }
+
+}  // namespace
+
+WorkPtr RingProcessGroup::gather(const Tensor& input, const Tensor& output,
+                                 const GatherOptions& opts) {
+  check_host(input, "gather", "input");
+  check_rank(opts.root, size(), "gather", "root");
+  if (rank() == opts.root) {
+    check_host(output, "gather", "output");
+    check_pair(input, output, "gather", size(), 1);
+  }
+  Request r = request(CollectiveKind::gather, input, input.numel(), opts.timeout);
+  r.root = opts.root;
+  return enqueue(
+      r, Device::cpu(),
+      [input, output, root = r.root](Transport& t, Scratch&) {
+        collectives::linear_gather(t, input.raw_data(),
+                                   output.defined() ? output.raw_data() : nullptr, input.nbytes(),
+                                   root);
+      },
+      no_staged_form);
+}
+
+WorkPtr RingProcessGroup::scatter(const Tensor& input, const Tensor& output,
+                                  const ScatterOptions& opts) {
+  check_host(output, "scatter", "output");
+  check_rank(opts.root, size(), "scatter", "root");
+  if (rank() == opts.root) {
+    check_host(input, "scatter", "input");
+    if (input.dtype() != output.dtype())
+      RG_THROW(InvalidArgument, "scatter: input is ", dtype_name(input.dtype()), " but output is ",
+               dtype_name(output.dtype()));
+    if (input.numel() != output.numel() * size())
+      RG_THROW(InvalidArgument, "scatter: the root's input has ", input.numel(),
+               " elements, expected ", output.numel() * size(), " (", size(), " blocks of ",
+               output.numel(), ")");
+  }
+  Request r = request(CollectiveKind::scatter, output, output.numel(), opts.timeout);
+  r.root = opts.root;
+  return enqueue(
+      r, Device::cpu(),
+      [input, output, root = r.root](Transport& t, Scratch&) {
+        collectives::linear_scatter(t, input.defined() ? input.raw_data() : nullptr,
+                                    output.raw_data(), output.nbytes(), root);
+      },
+      no_staged_form);
+}
+
+WorkPtr RingProcessGroup::alltoall(const Tensor& input, const Tensor& output,
+                                   const AlltoallOptions& opts) {
+  check_host(input, "alltoall", "input");
+  check_host(output, "alltoall", "output");
+  if (input.dtype() != output.dtype())
+    RG_THROW(InvalidArgument, "alltoall: input is ", dtype_name(input.dtype()), " but output is ",
+             dtype_name(output.dtype()));
+  if (input.numel() > 0 && input.raw_data() == output.raw_data())
+    RG_THROW(InvalidArgument,
+             "alltoall: input and output are the same buffer (it runs out of place)");
+  const size_t elem = dtype_size(input.dtype());
+  collectives::AlltoallLayout layout;
+  layout.send =
+      collectives::split_bytes(opts.send_splits, input.numel(), elem, size(), "alltoall", "input");
+  layout.recv = collectives::split_bytes(opts.recv_splits, output.numel(), elem, size(), "alltoall",
+                                         "output");
+  layout.send_at = collectives::offsets_of(layout.send);
+  layout.recv_at = collectives::offsets_of(layout.recv);
+  return enqueue(
+      request(CollectiveKind::alltoall, input, 0, opts.timeout), Device::cpu(),
+      [input, output, layout = std::move(layout)](Transport& t, Scratch&) {
+        collectives::pairwise_alltoall(t, input.raw_data(), output.raw_data(), layout);
+      },
+      no_staged_form);
+}
+
+WorkPtr RingProcessGroup::allreduce_coalesced(const std::vector<Tensor>& tensors,
+                                              const AllreduceOptions& opts) {
+  if (tensors.empty()) RG_THROW(InvalidArgument, "allreduce_coalesced: no tensors");
+  size_t count = 0;
+  for (const Tensor& t : tensors) {
+    check_host(t, "allreduce_coalesced", "tensor");
+    if (t.dtype() != tensors[0].dtype())
+      RG_THROW(InvalidArgument, "allreduce_coalesced: the tensors mix ",
+               dtype_name(tensors[0].dtype()), " and ", dtype_name(t.dtype()),
+               " (one all-reduce takes one dtype)");
+    count += static_cast<size_t>(t.numel());
+  }
+  Request r = request(CollectiveKind::allreduce_coalesced, tensors[0], count, opts.timeout);
+  r.op = opts.op;
+  return enqueue(
+      r, Device::cpu(),
+      [this, tensors, count, op = r.op](Transport& t, Scratch& s) {
+        // The tensors, end to end, in one buffer: one all-reduce instead of one per tensor.
+        const DType dtype = tensors[0].dtype();
+        std::vector<char> flat(count * dtype_size(dtype));
+        size_t at = 0;
+        for (const Tensor& x : tensors) {
+          std::memcpy(flat.data() + at, x.raw_data(), x.nbytes());
+          at += x.nbytes();
+        }
+        const auto algorithm = collectives::choose_allreduce_algorithm(flat.size(), t.size(),
+                                                                       hosts_, forced_algorithm_);
+        collectives::allreduce_function(algorithm)(t, flat.data(), flat.data(), count, dtype, op,
+                                                   s);
+        at = 0;
+        for (const Tensor& x : tensors) {
+          std::memcpy(x.raw_data(), flat.data() + at, x.nbytes());
+          at += x.nbytes();
+        }
+      },
+      no_staged_form);
+}
+
+WorkPtr RingProcessGroup::allgather_coalesced(const std::vector<Tensor>& inputs,
+                                              const std::vector<Tensor>& outputs,
+                                              const AllgatherOptions& opts) {
+  const size_t k = inputs.size();
+  if (k == 0) RG_THROW(InvalidArgument, "allgather_coalesced: no input tensors");
+  if (outputs.size() != k * size())
+    RG_THROW(InvalidArgument, "allgather_coalesced: ", outputs.size(), " output tensors for ", k,
+             " inputs on ", size(), " ranks (expected ", k * size(), ")");
+  size_t bytes = 0;
+  for (size_t i = 0; i < k; ++i) {
+    check_host(inputs[i], "allgather_coalesced", "input");
+    for (int q = 0; q < size(); ++q) {
+      check_host(outputs[q * k + i], "allgather_coalesced", "output");
+      check_pair(inputs[i], outputs[q * k + i], "allgather_coalesced", 1, 1);
+    }
+    bytes += inputs[i].nbytes();
+  }
+  Tensor first = inputs[0];
+  Request r = request(CollectiveKind::allgather_coalesced, first, bytes, opts.timeout);
+  r.dtype = DType::u8;  // the inputs may mix dtypes: the fingerprint counts bytes
+  return enqueue(
+      r, Device::cpu(),
+      [inputs, outputs, bytes](Transport& t, Scratch&) {
+        // This rank's inputs end to end (`bytes`), gathered into n such blocks, then copied out.
+        const size_t k = inputs.size();
+        std::vector<char> gathered(bytes * t.size());
+        char* mine = gathered.data() + t.rank() * bytes;
+        for (const Tensor& x : inputs) {
+          std::memcpy(mine, x.raw_data(), x.nbytes());
+          mine += x.nbytes();
+        }
+        collectives::ring_allgather(t, gathered.data() + t.rank() * bytes, gathered.data(), bytes);
+        for (int q = 0; q < t.size(); ++q) {
+          const char* block = gathered.data() + q * bytes;
+          for (size_t i = 0; i < k; ++i) {
+            std::memcpy(bytes_of(outputs[q * k + i]), block, inputs[i].nbytes());
+            block += inputs[i].nbytes();
+          }
+        }
+      },
+      no_staged_form);
+}
+
+void RingProcessGroup::monitored_barrier(Milliseconds timeout, bool wait_all_ranks) {
+  std::lock_guard<std::mutex> lock(monitored_barrier_mu_);
+  monitored_barrier_->run(timeout, wait_all_ranks);
+}
+
+uint64_t RingProcessGroup::sequence_number() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return next_seq_;
 }
 
 }  // namespace ringgrad::comm

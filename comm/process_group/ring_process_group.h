@@ -21,6 +21,7 @@
 #include "comm/collectives/algorithms.h"
 #include "comm/collectives/staged_collectives.h"
 #include "comm/process_group/checked_transport.h"
+#include "comm/process_group/monitored_barrier.h"
 #include "comm/process_group/point_to_point.h"
 #include "comm/process_group/process_group.h"
 #include "comm/process_group/progress_watchdog.h"
@@ -52,6 +53,19 @@ class RingProcessGroup : public ProcessGroup {
   WorkPtr barrier(const BarrierOptions& opts) override;
   WorkPtr send(const Tensor& tensor, int dst, const SendRecvOptions& opts) override;
   WorkPtr recv(const Tensor& tensor, int src, const SendRecvOptions& opts) override;
+  // Host tensors only (CUDA ones are refused with InvalidArgument), run by the linear
+  // algorithms of comm/collectives/direct_exchange.h; the coalesced forms pack the tensors
+  // into one buffer on the worker and run the all-reduce / ring all-gather on it.
+  WorkPtr gather(const Tensor& input, const Tensor& output, const GatherOptions& opts) override;
+  WorkPtr scatter(const Tensor& input, const Tensor& output, const ScatterOptions& opts) override;
+  WorkPtr alltoall(const Tensor& input, const Tensor& output, const AlltoallOptions& opts) override;
+  WorkPtr allreduce_coalesced(const std::vector<Tensor>& tensors,
+                              const AllreduceOptions& opts) override;
+  WorkPtr allgather_coalesced(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+                              const AllgatherOptions& opts) override;
+  // Through the store (MonitoredBarrier).
+  void monitored_barrier(Milliseconds timeout, bool wait_all_ranks) override;
+  uint64_t sequence_number() override;
 
  private:
   // What a call asks of the group: the fields of its fingerprint.
@@ -110,6 +124,8 @@ class RingProcessGroup : public ProcessGroup {
   std::string failure_;  // whichever thread executes (busy_ makes that one at a time)
   std::thread worker_;
   std::unique_ptr<ProgressWatchdog> watchdog_;  // null for one rank or RINGGRAD_WATCHDOG_S=0
+  std::unique_ptr<MonitoredBarrier> monitored_barrier_;
+  std::mutex monitored_barrier_mu_;  // one monitored barrier at a time
 };
 
 }  // namespace ringgrad::comm

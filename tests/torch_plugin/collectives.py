@@ -165,9 +165,11 @@ def run_errors():
     expect_error("all_reduce BAND", lambda: dist.all_reduce(torch.ones(3, dtype=torch.int32),
                                                             dist.ReduceOp.BAND),
                  ["ringgrad", "all_reduce", "ReduceOp"])
-    expect_error("gather", lambda: dist.gather(torch.ones(3), [torch.ones(3)] * WORLD
-                                               if RANK == 0 else None, dst=0),
-                 ["ringgrad", "gather"])
+    expect_error("all_to_all_single, splits not adding up",
+                 lambda: dist.all_to_all_single(torch.zeros(2 * WORLD), torch.zeros(2 * WORLD),
+                                                output_split_sizes=[2] * WORLD,
+                                                input_split_sizes=[1] * WORLD),
+                 ["ringgrad", "alltoall", "add up to"])
     expect_error("non-contiguous all_reduce", lambda: dist.all_reduce(torch.ones(4, 4).t()),
                  ["ringgrad", "contiguous"])
     # The group still works after refused calls (they never reached the ring).

@@ -40,6 +40,9 @@ fi
 # Hugging Face Accelerate, for the tests that run under `accelerate launch` (they skip without).
 venv/bin/python -c 'import accelerate' 2>/dev/null || timeout 300 venv/bin/pip install -q accelerate ||
   echo "note: Accelerate is not in $torch_python's environment and pip could not install it"
+# expecttest, which PyTorch's test utilities import, for pytorch_suite.py (it skips without).
+venv/bin/python -c 'import expecttest' 2>/dev/null || timeout 300 venv/bin/pip install -q expecttest ||
+  echo "note: expecttest is not in $torch_python's environment and pip could not install it"
 echo "== pip install --no-build-isolation $repo"
 timeout 1500 venv/bin/pip install --no-build-isolation --no-deps -C build-dir="$work/skbuild" "$repo" ||
   fail "pip install failed"
