@@ -2,7 +2,10 @@
 // joins every thread and rethrows the first error), groups with short test timeouts, and
 // rank- and index-dependent test values that are exact in every dtype.
 #pragma once
+#include <doctest/doctest.h>
+
 #include <cstdint>
+#include <cstring>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -84,6 +87,48 @@ inline double expected_value(ReduceOp op, DType dtype, int world, int64_t i) {
   if (!dtype_is_floating(dtype)) return static_cast<double>(static_cast<int64_t>(acc) / world);
   if (dtype == DType::f64) return acc / world;
   return static_cast<float>(acc) / static_cast<float>(world);
+}
+
+// The values in doubles, cast to `dtype` in one pass (as set_element would round each).
+inline Tensor filled(int64_t count, DType dtype, const std::function<double(int64_t)>& value) {
+  std::vector<double> v(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) v[i] = value(i);
+  return Tensor::from_vector(v, {count}).to(dtype);
+}
+
+// Records a size difference or the first mismatching element of `got` against `want`,
+// compared as stored bytes.
+inline void compare(const Tensor& got, const Tensor& want, const std::string& what,
+                    std::vector<std::string>& errors) {
+  if (got.numel() != want.numel()) {
+    errors.push_back(str_cat(what, ": ", got.numel(), " elements, expected ", want.numel()));
+    return;
+  }
+  const size_t elem = dtype_size(got.dtype());
+  const auto* g = static_cast<const unsigned char*>(got.raw_data());
+  const auto* w = static_cast<const unsigned char*>(want.raw_data());
+  for (int64_t i = 0; i < want.numel(); ++i)
+    if (std::memcmp(g + i * elem, w + i * elem, elem) != 0) {
+      errors.push_back(
+          str_cat(what, ": element ", i, " is ", got.element(i), ", expected ", want.element(i)));
+      return;
+    }
+}
+
+// Runs `body(rank, pg, errors)` on every rank of a fresh ring group (`algorithm`: "" or a
+// forced all-reduce algorithm) and fails with any errors.
+inline void run_group(
+    int world, const std::string& name, const std::string& algorithm,
+    const std::function<void(int, ProcessGroup&, std::vector<std::string>&)>& body,
+    Milliseconds timeout = Milliseconds(20000)) {
+  auto store = std::make_shared<HashStore>();
+  std::vector<std::vector<std::string>> errors(static_cast<size_t>(world));
+  spawn(world, [&](int rank) {
+    auto pg = make_ring_group(store, rank, world, name, timeout, algorithm);
+    body(rank, *pg, errors[rank]);
+  });
+  for (const auto& per_rank : errors)
+    for (const auto& e : per_rank) FAIL_CHECK(e);
 }
 
 }  // namespace ringgrad::comm::testing

@@ -42,40 +42,6 @@ std::vector<int64_t> counts_for(int world, DType dtype) {
   return {0, 1, world - 1, 7, 1001, segment * world + world + 1};
 }
 
-// The values in doubles, cast to `dtype` in one pass (as set_element would round each).
-Tensor filled(int64_t count, DType dtype, const std::function<double(int64_t)>& value) {
-  std::vector<double> v(static_cast<size_t>(count));
-  for (int64_t i = 0; i < count; ++i) v[i] = value(i);
-  return Tensor::from_vector(v, {count}).to(dtype);
-}
-
-// Records the first mismatching element of `got` against `want`, compared as stored bytes.
-void compare(const Tensor& got, const Tensor& want, const std::string& what,
-             std::vector<std::string>& errors) {
-  const size_t elem = dtype_size(got.dtype());
-  const auto* g = static_cast<const unsigned char*>(got.raw_data());
-  const auto* w = static_cast<const unsigned char*>(want.raw_data());
-  for (int64_t i = 0; i < want.numel(); ++i)
-    if (std::memcmp(g + i * elem, w + i * elem, elem) != 0) {
-      errors.push_back(
-          str_cat(what, ": element ", i, " is ", got.element(i), ", expected ", want.element(i)));
-      return;
-    }
-}
-
-// Runs `body(rank, pg, errors)` on every rank of a fresh group and fails with any errors.
-void run_group(int world, const std::string& name, const std::string& algorithm,
-               const std::function<void(int, ProcessGroup&, std::vector<std::string>&)>& body) {
-  auto store = std::make_shared<HashStore>();
-  std::vector<std::vector<std::string>> errors(static_cast<size_t>(world));
-  spawn(world, [&](int rank) {
-    auto pg = make_ring_group(store, rank, world, name, Milliseconds(20000), algorithm);
-    body(rank, *pg, errors[rank]);
-  });
-  for (const auto& per_rank : errors)
-    for (const auto& e : per_rank) FAIL_CHECK(e);
-}
-
 std::string label(const char* what, ReduceOp op, DType dtype, int64_t count, bool in_place) {
   return str_cat(what, " ", reduce_op_name(op), " ", dtype_name(dtype), " count ", count,
                  in_place ? " in place" : " out of place");
