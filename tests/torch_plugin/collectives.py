@@ -199,7 +199,7 @@ def check_sparse(what, got, want, exact):
         failures.append(f"{what}: indices differ from Gloo's: {got._indices().tolist()} vs "
                         f"{want._indices().tolist()}")
         return
-    check(what, got._values(), want._values(), exact)
+    check(what, got._values().flatten(), want._values().flatten(), exact)
 
 
 def run_sparse():
@@ -224,8 +224,8 @@ def run_sparse():
         # Gloo's oracle is itself checked against the sum of everyone's tensors.
         everyone = sum(sparse_input(r, sizes, dense, nnz(r), dtype, seed=i).to_dense()
                        for r in range(WORLD))
-        check(f"sparse all_reduce {sizes}+{dense} {dtype}, densified", mine.to_dense(), everyone,
-              True)
+        check(f"sparse all_reduce {sizes}+{dense} {dtype}, densified", mine.to_dense().flatten(),
+              everyone.flatten(), True)
     # Random floats: the same bits on every rank.
     x = torch.sparse_coo_tensor(torch.tensor([[0, 3, 3, 9]]), torch.randn(
         4, generator=torch.Generator().manual_seed(RANK)), (10,))
