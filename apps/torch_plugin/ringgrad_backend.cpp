@@ -35,6 +35,7 @@ RinggradBackend::RinggradBackend(const c10::intrusive_ptr<c10d::Store>& store, i
   try {
     group_ = comm::create_process_group("ring", std::make_shared<TorchStore>(store), rank, size,
                                         options);
+    sparse_ = std::make_unique<SparseAllreduce>(*group_);
   } catch (const std::exception& e) {
     C10_THROW_ERROR(DistBackendError,
                     std::string("ringgrad: setting up the group failed: ") + e.what());
@@ -45,6 +46,7 @@ RinggradBackend::~RinggradBackend() { shutdown(); }
 
 void RinggradBackend::shutdown() {
   without_gil([this] {
+    sparse_.reset();     // finishes the sparse all-reduces started, then joins
     group_.reset();      // runs what is queued (each within its deadline), then joins
     completer_.reset();  // completes the futures asked for, then joins
   });
@@ -77,9 +79,25 @@ void RinggradBackend::unregisterAbortHook(int64_t hook_id) { hooks_->remove_abor
 c10::intrusive_ptr<c10d::Work> RinggradBackend::allreduce(std::vector<at::Tensor>& tensors,
                                                           const c10d::AllreduceOptions& opts) {
   const char* op = "all_reduce";
+  if (single(tensors, op).is_sparse()) return allreduce_sparse(tensors, opts);
   Tensor t = borrow(single(tensors, op), op, true);
   comm::AllreduceOptions o{ringgrad_op(opts.reduceOp, op), timeout_of(opts.timeout)};
   return wrap(issue(op, [&](auto& g) { return g.allreduce(t, o); }), OpType::ALLREDUCE, tensors);
+}
+
+c10::intrusive_ptr<c10d::Work> RinggradBackend::allreduce_sparse(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
+  const char* op = "all_reduce of a sparse tensor";
+  const at::Tensor& t = single(tensors, op);
+  TORCH_CHECK(t.layout() == at::kSparse, "ringgrad: ", op, " takes sparse COO tensors, got ",
+              t.layout(), " (a dense tensor goes to all_reduce)");
+  TORCH_CHECK(t.device().is_cpu(), "ringgrad: ", op, " got a tensor on ", t.device(),
+              "; the ringgrad backend takes CPU tensors (use a gloo group for others)");
+  TORCH_CHECK(opts.reduceOp == c10d::ReduceOp::SUM, "ringgrad: ", op,
+              " takes ReduceOp.SUM only, got ReduceOp ", static_cast<int>(opts.reduceOp.op_));
+  TORCH_CHECK(sparse_, "ringgrad: ", op, " after the group was shut down");
+  return wrap(issue(op, [&](auto&) { return sparse_->start(t, timeout_of(opts.timeout)); }),
+              OpType::ALLREDUCE, tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> RinggradBackend::broadcast(std::vector<at::Tensor>& tensors,

@@ -3,8 +3,8 @@
 // and hands them to ringgrad's ring ProcessGroup, which runs them in issue order on its comm
 // thread. CPU tensors only (registered for devices=["cpu"]). Reductions take the dtypes ringgrad
 // reduces (float32/64, float16, bfloat16, int32/64, uint8) and SUM, AVG, PRODUCT, MIN, MAX;
-// broadcast, all_gather and send/recv move any dtype as bytes. Anything else raises a
-// RuntimeError naming the operation.
+// broadcast, all_gather and send/recv move any dtype as bytes. all_reduce of a sparse COO
+// tensor takes SUM (SparseAllreduce). Anything else raises a RuntimeError naming the operation.
 #pragma once
 #include <memory>
 #include <optional>
@@ -12,6 +12,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "apps/torch_plugin/ringgrad_work.h"
+#include "apps/torch_plugin/sparse_allreduce.h"
 #include "comm/process_group/process_group.h"
 
 namespace ringgrad::torch_plugin {
@@ -33,8 +34,12 @@ class RinggradBackend : public c10d::Backend {
   // Finishes the queued collectives and closes the connections; releases the GIL meanwhile.
   void shutdown() override;
 
+  // A sparse tensor goes to allreduce_sparse.
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
                                            const c10d::AllreduceOptions& opts) override;
+  // SUM of sparse COO CPU tensors, in place; the tensor comes out coalesced (SparseAllreduce).
+  c10::intrusive_ptr<c10d::Work> allreduce_sparse(std::vector<at::Tensor>& tensors,
+                                                  const c10d::AllreduceOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
@@ -110,6 +115,7 @@ class RinggradBackend : public c10d::Backend {
                                       std::function<void()> finish = {});
 
   std::unique_ptr<comm::ProcessGroup> group_;
+  std::unique_ptr<SparseAllreduce> sparse_;  // uses group_
   std::shared_ptr<FutureCompleter> completer_;
   std::shared_ptr<WorkHooks> hooks_;
 };

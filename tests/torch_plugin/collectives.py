@@ -1,7 +1,8 @@
 # Every collective x dtype on the "ringgrad" default group against a Gloo group of the same
 # processes, on the same inputs: integers exactly, floats within reordering tolerance. Then the
-# errors: dtypes and ops ringgrad cannot reduce raise a RuntimeError naming the operation, and
-# tearing the group down with a Python future callback pending does not deadlock.
+# errors: dtypes and ops ringgrad cannot reduce raise a RuntimeError naming the operation. Sparse
+# all_reduce (SUM) against Gloo's too. Tearing the group down with a Python future callback
+# pending does not deadlock.
 # Run by launch.py on 2 and 3 ranks.
 import datetime
 import sys
@@ -179,6 +180,118 @@ def run_errors():
         failures.append(f"all_reduce after refused calls gave {t.tolist()}")
 
 
+def sparse_input(rank, sizes, dense, nnz, dtype, seed):
+    """A sparse COO tensor of `sizes` (sparse dims) + `dense` (dense dims) whose `nnz` random
+    indices depend on the rank and repeat (uncoalesced), so ranks overlap; small integer
+    values, exact in every dtype."""
+    g = torch.Generator().manual_seed(100 * seed + rank)
+    indices = torch.stack([torch.randint(0, s, (nnz,), generator=g) for s in sizes])
+    values = torch.randint(-5, 6, (nnz, *dense), generator=g).to(dtype)
+    return torch.sparse_coo_tensor(indices, values, (*sizes, *dense))
+
+
+def check_sparse(what, got, want, exact):
+    if not got.is_sparse or not got.is_coalesced():
+        failures.append(f"{what}: the result is not a coalesced sparse tensor ({got.layout})")
+        return
+    want = want.coalesce()
+    if not torch.equal(got._indices(), want._indices()):
+        failures.append(f"{what}: indices differ from Gloo's: {got._indices().tolist()} vs "
+                        f"{want._indices().tolist()}")
+        return
+    check(what, got._values().flatten(), want._values().flatten(), exact)
+
+
+def run_sparse():
+    """all_reduce (SUM) of sparse tensors against Gloo's on the same inputs: indices that
+    overlap across ranks and repeat within one, a rank with no non-zeros, dense dims; two in
+    flight at once with a dense all_reduce between them, waited for in reverse order; and the
+    refusals."""
+    cases = [  # (sparse sizes, dense sizes, nnz of rank r, dtype)
+        ((10,), (), lambda r: 6 + r, torch.float32),
+        ((10,), (), lambda r: 0 if r == WORLD - 1 else 4, torch.int64),  # the last has none
+        ((5, 4), (3,), lambda r: 3 * r, torch.float64),  # rank 0 has none
+        ((7, 3, 2), (2, 2), lambda r: 5, torch.float32),
+        ((4,), (), lambda r: 0, torch.float32),  # nobody has any
+        ((1000,), (8,), lambda r: 300 + 50 * r, torch.float64),
+    ]
+    for i, (sizes, dense, nnz, dtype) in enumerate(cases):
+        x = sparse_input(RANK, sizes, dense, nnz(RANK), dtype, seed=i)
+        mine, theirs = x.clone(), x.clone()
+        dist.all_reduce(mine)
+        dist.all_reduce(theirs, group=GLOO)
+        check_sparse(f"sparse all_reduce {sizes}+{dense} {dtype}", mine, theirs, True)
+        # Gloo's oracle is itself checked against the sum of everyone's tensors.
+        everyone = sum(sparse_input(r, sizes, dense, nnz(r), dtype, seed=i).to_dense()
+                       for r in range(WORLD))
+        check(f"sparse all_reduce {sizes}+{dense} {dtype}, densified", mine.to_dense().flatten(),
+              everyone.flatten(), True)
+    # Random floats: the same bits on every rank.
+    x = torch.sparse_coo_tensor(torch.tensor([[0, 3, 3, 9]]), torch.randn(
+        4, generator=torch.Generator().manual_seed(RANK)), (10,))
+    mine = x.clone()
+    dist.all_reduce(mine)
+    everyone = [torch.empty_like(mine._values()) for _ in range(WORLD)]
+    dist.all_gather(everyone, mine._values(), group=GLOO)
+    if not all(torch.equal(v, everyone[0]) for v in everyone):
+        failures.append("sparse all_reduce of random floats differs across ranks")
+    # Two in flight, a dense one between: each gets its own peers' tensors.
+    a = sparse_input(RANK, (6,), (), 2 + RANK, torch.float32, seed=20)
+    b = sparse_input(RANK, (6, 6), (), 5, torch.float32, seed=21)
+    wa = dist.all_reduce(a_mine := a.clone(), async_op=True)
+    dense = torch.ones(3)
+    wd = dist.all_reduce(dense, async_op=True)
+    wb = dist.all_reduce(b_mine := b.clone(), async_op=True)
+    wb.wait()
+    wd.wait()
+    wa.wait()
+    for name, x, got in [("first", a, a_mine), ("second", b, b_mine)]:
+        theirs = x.clone()
+        dist.all_reduce(theirs, group=GLOO)
+        check_sparse(f"sparse all_reduce in flight with another, the {name}", got, theirs, True)
+    if dense.tolist() != [WORLD] * 3:
+        failures.append(f"dense all_reduce between two sparse ones gave {dense.tolist()}")
+
+    s = sparse_input(RANK, (4,), (), 2, torch.float32, seed=30)
+    expect_error("sparse all_reduce PRODUCT", lambda: dist.all_reduce(s.clone(), dist.ReduceOp.PRODUCT),
+                 ["ringgrad", "sparse", "SUM"])
+    expect_error("sparse all_reduce of sizes that differ across ranks",
+                 lambda: dist.all_reduce(sparse_input(RANK, (4 + RANK,), (), 2, torch.float32, 31)),
+                 ["ringgrad", "sparse", "rank", "size"])
+    t = s.clone()  # the group still works after that
+    dist.all_reduce(t)
+    theirs = s.clone()
+    dist.all_reduce(theirs, group=GLOO)
+    check_sparse("sparse all_reduce after a refused one", t, theirs, True)
+
+
+def run_sparse_returns_at_once():
+    """async_op=True returns before the peers issue the sparse all_reduce (as in
+    run_async_returns_at_once); a dense tensor on the other ranks meanwhile fails every rank's
+    call with a RuntimeError (on a group of its own, which it leaves unusable)."""
+    store = dist.distributed_c10d._get_default_store()
+    x = sparse_input(RANK, (8,), (), 3, torch.float32, seed=40)
+    mine = x.clone()
+    if RANK == 0:
+        work = dist.all_reduce(mine, async_op=True)
+        if work.is_completed():
+            failures.append("async sparse all_reduce completed before its peers issued it")
+        store.set("sparse/issued0", "1")
+        work.wait()
+    else:
+        store.wait(["sparse/issued0"], datetime.timedelta(seconds=60))
+        dist.all_reduce(mine)
+    theirs = x.clone()
+    dist.all_reduce(theirs, group=GLOO)
+    check_sparse("async sparse all_reduce", mine, theirs, True)
+
+    mixed = dist.new_group(backend="ringgrad", timeout=datetime.timedelta(seconds=20))
+    t = x.clone() if RANK == 0 else torch.ones(8)
+    expect_error("sparse all_reduce on rank 0, dense on the others",
+                 lambda: dist.all_reduce(t, group=mixed), ["ringgrad", "collective mismatch"])
+    dist.destroy_process_group(mixed)
+
+
 def run_point_to_point():
     """send/recv matched as Gloo matches them: per (peer, direction, tag), so every rank may
     post its irecv before its isend (batch_isend_irecv around the ring), a receive of tag 8
@@ -282,6 +395,8 @@ GLOO = dist.new_group(backend="gloo")
 for n in [1, 7, 70_000]:  # the 70,000-element case takes ringgrad's ring path
     run_collectives(n)
 run_errors()
+run_sparse()
+run_sparse_returns_at_once()
 run_point_to_point()
 run_async_returns_at_once()
 run_gil_released_while_waiting()

@@ -74,6 +74,13 @@ LIFTED_GATES = {
         "*",
         "all_to_all of CPU tensors, which ringgrad implements (so does gloo)",
     ),
+    "skip_but_pass_in_sandcastle_if(BACKEND != 'gloo', 'Only Gloo backend supports sparse all "
+    "reduce')": (
+        {"test_sparse_all_reduce_sum"},
+        "all_reduce (SUM) of sparse COO CPU tensors, which ringgrad implements "
+        "(apps/torch_plugin/sparse_allreduce.h); DistTestCases has no feature set for it. Not "
+        "lifted from test_sparse_all_reduce_sum_cuda: ringgrad takes CPU tensors only",
+    ),
     # The "gpu" feature set doubles as "a real backend" for these: none of them needs a GPU
     # (gloo runs them on this CPU-only machine), so for them the set is a list of names.
     GPU_FEATURE: (
@@ -130,7 +137,7 @@ FAST_TESTS = [
     "test_all_to_all_single_equal_split_group", "test_monitored_barrier_gloo",
     "test_monitored_barrier_failure_order", "test_barrier_timeout_group",
     "test_get_backend", "test_scatter_object_list", "test_accumulate_gradients_no_sync",
-    "test_get_future",
+    "test_get_future", "test_sparse_all_reduce_sum",
 ]
 
 
