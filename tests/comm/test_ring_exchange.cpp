@@ -253,13 +253,13 @@ TEST_CASE("ring sequence_number: counts the collectives issued, equal on every r
   std::vector<uint64_t> before(3), after(3);
   run_group(3, "seq", "", [&](int rank, ProcessGroup& pg, auto&) {
     before[rank] = pg.sequence_number();
-    Tensor t = Tensor::zeros({4});
-    pg.allreduce(t);
-    pg.barrier();
-    GatherOptions o;
-    pg.gather(t, rank == 0 ? Tensor::zeros({12}) : Tensor(), o);
-    pg.allreduce_coalesced({t, t.clone()})->wait();
+    // Each call on tensors of its own: the first three may still run while the next is issued.
+    std::vector<WorkPtr> works{
+        pg.allreduce(Tensor::zeros({4})), pg.barrier(),
+        pg.gather(Tensor::zeros({4}), rank == 0 ? Tensor::zeros({12}) : Tensor(), GatherOptions{}),
+        pg.allreduce_coalesced({Tensor::zeros({4}), Tensor::zeros({2})})};
     after[rank] = pg.sequence_number();
+    for (const WorkPtr& w : works) w->wait();
   });
   for (int r = 0; r < 3; ++r) {
     CHECK(before[r] == 0);

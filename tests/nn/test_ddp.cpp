@@ -438,7 +438,7 @@ TEST_CASE("ddp: fp16 autocast with loss scaling, an overflow on one rank skips t
   Dataset data = synthetic_mnist(32, 3);
   std::vector<int> stepped(4);
   std::vector<double> scales(2);
-  std::vector<bool> unmoved(2);
+  std::vector<char> unmoved(2);  // not vector<bool>: the ranks' threads write its elements
   std::vector<Tensor> final_weights(2);
   spawn(2, [&](int rank) {
     auto group = make_ring_group(store, rank, 2, "amp");
