@@ -1,6 +1,7 @@
 // PointToPoint: the engine thread's loop, connections, and matching messages to receives.
 #include "comm/process_group/point_to_point.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -58,6 +59,7 @@ PointToPoint::PointToPoint(std::shared_ptr<Store> store, std::string key_prefix,
   if (!wake_.valid()) RG_THROW(IoError, "eventfd failed: ", std::strerror(errno));
   int port = 0;
   listener_ = net::listen_on(address, port);
+  ::fcntl(listener_.fd(), F_SETFL, ::fcntl(listener_.fd(), F_GETFL, 0) | O_NONBLOCK);
   store_->set(prefix_ + "p2p/" + std::to_string(rank), address + ":" + std::to_string(port));
 }
 
@@ -155,7 +157,9 @@ void PointToPoint::loop() {
       uint64_t count;
       [[maybe_unused]] ssize_t n = ::read(wake_.get(), &count, sizeof count);
     }
-    if (fds[1].revents) accept_one();
+    if (fds[1].revents)
+      while (accept_one()) {
+      }
     // Incoming bytes first: a peer that sent and then exited has its messages read before
     // its hang-up fails what still waits for it.
     for (size_t i = 0; i < incoming_.size() && 2 + writers.size() + i < fds.size(); ++i)
@@ -269,16 +273,17 @@ void PointToPoint::hung_up(int peer) {
   if (!sent_to_us) fail_source(peer, why);
 }
 
-void PointToPoint::accept_one() {
+// Takes one connection waiting on the (non-blocking) listener; false when none waits.
+bool PointToPoint::accept_one() {
   net::Socket s(::accept4(listener_.fd(), nullptr, nullptr, SOCK_CLOEXEC));
-  if (!s.valid()) return;
+  if (!s.valid()) return false;
   Hello hello{};
   try {
     net::read_fully(s, &hello, sizeof hello, Clock::now() + kHelloTimeout,
                     "reading a send connection's handshake");
   } catch (const std::exception& e) {
     log_warn("rank ", rank_, ": dropped a connection to its send/recv port: ", user_message(e));
-    return;
+    return true;
   }
   if (hello.magic != kHelloMagic || hello.to_rank != rank_ || hello.from_rank < 0 ||
       hello.from_rank >= size_ || hello.from_rank == rank_ || hello.run_hash != run_hash_ ||
@@ -286,7 +291,7 @@ void PointToPoint::accept_one() {
     log_warn("rank ", rank_,
              ": refused a connection to its send/recv port: not a peer of this "
              "group (another run, generation or program)");
-    return;
+    return true;
   }
   net::tune_stream(s, kSocketBufferBytes);
   auto in = std::make_unique<Incoming>();
@@ -294,6 +299,7 @@ void PointToPoint::accept_one() {
   in->socket = std::move(s);
   in->early = early_.end();
   incoming_.push_back(std::move(in));
+  return true;
 }
 
 void PointToPoint::read_incoming(Incoming& in) {
@@ -410,6 +416,10 @@ void PointToPoint::post_recv(std::shared_ptr<Recv> r) {
     return;
   }
   if (r->source != kAnySource) {
+    // A peer that sent and then went away left its connection waiting here: take it first,
+    // so its messages count and its absence is not mistaken for having sent nothing.
+    while (accept_one()) {
+    }
     const bool connected = std::any_of(incoming_.begin(), incoming_.end(),
                                        [&](const auto& in) { return in->source == r->source; });
     if (!connected && gone_.count(r->source)) {
@@ -422,8 +432,12 @@ void PointToPoint::post_recv(std::shared_ptr<Recv> r) {
     if (!connected && !outgoing_[r->source].valid()) {
       try {
         connect(r->source, r->deadline);
-      } catch (...) {
-        return r->work->complete_from(r->source, std::current_exception());
+      } catch (const std::exception& e) {
+        return r->work->complete_from(
+            r->source, error<IoError>(str_cat(r->work->description(), ": rank ", r->source,
+                                              " sent nothing and cannot be reached (it exited or "
+                                              "destroyed its process group?): ",
+                                              user_message(e))));
       }
     }
   }

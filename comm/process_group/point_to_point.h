@@ -102,7 +102,7 @@ class PointToPoint {
   bool write_sends(int peer);
   void hung_up(int peer);
   void connect(int peer, Clock::time_point deadline);
-  void accept_one();
+  bool accept_one();
   void read_incoming(Incoming& in);
   void header_done(Incoming& in);
   void payload_done(Incoming& in);

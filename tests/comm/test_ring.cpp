@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
+#include <future>
 #include <mutex>
 
 #include "comm/collectives/ring_step.h"
@@ -268,7 +269,7 @@ TEST_CASE("ring process group: two groups with collectives in flight at once do 
 
 TEST_CASE(
     "ring process group: a call returns at once, a timed wait gives up at its timeout, the "
-    "collective still completes; behind a big one the small ones queue") {
+    "collective still completes, and behind a big one the small ones queue") {
   const int world = 2;
   auto store = std::make_shared<HashStore>();
   std::vector<std::string> errors;
@@ -413,6 +414,33 @@ TEST_CASE("send/recv: sends and collectives in a different order on the two rank
     }
     compare(sum, Tensor::full({4}, 2.0), "allreduce between the send and its recv", errors);
   });
+}
+
+TEST_CASE("send/recv: a message sent before its sender destroyed its group is still received") {
+  // The sender's group is gone before the receiver even posts its recv (so before its send/recv
+  // thread ever ran): the message waits in the receiver's listener queue and must count.
+  auto store = std::make_shared<HashStore>();
+  std::promise<void> sender_gone;
+  std::shared_future<void> gone = sender_gone.get_future().share();
+  std::vector<std::string> errors;
+  spawn(2, [&](int rank) {
+    auto pg = make_ring_group(store, rank, 2, "p2p-sent-then-gone");
+    if (rank == 0) {
+      pg->send(Tensor::full({6}, 4.0), 1)->wait();
+      pg.reset();
+      sender_gone.set_value();
+      return;
+    }
+    gone.wait();
+    Tensor got = Tensor::zeros({6});
+    try {
+      pg->recv(got, 0)->wait();
+      compare(got, Tensor::full({6}, 4.0), "message from a rank now gone", errors);
+    } catch (const std::exception& e) {
+      errors.push_back(e.what());
+    }
+  });
+  for (const auto& e : errors) FAIL_CHECK(e);
 }
 
 TEST_CASE("send/recv: a size mismatch, a message never sent and a peer gone fail clearly") {
