@@ -57,25 +57,36 @@ struct Server {
   uint64_t inputs = 0;
 };
 
-void send_to(int port, std::string_view bytes) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  require(fd >= 0);
+// libFuzzer's timeout alarm (SIGALRM, -timeout) interrupts blocking calls now and then: each
+// call below carries on after EINTR (a connect so interrupted starts over on a fresh socket).
+int connect_to(int port) {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  for (;;) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    require(fd >= 0);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) return fd;
+    require(errno == EINTR);
+    ::close(fd);
+  }
+}
+
+void send_to(int port, std::string_view bytes) {
+  const int fd = connect_to(port);
   timeval guard{1, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &guard, sizeof guard);
-  require(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
   for (size_t sent = 0; sent < bytes.size();) {  // the server may close early: that ends it
     const ssize_t n = ::send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     sent += static_cast<size_t>(n);
   }
   ::shutdown(fd, SHUT_WR);
   char reply[4096];
   ssize_t n;
-  while ((n = ::recv(fd, reply, sizeof reply, 0)) > 0) {
+  while ((n = ::recv(fd, reply, sizeof reply, 0)) > 0 || (n < 0 && errno == EINTR)) {
   }
   // Closed, or still open after 1 s: a request the server parked (a wait for a key, with the
   // input's own timeout) keeps its connection until then, and the server reads nothing more
