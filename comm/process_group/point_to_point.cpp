@@ -205,7 +205,9 @@ void PointToPoint::take_posted() {
   for (auto& r : recvs) post_recv(std::move(r));
 }
 
-// The peer published its port when its group was made, before any group could return.
+// The peer published its port when its group was made, before any group could return, and
+// listened on it before that: one attempt, since a refused connection means it is gone (retrying
+// until the deadline would hold this thread, and every other send and receive, for minutes).
 void PointToPoint::connect(int peer, Clock::time_point deadline) {
   const std::string what = str_cat("rank ", rank_, " connecting to rank ", peer, " for sends");
   const std::string published = store_->get(prefix_ + "p2p/" + std::to_string(peer),
@@ -214,7 +216,7 @@ void PointToPoint::connect(int peer, Clock::time_point deadline) {
   const auto colon = published.rfind(':');
   RG_CHECK(colon != std::string::npos, "malformed address '", published, "' in the store");
   net::Socket s = net::connect_until(
-      {published.substr(0, colon), std::stoi(published.substr(colon + 1))}, deadline, what);
+      {published.substr(0, colon), std::stoi(published.substr(colon + 1))}, Clock::now(), what);
   net::tune_stream(s, kSocketBufferBytes);
   const Hello hello{kHelloMagic, rank_, peer, generation_, run_hash_};
   net::write_fully(s, &hello, sizeof hello, deadline, what);
