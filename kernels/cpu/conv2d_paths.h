@@ -6,6 +6,8 @@
 //                                chunking and output moves the other paths reuse;
 //   conv2d_tap_crop.cpp          kernels whose border taps only ever meet padding: cropped away
 //                                first, the rest of the conv then runs uncropped;
+//   conv2d_position_classes.cpp  f32/f64 on small images: outputs grouped by the taps they read,
+//                                each group a conv without padding (Note [Position classes]);
 //   conv2d_flipped_backward.cpp  stride 1: dx as the forward conv of dy with the flipped kernel;
 //   conv2d_direct_bf16.cpp       bf16 on AMX, stride 1: tile multiplies straight from the padded
 //                                image, no column matrix (Note [Direct bf16 convolution]).
@@ -138,6 +140,20 @@ void tap_cropped_forward(T* y, const T* x, const T* w, const T* bias, int64_t N,
 template <class T>
 void tap_cropped_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, int64_t N,
                           const ConvGeometry& g, const TapWindow& taps);
+
+// ---- conv2d_position_classes.cpp -----------------------------------------------------------
+
+// Whether the padding is so large a share of im2col's products (small images) that the
+// position classes gain, and every output reads at least one tap.
+bool position_classes_apply(const ConvGeometry& g);
+
+// y = conv(x, w) + bias (bias may be null); dx and dw (either may be null). T float or double.
+template <class T>
+void position_classes_forward(T* y, const T* x, const T* w, const T* bias, int64_t N,
+                              const ConvGeometry& g);
+template <class T>
+void position_classes_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, int64_t N,
+                               const ConvGeometry& g);
 
 // ---- conv2d_flipped_backward.cpp -----------------------------------------------------------
 

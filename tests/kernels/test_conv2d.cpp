@@ -246,6 +246,26 @@ TEST_CASE("conv2d in bf16 matches the f64 reference of the same bf16 values over
   check_against_reference({1, 3}, cases, DType::bf16, std::ldexp(1.0, -8) * 1.01, 17);
 }
 
+TEST_CASE("conv2d on small images (position classes) matches the reference in f64 and f32") {
+  // Outputs grouped by the kernel taps they read (Note [Position classes]): three classes per
+  // axis (4x4), two (2x2), stride 2 with a last class of two taps, mixed strides, a 5x5 kernel;
+  // 256 channels make chunks of fewer images than a thread's share (the dw sums carry over
+  // chunks) and class depths of 1024 (the GEMM's operands get a gap after each row).
+  const std::vector<ConvCase> cases = {
+      {{3, 5, 4, 4}, {6, 5, 3, 3}, 1, 1, 1, 1, true},
+      {{2, 4, 2, 2}, {3, 4, 3, 3}, 1, 1, 1, 1, false},
+      {{3, 3, 7, 7}, {4, 3, 3, 3}, 2, 2, 1, 1, true},
+      {{2, 3, 4, 6}, {5, 3, 3, 3}, 1, 2, 1, 1, false},
+      {{2, 2, 4, 4}, {3, 2, 5, 5}, 1, 1, 2, 2, true},
+      {{61, 256, 4, 4}, {3, 256, 3, 3}, 1, 1, 1, 1, false},
+      {{5, 128, 2, 2}, {512, 128, 3, 3}, 1, 1, 1, 1, false},
+  };
+  check_against_reference({1, 2}, cases, DType::f64, 1e-12, 23);
+  // f32 runs our AVX-512 GEMM where the CPU has it: sums of up to 2304 products of normal
+  // values, whose f32 rounding reaches a few 1e-5 (a misplaced tap costs O(1)).
+  check_against_reference({2}, cases, DType::f32, 2e-4, 29);
+}
+
 TEST_CASE("conv2d backward matches central finite differences") {
   const std::vector<ConvCase> cases = {
       {{2, 2, 5, 4}, {3, 2, 3, 3}, 1, 1, 1, 1, true},
