@@ -143,8 +143,9 @@ void tap_cropped_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, int
 
 // ---- conv2d_position_classes.cpp -----------------------------------------------------------
 
-// Whether the padding is so large a share of im2col's products (small images) that the
-// position classes gain, and every output reads at least one tap.
+// Whether the position classes gain here (measured): the padding is a large share of im2col's
+// products (small images), or the conv is strided, padded and has 32 channels or more. Never
+// when some output reads only padding.
 bool position_classes_apply(const ConvGeometry& g);
 
 // y = conv(x, w) + bias (bias may be null); dx and dw (either may be null). T float or double.

@@ -214,10 +214,12 @@ int64_t largest_rows_matrix(const std::vector<PositionClass>& classes, int64_t i
 
 }  // namespace
 
-// Below this share of useful products the classes' extra passes (a gather per class, smaller
-// GEMMs) cost less than the padding's multiplies: measured with conv_bench on ResNet's shapes
-// (docs/measurements.md).
+// When the classes gain, measured with conv_bench on ResNet's shapes (docs/measurements.md):
+// below this share of useful products their extra passes (staging, a gather per class, smaller
+// GEMMs) cost less than the padding's multiplies; at stride 1 above it, the flipped backward
+// (conv2d_flipped_backward.cpp) wins. Strided convs gain from 32 channels, as said below.
 constexpr double kPositionClassesBelow = 0.8;
+constexpr int64_t kPositionClassesStridedChannels = 32;
 
 bool position_classes_apply(const ConvGeometry& g) {
   // The share of im2col's products that meet the image, per axis: sum over outputs of the taps
@@ -232,7 +234,12 @@ bool position_classes_apply(const ConvGeometry& g) {
   for (const auto* axis : {&hs, &ws})
     for (const AxisClass& a : *axis)
       if (a.taps() <= 0) return false;  // outputs that read only padding: tap crop's case
-  return useful(hs, g.P, g.R) * useful(ws, g.Q, g.S) < kPositionClassesBelow;
+  const double share = useful(hs, g.P, g.R) * useful(ws, g.Q, g.S);
+  if (share < kPositionClassesBelow) return true;
+  // A strided conv with padding: its im2col copies and col2im adds are strided, which the
+  // channels-last runs avoid, once a run (taps x channels) is long enough.
+  const bool strided = g.stride_h > 1 || g.stride_w > 1;
+  return strided && share < 1 && g.C >= kPositionClassesStridedChannels;
 }
 
 template <class T>

@@ -248,7 +248,8 @@ TEST_CASE("conv2d in bf16 matches the f64 reference of the same bf16 values over
 
 TEST_CASE("conv2d on small images (position classes) matches the reference in f64 and f32") {
   // Outputs grouped by the kernel taps they read (Note [Position classes]): three classes per
-  // axis (4x4), two (2x2), stride 2 with a last class of two taps, mixed strides, a 5x5 kernel;
+  // axis (4x4), two (2x2), stride 2 with a last class of two taps, mixed strides, a 5x5 kernel,
+  // a strided conv with little padding;
   // 256 channels make chunks of fewer images than a thread's share (the dw sums carry over
   // chunks) and class depths of 1024 (the GEMM's operands get a gap after each row).
   const std::vector<ConvCase> cases = {
@@ -259,6 +260,7 @@ TEST_CASE("conv2d on small images (position classes) matches the reference in f6
       {{2, 2, 4, 4}, {3, 2, 5, 5}, 1, 1, 2, 2, true},
       {{61, 256, 4, 4}, {3, 256, 3, 3}, 1, 1, 1, 1, false},
       {{5, 128, 2, 2}, {512, 128, 3, 3}, 1, 1, 1, 1, false},
+      {{2, 32, 14, 14}, {4, 32, 3, 3}, 2, 2, 1, 1, true},  // strided, 32 channels, 91% useful
   };
   check_against_reference({1, 2}, cases, DType::f64, 1e-12, 23);
   // f32 runs our AVX-512 GEMM where the CPU has it: sums of up to 2304 products of normal
