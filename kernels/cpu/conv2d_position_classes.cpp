@@ -107,20 +107,26 @@ void from_channels_last(T* dx, const T* in, int64_t images, int64_t C, int64_t p
 // at (r*S + s0)*C of the whole kernel's RSC columns.
 int64_t tap_column(const ConvGeometry& g, int64_t r, int64_t s) { return (r * g.S + s) * g.C; }
 
-// w (K, C, R, S) as (K x RSC) with leading dimension ld, or transposed, (RSC x K).
+// w (K, C, R, S) as (K x RSC) with leading dimension ld, or transposed, (RSC x K). Blocks of
+// kBlock output channels, in parallel (ResNet-18's largest kernel is 9 MB): the transposed
+// writes of a block then fill whole cache lines, and its reads are kBlock sequential streams.
 template <class T>
 void weights_rsc(T* out, const T* w, const ConvGeometry& g, int64_t ld, bool transposed) {
-  for (int64_t k = 0; k < g.K; ++k)
+  constexpr int64_t kBlock = 16;
+  const int64_t RS = g.R * g.S;
+#pragma omp parallel for schedule(static)
+  for (int64_t k0 = 0; k0 < g.K; k0 += kBlock)
     for (int64_t c = 0; c < g.C; ++c)
-      for (int64_t r = 0; r < g.R; ++r)
-        for (int64_t s = 0; s < g.S; ++s) {
-          const T v = w[((k * g.C + c) * g.R + r) * g.S + s];
-          const int64_t d = tap_column(g, r, s) + c;
+      for (int64_t rs = 0; rs < RS; ++rs) {
+        const int64_t d = rs * g.C + c;  // tap_column(r, s) + c
+        for (int64_t k = k0; k < std::min(g.K, k0 + kBlock); ++k) {
+          const T v = w[(k * g.C + c) * RS + rs];
           if (transposed)
             out[d * ld + k] = v;
           else
             out[k * ld + d] = v;
         }
+      }
 }
 
 // Calls f(row, b, p, q) for every row of a class's matrices over `images` images.
