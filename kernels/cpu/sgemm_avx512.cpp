@@ -19,8 +19,8 @@
 // transposed: for the convolutions that is the column matrix, which packing would copy once
 // more. A transposed op(B) (16 x 16 blocks transposed in registers), or rows whose stride is a
 // multiple of 2 KiB (every row of the tile would fall in the same L1 set), are packed into a
-// strip first. Each tile keeps its
-// kRows x 3 accumulators in registers (24 of the 32) over the whole block.
+// strip first. Each tile keeps its kRows x 3 accumulators in registers (24 of the 32) over the
+// whole block.
 #include "kernels/cpu/sgemm_avx512.h"
 
 #include <immintrin.h>
