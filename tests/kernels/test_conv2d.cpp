@@ -268,6 +268,17 @@ TEST_CASE("conv2d on small images (position classes) matches the reference in f6
   check_against_reference({2}, cases, DType::f32, 2e-4, 29);
 }
 
+TEST_CASE("conv2d in f32 matches the reference over every path") {
+  // f32 has code of its own (our AVX-512 GEMM, B transposed into its strips for the weight
+  // gradients), and the sweep above runs in f64: here in f32, with stride-2 convs whose
+  // column matrix has long rows (20) and the resnet18 stem's kernel.
+  std::vector<ConvCase> cases = sweep_cases();
+  cases.insert(cases.end(), {{{2, 3, 40, 36}, {4, 3, 3, 3}, 2, 2, 1, 1, true},
+                             {{2, 1, 28, 28}, {8, 1, 7, 7}, 2, 2, 3, 3, false},
+                             {{3, 16, 28, 28}, {8, 16, 3, 3}, 2, 2, 1, 1, true}});
+  check_against_reference({1, 2}, cases, DType::f32, 1e-4, 31);
+}
+
 TEST_CASE("conv2d backward matches central finite differences") {
   const std::vector<ConvCase> cases = {
       {{2, 2, 5, 4}, {3, 2, 3, 3}, 1, 1, 1, 1, true},
