@@ -10,7 +10,9 @@ Checks, each failing with the page, what it says and what the code says:
   - README's list of the store's verbs is exactly Store's pure virtual methods;
   - every source path a page names in backticks (`comm/store/store.h`) exists;
   - every "`name` in `path`" names something that file contains;
-  - every Note [Title] a page names is a Note in the sources.
+  - every Note [Title] a page names is a Note in the sources;
+  - no page tells the project's history: no issue numbers, working sessions or clock times
+    (a measurement keeps its date, machine, commit and command; measurements.md has them).
 A claim that needs a check is one row of CONSTANTS.
 """
 import pathlib
@@ -201,16 +203,36 @@ def check_notes(root, errors):
                               "which no source file has")
 
 
+# Project history, which a reader of the pages cannot use and which goes stale.
+HISTORY = [
+    (r"\b[Ii]ssue \d+", "an issue number"),
+    (r"\b(?:this|last|another|a later|an earlier) session\b|\bsessions were\b", "a working session"),
+    # hh:mm, alone or as a range; hh:mm:ss (a log line's time stamp, a duration) is not one.
+    (r"(?<![\d:])[0-2]\d:[0-5]\d(?:-[0-2]\d:[0-5]\d)?(?![\d:])", "a clock time"),
+]
+
+
+def check_history(root, errors):
+    for page in pages(root):
+        for number, line in enumerate(page.read_text().splitlines(), 1):
+            for pattern, what in HISTORY:
+                m = re.search(pattern, line)
+                if m:
+                    errors.append(f"{page.relative_to(root)}:{number}: '{m.group(0)}' is {what}; "
+                                  "the page should say what holds, with a date where it was measured")
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: doc_claims.py SOURCE_DIR")
     root = pathlib.Path(sys.argv[1]).resolve()
     errors = []
-    for check in (check_constants, check_store_verbs, check_named_files, check_notes):
+    for check in (check_constants, check_store_verbs, check_named_files, check_notes,
+                  check_history):
         check(root, errors)
     for e in errors:
         print("FAIL:", e)
-    print(f"{len(CONSTANTS)} quoted constants, the store's verbs, named files and notes: "
+    print(f"{len(CONSTANTS)} quoted constants, the store's verbs, named files, notes, history: "
           + ("ok" if not errors else f"{len(errors)} claims drifted"))
     return 1 if errors else 0
 
