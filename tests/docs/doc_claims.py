@@ -25,7 +25,8 @@ CONSTANTS = [
     ("docs/shared-memory.md", r"Rings are (\S+ \S+),", "kShmRingBytes", ""),
     ("docs/shared-memory.md", r"and every (\S+ \S+) within a long copy", "kPublishBytes", ""),
     ("docs/shared-memory.md", r"each up to (\S+ \S+), all", "kJoinBytes", ""),
-    ("docs/shared-memory.md", r"\*\*Large messages\*\* \((\S+ \S+) and up\)", "kCopyFromSenderBytes", ""),
+    ("docs/shared-memory.md", r"\*\*Large messages\*\* \((\S+ \S+) and up\)",
+     "kCopyFromSenderBytes", ""),
     ("docs/shared-memory.md", r"large frame \((\S+ \S+) and up\)", "kCopyFromSenderBytes", ""),
     ("docs/shared-memory.md", r"but into a (\S+ \S+)\s+piece", "kFoldPieceBytes", ""),
     ("docs/shared-memory.md", r"reduce_into\s+\((\S+ \S+), stays in L2\)", "kFoldPieceBytes", ""),
@@ -41,7 +42,8 @@ CONSTANTS = [
     ("docs/cuda.md", r"requests below (\S+ \S+) round up", "kSmallRequest", ""),
     ("docs/cuda.md", r"round up to (\S+ \S+),", "kSmallRound", ""),
     ("docs/cuda.md", r"larger ones to (\S+ \S+)\.", "kLargeRound", ""),
-    ("docs/launcher.md", r"collective timeout \((\S+ \S+) by default\)", "kDefaultCollectiveTimeout", ""),
+    ("docs/launcher.md", r"collective timeout \((\S+ \S+) by default\)",
+     "kDefaultCollectiveTimeout", ""),
     ("docs/launcher.md", r"The last (\d+) lines of the traceback", "kMaxTracebackLines", ""),
     ("docs/launcher.md", r"or is over (\S+ \S+)\.", "kMaxHostfileBytes", ""),
     ("docs/launcher.md", r"A store holds at most (\S+ \S+) in", "kDefaultStoreMaxBytes", ""),
@@ -49,6 +51,18 @@ CONSTANTS = [
     ("docs/launcher.md", r"may send no frame over (\S+ \S+) ", "kMaxHelloBytes", ""),
     ("docs/launcher.md", r"at most ([\d,]+) such clients", "kMaxClientsBeforeHello", ""),
     ("docs/launcher.md", r"at most ([\d,]+) connections in all", "kDefaultStoreMaxConnections", ""),
+    ("docs/measurements.md", r"Claim: up to (\S+ \S+) one direct exchange", "kDirectMaxBytes", ""),
+    ("docs/measurements.md", r"; up to (\S+ \S+) recursive\s+doubling beats the ring",
+     "kRecursiveDoublingMaxBytes", ""),
+    ("docs/measurements.md", r"yielding the CPU for up to (\S+ \S+) before", "kSpin", "transport/"),
+    ("docs/measurements.md", r"memory, (\d+) passes without a system call", "kBusyPasses", ""),
+    ("docs/measurements.md", r"the clock read only every (\d+)\s+passes",
+     "kPassesPerClockRead", ""),
+    ("docs/measurements.md", r"messages through a (\S+ \S+) ring", "kShmRingBytes", ""),
+    ("docs/measurements.md", r"and (\S+ \S+) is the best size for the pieces",
+     "kFoldPieceBytes", ""),
+    ("docs/measurements.md", r"Claim: from (\S+ \S+), one `process_vm_readv` copy",
+     "kCopyFromSenderBytes", ""),
 ]
 
 SOURCE_FOLDERS = ["comm", "core", "kernels", "nn", "apps", "bench"]
@@ -138,8 +152,9 @@ def check_constants(root, errors):
             continue
         defs = [d for d in definitions(root, name) if hint in str(d[0].relative_to(root))]
         if not defs:
+            where = f" in a '{hint}' path" if hint else ""
             errors.append(f"{page}: quotes {name}, which no constexpr under "
-                          f"{', '.join(SOURCE_FOLDERS)} defines" + (f" in a '{hint}' path" if hint else ""))
+                          f"{', '.join(SOURCE_FOLDERS)} defines{where}")
             continue
         values = set()
         for path, declaration, expression in defs:
@@ -206,7 +221,8 @@ def check_notes(root, errors):
 # Project history, which a reader of the pages cannot use and which goes stale.
 HISTORY = [
     (r"\b[Ii]ssue \d+", "an issue number"),
-    (r"\b(?:this|last|another|a later|an earlier) session\b|\bsessions were\b", "a working session"),
+    (r"\b(?:this|last|another|a later|an earlier) session\b|\bsessions were\b",
+     "a working session"),
     # hh:mm, alone or as a range; hh:mm:ss (a log line's time stamp, a duration) is not one.
     (r"(?<![\d:])[0-2]\d:[0-5]\d(?:-[0-2]\d:[0-5]\d)?(?![\d:])", "a clock time"),
 ]
@@ -219,7 +235,7 @@ def check_history(root, errors):
                 m = re.search(pattern, line)
                 if m:
                     errors.append(f"{page.relative_to(root)}:{number}: '{m.group(0)}' is {what}; "
-                                  "the page should say what holds, with a date where it was measured")
+                                  "say what holds, with the date it was measured")
 
 
 def main():
