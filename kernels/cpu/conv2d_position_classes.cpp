@@ -107,26 +107,30 @@ void from_channels_last(T* dx, const T* in, int64_t images, int64_t C, int64_t p
 // at (r*S + s0)*C of the whole kernel's RSC columns.
 int64_t tap_column(const ConvGeometry& g, int64_t r, int64_t s) { return (r * g.S + s) * g.C; }
 
-// w (K, C, R, S) as (K x RSC) with leading dimension ld, or transposed, (RSC x K). Blocks of
-// kBlock output channels, in parallel (ResNet-18's largest kernel is 9 MB): the transposed
-// writes of a block then fill whole cache lines, and its reads are kBlock sequential streams.
+// w (K, C, R, S) as (K x RSC), leading dimension ld: each output channel's row is reordered
+// where it lies (9 KB at most in ResNet), in parallel over the channels, since ResNet-18's
+// largest kernel is 9 MB.
 template <class T>
-void weights_rsc(T* out, const T* w, const ConvGeometry& g, int64_t ld, bool transposed) {
+void weights_rsc(T* out, const T* w, const ConvGeometry& g, int64_t ld) {
+  const int64_t RS = g.R * g.S;
+#pragma omp parallel for schedule(static)
+  for (int64_t k = 0; k < g.K; ++k)
+    for (int64_t c = 0; c < g.C; ++c)
+      for (int64_t rs = 0; rs < RS; ++rs) out[k * ld + rs * g.C + c] = w[(k * g.C + c) * RS + rs];
+}
+
+// And transposed, (RSC x K), in blocks of kBlock output channels: a block's writes to a row
+// fill a cache line, and its reads are kBlock sequential streams.
+template <class T>
+void weights_rsc_transposed(T* out, const T* w, const ConvGeometry& g, int64_t ld) {
   constexpr int64_t kBlock = 16;
   const int64_t RS = g.R * g.S;
 #pragma omp parallel for schedule(static)
   for (int64_t k0 = 0; k0 < g.K; k0 += kBlock)
     for (int64_t c = 0; c < g.C; ++c)
-      for (int64_t rs = 0; rs < RS; ++rs) {
-        const int64_t d = rs * g.C + c;  // tap_column(r, s) + c
-        for (int64_t k = k0; k < std::min(g.K, k0 + kBlock); ++k) {
-          const T v = w[(k * g.C + c) * RS + rs];
-          if (transposed)
-            out[d * ld + k] = v;
-          else
-            out[k * ld + d] = v;
-        }
-      }
+      for (int64_t rs = 0; rs < RS; ++rs)
+        for (int64_t k = k0; k < std::min(g.K, k0 + kBlock); ++k)
+          out[(rs * g.C + c) * ld + k] = w[(k * g.C + c) * RS + rs];
 }
 
 // Calls f(row, b, p, q) for every row of a class's matrices over `images` images.
@@ -255,7 +259,7 @@ void position_classes_forward(T* y, const T* x, const T* w, const T* bias, int64
   const int64_t lead_k = leading(g.K);
   Tensor wt_space = Tensor::empty({g.patch_size() * lead_k}, DTypeOf<T>::value);
   T* wt = wt_space.data<T>();  // (RSC x K)
-  weights_rsc(wt, w, g, lead_k, /*transposed=*/true);
+  weights_rsc_transposed(wt, w, g, lead_k);
   const ClassPlan plan = plan_class_chunks(N, classes, sizeof(T));
   Scratch<T> x_space(plan.threads, plan.images * g.image_size());
   Scratch<T> a_space(plan.threads, largest_rows_matrix(classes, plan.images));
@@ -294,7 +298,7 @@ void position_classes_backward(T* dx, T* dw, const T* dy, const T* x, const T* w
   const std::vector<PositionClass> classes = position_classes(g);
   const int64_t rsc = g.patch_size(), lead_rsc = leading(rsc);
   Tensor w_space = Tensor::empty({dx ? g.K * lead_rsc : 0}, DTypeOf<T>::value);
-  if (dx) weights_rsc(w_space.data<T>(), w, g, lead_rsc, /*transposed=*/false);  // (K x RSC)
+  if (dx) weights_rsc(w_space.data<T>(), w, g, lead_rsc);  // (K x RSC)
   const ClassPlan plan = plan_class_chunks(N, classes, sizeof(T));
   int64_t largest_positions = 0;
   for (const PositionClass& pc : classes)
@@ -339,16 +343,18 @@ void position_classes_backward(T* dx, T* dw, const T* dy, const T* x, const T* w
     }
     if (dw) {  // every partial is complete: omp for's barrier
       const int team = omp_get_num_threads();
+      T* total = dw_space.of(0);
+      for (int t = 1; t < team; ++t) {
+        const T* partial = dw_space.of(t);
 #pragma omp for schedule(static)
-      for (int64_t k = 0; k < g.K; ++k)
-        for (int64_t c = 0; c < g.C; ++c)
-          for (int64_t r = 0; r < g.R; ++r)
-            for (int64_t s = 0; s < g.S; ++s) {
-              T sum = 0;
-              for (int t = 0; t < team; ++t)
-                sum += dw_space.of(t)[k * rsc + tap_column(g, r, s) + c];
-              dw[((k * g.C + c) * g.R + r) * g.S + s] = sum;
-            }
+        for (int64_t e = 0; e < g.K * rsc; ++e) total[e] += partial[e];
+      }
+      const int64_t RS = g.R * g.S;  // (K x RSC) -> (K, C, R, S)
+#pragma omp for schedule(static)
+      for (int64_t kc = 0; kc < g.K * g.C; ++kc) {
+        const T* in = total + kc / g.C * rsc + kc % g.C;
+        for (int64_t rs = 0; rs < RS; ++rs) dw[kc * RS + rs] = in[rs * g.C];
+      }
     }
   }
 }
