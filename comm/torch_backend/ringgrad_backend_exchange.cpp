@@ -3,10 +3,10 @@
 // around the ring group's collective of the same name.
 #include <c10/util/Exception.h>
 
-#include "apps/torch_plugin/ringgrad_backend.h"
-#include "apps/torch_plugin/torch_tensors.h"
+#include "comm/torch_backend/ringgrad_backend.h"
+#include "comm/torch_backend/torch_tensors.h"
 
-namespace ringgrad::torch_plugin {
+namespace ringgrad::torch_backend {
 
 namespace {
 
@@ -191,4 +191,4 @@ uint64_t RinggradBackend::getSequenceNumberForGroup() {
   return group_->sequence_number();
 }
 
-}  // namespace ringgrad::torch_plugin
+}  // namespace ringgrad::torch_backend

@@ -11,11 +11,11 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
-#include "apps/torch_plugin/ringgrad_work.h"
-#include "apps/torch_plugin/sparse_allreduce.h"
+#include "comm/torch_backend/ringgrad_work.h"
+#include "comm/torch_backend/sparse_allreduce.h"
 #include "comm/process_group/process_group.h"
 
-namespace ringgrad::torch_plugin {
+namespace ringgrad::torch_backend {
 
 // A collective handed to the group, and when (timed only while hooks are registered).
 struct Issued {
@@ -120,4 +120,4 @@ class RinggradBackend : public c10d::Backend {
   std::shared_ptr<WorkHooks> hooks_;
 };
 
-}  // namespace ringgrad::torch_plugin
+}  // namespace ringgrad::torch_backend

@@ -1,11 +1,11 @@
 // SparseAllreduce: the header all-gather and sends on the caller's thread, the receives and the
 // sum on the thread of its own (see the header for the algorithm).
-#include "apps/torch_plugin/sparse_allreduce.h"
+#include "comm/torch_backend/sparse_allreduce.h"
 
-#include "apps/torch_plugin/torch_tensors.h"
+#include "comm/torch_backend/torch_tensors.h"
 #include "core/error.h"
 
-namespace ringgrad::torch_plugin {
+namespace ringgrad::torch_backend {
 
 namespace {
 
@@ -150,4 +150,4 @@ void SparseAllreduce::finish(Job& job) {
   job.tensor.copy_(sum);
 }
 
-}  // namespace ringgrad::torch_plugin
+}  // namespace ringgrad::torch_backend

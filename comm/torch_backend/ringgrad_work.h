@@ -25,7 +25,7 @@
 
 #include "comm/process_group/work.h"
 
-namespace ringgrad::torch_plugin {
+namespace ringgrad::torch_backend {
 
 class FutureCompleter;
 
@@ -129,4 +129,4 @@ class FutureCompleter {
   std::thread thread_;
 };
 
-}  // namespace ringgrad::torch_plugin
+}  // namespace ringgrad::torch_backend

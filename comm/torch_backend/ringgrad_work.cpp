@@ -1,6 +1,6 @@
 // RinggradWork: settling a ringgrad Work once, futures completed off the comm thread, and the
 // flight recorder's completion and abort hooks.
-#include "apps/torch_plugin/ringgrad_work.h"
+#include "comm/torch_backend/ringgrad_work.h"
 
 #include <c10/util/Exception.h>
 
@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 
-namespace ringgrad::torch_plugin {
+namespace ringgrad::torch_backend {
 
 namespace {
 
@@ -264,4 +264,4 @@ void FutureCompleter::loop() {
   }
 }
 
-}  // namespace ringgrad::torch_plugin
+}  // namespace ringgrad::torch_backend

@@ -1,13 +1,13 @@
 // RinggradBackend: argument checks, zero-copy tensor wrapping, and the forwarding of each
 // collective to ringgrad's ring process group.
-#include "apps/torch_plugin/ringgrad_backend.h"
+#include "comm/torch_backend/ringgrad_backend.h"
 
 #include <Python.h>
 
-#include "apps/torch_plugin/torch_store.h"
-#include "apps/torch_plugin/torch_tensors.h"
+#include "comm/torch_backend/torch_store.h"
+#include "comm/torch_backend/torch_tensors.h"
 
-namespace ringgrad::torch_plugin {
+namespace ringgrad::torch_backend {
 
 namespace {
 
@@ -206,4 +206,4 @@ c10::intrusive_ptr<c10d::Work> RinggradBackend::recvAnysource(std::vector<at::Te
               OpType::RECVANYSOURCE, tensors);
 }
 
-}  // namespace ringgrad::torch_plugin
+}  // namespace ringgrad::torch_backend
