@@ -1,10 +1,8 @@
-// RinggradWork: settling a ringgrad Work once, futures completed off the comm thread, and the
-// flight recorder's completion and abort hooks.
+// RinggradWork: one settle() per Work, futures completed off the comm thread, and the flight
+// recorder's hooks run on the completer thread.
 #include "comm/torch_backend/ringgrad_work.h"
 
 #include <c10/util/Exception.h>
-
-#include <algorithm>
 
 #include "core/error.h"
 
@@ -12,7 +10,8 @@ namespace ringgrad::torch_backend {
 
 namespace {
 
-// Our errors reach Python as torch.distributed.DistBackendError with ringgrad's message.
+// Our errors reach Python as torch.distributed.DistBackendError with ringgrad's sentence (its
+// [file:line] is for logs, not for PyTorch's users).
 std::exception_ptr as_dist_backend_error(std::exception_ptr error) {
   try {
     std::rethrow_exception(error);
@@ -22,129 +21,78 @@ std::exception_ptr as_dist_backend_error(std::exception_ptr error) {
     // PyTorch's own tests (and users' scripts) recognise a timeout by c10d's words.
     return std::make_exception_ptr(c10::DistBackendError(
         c10::SourceLocation{__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
-        std::string("ringgrad: Timed out waiting for the collective: ") + e.what()));
+        "ringgrad: Timed out waiting for the collective: " + user_message(e)));
   } catch (const std::exception& e) {
     return std::make_exception_ptr(c10::DistBackendError(
         c10::SourceLocation{__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
-        std::string("ringgrad: ") + e.what()));
+        "ringgrad: " + user_message(e)));
   }
-}
-
-template <class Hook>
-void erase_id(std::vector<std::pair<int64_t, Hook>>& hooks, int64_t id) {
-  hooks.erase(std::remove_if(hooks.begin(), hooks.end(), [&](auto& h) { return h.first == id; }),
-              hooks.end());
 }
 
 }  // namespace
 
-std::shared_ptr<const WorkHooks::Table> WorkHooks::table() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return table_;
+c10::intrusive_ptr<RinggradWork> RinggradWork::create(
+    comm::WorkPtr work, std::optional<Clock::time_point> issued, int rank, c10d::OpType type,
+    std::vector<at::Tensor> outputs, const std::shared_ptr<FutureCompleter>& completer,
+    const std::shared_ptr<WorkHooks>& hooks, std::function<void()> copy_out) {
+  auto made =
+      c10::make_intrusive<RinggradWork>(Private{}, std::move(work), issued, rank, type,
+                                        std::move(outputs), completer, hooks, std::move(copy_out));
+  if (hooks->any() && completer) {
+    made->state_ = State::kWatched;  // no other thread has it yet
+    completer->add(made);
+  }
+  return made;
 }
 
-template <class Change>
-void WorkHooks::change(Change&& f) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto copy = std::make_shared<Table>(*table_);
-  f(*copy);
-  any_.store(!copy->completion.empty() || !copy->abort.empty(), std::memory_order_release);
-  table_ = std::move(copy);
-}
-
-void WorkHooks::add_completion(int64_t id, c10d::CompletionHook hook) {
-  change([&](Table& t) { t.completion.emplace_back(id, std::move(hook)); });
-}
-
-void WorkHooks::remove_completion(int64_t id) {
-  change([&](Table& t) { erase_id(t.completion, id); });
-}
-
-void WorkHooks::add_abort(int64_t id, c10d::AbortHook hook) {
-  change([&](Table& t) { t.abort.emplace_back(id, std::move(hook)); });
-}
-
-void WorkHooks::remove_abort(int64_t id) {
-  change([&](Table& t) { erase_id(t.abort, id); });
-}
-
-void WorkHooks::completed(uint64_t key, std::optional<float> duration_ms) {
-  const auto hooks = table();  // held: the loop's range is a member of it
-  for (auto& [id, hook] : hooks->completion) hook(c10d::CompletionHookArgs{key, duration_ms});
-}
-
-void WorkHooks::aborted() {
-  const auto hooks = table();
-  for (auto& [id, hook] : hooks->abort) hook();
-}
-
-RinggradWork::RinggradWork(comm::WorkPtr work, std::optional<Clock::time_point> issued, int rank,
-                           c10d::OpType type, std::vector<at::Tensor> outputs,
+RinggradWork::RinggradWork(Private, comm::WorkPtr work, std::optional<Clock::time_point> issued,
+                           int rank, c10d::OpType type, std::vector<at::Tensor> outputs,
                            const std::shared_ptr<FutureCompleter>& completer,
-                           const std::shared_ptr<WorkHooks>& hooks, std::function<void()> finish)
+                           const std::shared_ptr<WorkHooks>& hooks, std::function<void()> copy_out)
     : c10d::Work(rank, type),
       work_(std::move(work)),
       issued_(issued),
       outputs_(std::move(outputs)),
       completer_(completer),
       hooks_(hooks),
-      finish_(std::move(finish)) {}
+      copy_out_(std::move(copy_out)),
+      future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors())) {}
 
-void RinggradWork::watch() {
-  if (!hooks_->any()) return;
-  // A collective already done is reported here, unless it failed: the flight recorder's abort
-  // hook then dumps its trace, which takes about a second, so the completer thread runs it and
-  // the error reaches the caller at the collective's deadline.
-  if (work_->is_completed()) {
-    settle(std::chrono::milliseconds(0));
-    if (!exception()) return conclude();
-  }
-  auto completer = completer_.lock();
-  if (!completer) return;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    queued_ = true;
-  }
-  completer->add(c10::intrusive_ptr<RinggradWork>::reclaim_copy(this));
-}
-
-void RinggradWork::settle(std::chrono::milliseconds timeout, bool run_here) {
+void RinggradWork::settle() {
   std::exception_ptr error;
   try {
-    if (timeout.count() > 0)
-      work_->wait(timeout);
-    else if (run_here)
-      work_->wait();
-    else
-      work_->await_completion();
-  } catch (const TimeoutError&) {
-    if (!work_->is_completed()) throw;  // only this wait gave up; the collective goes on
-    error = std::current_exception();
+    work_->await_completion();
   } catch (...) {
     error = std::current_exception();
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  if (settled_) return;
-  if (!error && finish_) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (state_ == State::kSucceeded || state_ == State::kFailed) return;
+  if (!error && copy_out_) {
     try {
-      finish_();
+      copy_out_();
     } catch (...) {
       error = std::current_exception();
     }
   }
   error_ = error ? as_dist_backend_error(error) : nullptr;
-  settled_ = true;
+  state_ = error_ ? State::kFailed : State::kSucceeded;
+  lock.unlock();
+  // Outside the lock: the future's callbacks run here, and may ask this Work anything.
+  if (error_)
+    future_->setError(error_);
+  else
+    future_->markCompleted(c10::IValue(outputs_));
 }
 
 bool RinggradWork::isCompleted() {
   if (!work_->is_completed()) return false;
-  settle(std::chrono::milliseconds(0));  // returns at once: the collective is done
+  settle();  // returns at once: the collective has ended
   return true;
 }
 
 bool RinggradWork::isSuccess() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return settled_ && !error_;
+  return state_ == State::kSucceeded;
 }
 
 std::exception_ptr RinggradWork::exception() const {
@@ -156,56 +104,44 @@ std::vector<at::Tensor> RinggradWork::result() { return outputs_; }
 
 bool RinggradWork::wait(std::chrono::milliseconds timeout) {
   try {
-    settle(timeout);
-  } catch (const std::exception& e) {
-    C10_THROW_ERROR(DistBackendError, std::string("ringgrad: ") + e.what());
+    if (timeout.count() > 0)
+      work_->wait(timeout);
+    else
+      work_->wait();
+  } catch (const TimeoutError& e) {
+    // Only this wait gave up: the collective goes on, and its Work stays unsettled.
+    if (!work_->is_completed()) C10_THROW_ERROR(DistBackendError, "ringgrad: " + user_message(e));
+  } catch (...) {
+    // The collective failed; settle() records its error.
   }
-  std::unique_lock<std::mutex> lock(mu_);
-  if (!error_) return true;
-  std::exception_ptr error = error_;
-  const bool reported_elsewhere = queued_;
-  lock.unlock();
-  // A Work handed to the completer has its abort hooks run there (conclude()): the flight
-  // recorder's dumps its trace, which takes longer than a second, and the error must reach
-  // the caller at the deadline, as Gloo's does.
-  if (!reported_elsewhere) hooks_->aborted();
-  std::rethrow_exception(error);
+  settle();
+  // A watched Work's abort hooks run on the completer (the flight recorder's dumps its trace,
+  // which takes over a second), so the error reaches the caller at the deadline, as Gloo's does.
+  if (std::exception_ptr error = exception()) std::rethrow_exception(error);
+  return true;
 }
 
 c10::intrusive_ptr<c10::ivalue::Future> RinggradWork::getFuture() {
   std::unique_lock<std::mutex> lock(mu_);
-  if (future_) return future_;
-  future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
-  auto future = future_;
-  if (queued_ && !concluded_) return future;  // conclude() completes it
-  // A collective already done (say, waited for before) completes its future here: handing it
-  // to the completer thread would cost two wake-ups for nothing. So does one whose backend is
-  // gone, and with it every unfinished collective.
+  if (state_ != State::kIssued) return future_;  // watched or settled: completed in time
+  // A collective still running is watched by the completer thread; one already done (say,
+  // waited for before) is settled here, as is one whose backend is gone (with it every
+  // collective has ended): the completer would cost two wake-ups for nothing.
   auto completer = completer_.lock();
-  if (!concluded_ && completer && !work_->is_completed()) {
-    queued_ = true;
+  if (completer && !work_->is_completed()) {
+    state_ = State::kWatched;
     lock.unlock();
     completer->add(c10::intrusive_ptr<RinggradWork>::reclaim_copy(this));
   } else {
     lock.unlock();
-    settle(std::chrono::milliseconds(0));
-    complete(future);
+    settle();
   }
-  return future;
+  return future_;
 }
 
 void RinggradWork::conclude() {
-  settle(std::chrono::milliseconds(0), false);  // the completer never runs a collective
-  std::unique_lock<std::mutex> lock(mu_);
-  if (concluded_) return;
-  concluded_ = true;
-  auto future = future_;
-  lock.unlock();
-  if (hooks_->any()) report();
-  if (future) complete(future);
-}
-
-void RinggradWork::report() {
+  settle();  // waits here: the completer never runs a collective
+  if (!hooks_->any()) return;
   if (exception()) return hooks_->aborted();
   hooks_->completed(getCompletionKey(),
                     issued_ ? std::optional<float>(getDuration()) : std::nullopt);
@@ -221,14 +157,6 @@ float RinggradWork::getDuration() const {
 int RinggradWork::sourceRank() const {
   if (const auto* recv = dynamic_cast<const comm::RecvWork*>(work_.get())) return recv->source();
   return c10d::Work::sourceRank();
-}
-
-void RinggradWork::complete(const c10::intrusive_ptr<c10::ivalue::Future>& future) {
-  std::exception_ptr error = exception();
-  if (error)
-    future->setError(error);
-  else
-    future->markCompleted(c10::IValue(outputs_));
 }
 
 FutureCompleter::FutureCompleter() : thread_([this] { loop(); }) {}

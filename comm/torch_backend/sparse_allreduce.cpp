@@ -26,6 +26,15 @@ std::string describe(const at::Tensor& header) {
                  " dense dims, ", c10::toString(static_cast<at::ScalarType>(h[kDtype])));
 }
 
+// `e` with the operation before its sentence, still saying where it was thrown (for logs; the
+// backend shows PyTorch's users the sentence alone).
+template <class E>
+E naming_operation(const std::exception& e) {
+  const auto* error = dynamic_cast<const Error*>(&e);
+  const std::string message = str_cat(kOperation, ": ", user_message(e));
+  return error && !error->where().empty() ? E(error->where(), message) : E(message);
+}
+
 }  // namespace
 
 struct SparseAllreduce::Job {
@@ -99,9 +108,9 @@ void SparseAllreduce::loop() {
     try {
       finish(*job);
     } catch (const TimeoutError& e) {  // keeps its type: PyTorch's words for a timeout
-      error = std::make_exception_ptr(TimeoutError(str_cat(kOperation, ": ", e.what())));
+      error = std::make_exception_ptr(naming_operation<TimeoutError>(e));
     } catch (const std::exception& e) {
-      error = std::make_exception_ptr(Error(str_cat(kOperation, ": ", e.what())));
+      error = std::make_exception_ptr(naming_operation<Error>(e));
     }
     auto done = job->done;
     job.reset();  // drops our tensor references before anyone sees the Work complete
