@@ -5,8 +5,9 @@
 // (a gathered flat buffer to a tensor list), getFuture() (which DDP's reducer and comm hooks
 // chain on), and reports to the flight recorder's hooks (work_hooks.h). As c10d's Gloo
 // AsyncWork does, the future is made with the Work and completed in one place, settle().
-// FutureCompleter: the thread that waits for watched Works, so that neither ringgrad's comm
-// thread nor a caller's wait() runs Python callbacks or the flight recorder's hooks.
+// FutureCompleter: the thread that waits for watched Works, so that ringgrad's comm thread
+// never runs a future's Python callbacks, and a caller's wait() never runs the flight
+// recorder's hooks.
 #pragma once
 #include <ATen/core/ivalue.h>
 
