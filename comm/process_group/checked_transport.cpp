@@ -94,7 +94,7 @@ void CheckedTransport::rethrow_timeout(const std::exception& e) {
   RG_THROW(TimeoutError, describe(mine_), " on rank ", rank(), ": ",
            missing.empty() ? "all ranks started it, but data stopped flowing"
                            : "ranks that never started it: " + missing,
-           " (started: ", arrived.empty() ? "none" : arrived, "); ", e.what());
+           " (started: ", arrived.empty() ? "none" : arrived, "); ", user_message(e));
 }
 
 }  // namespace ringgrad::comm

@@ -235,7 +235,9 @@ void RingProcessGroup::execute(Task& task) {
     checked_.finish();
     task.work->complete();
   } catch (const std::exception& e) {
-    failure_ = e.what();
+    // The sentence: it is quoted in later refusals and in the peers' errors, which reach users;
+    // where it was thrown stays in this Work's own error.
+    failure_ = user_message(e);
     transport_->abort(failure_);
     task.work->complete(std::current_exception());
   }

@@ -1,10 +1,12 @@
 # Every collective x dtype on the "ringgrad" default group against a Gloo group of the same
 # processes, on the same inputs: integers exactly, floats within reordering tolerance. Then the
-# errors: dtypes and ops ringgrad cannot reduce raise a RuntimeError naming the operation. Sparse
+# errors: dtypes and ops ringgrad cannot reduce raise a RuntimeError naming the operation, and no
+# error a user sees shows ringgrad's source location ("[file.cpp:42]", which is for logs). Sparse
 # all_reduce (SUM) against Gloo's too. Tearing the group down with a Python future callback
 # pending does not deadlock.
 # Run by launch.py on 2 and 3 ranks.
 import datetime
+import re
 import sys
 import threading
 import time
@@ -20,6 +22,13 @@ MOVED_ONLY = [torch.int8, torch.int16, torch.bool, torch.complex64]  # bytes for
 OPS = {"sum": dist.ReduceOp.SUM, "avg": dist.ReduceOp.AVG, "product": dist.ReduceOp.PRODUCT,
        "min": dist.ReduceOp.MIN, "max": dist.ReduceOp.MAX}
 failures = []
+# How ringgrad's errors say where they were thrown (core/error.h); a user reads the sentence alone.
+SOURCE_LOCATION = re.compile(r"\[[\w./-]+\.(?:cpp|cu|h):\d+\]")
+
+
+def check_no_source_location(what, error):
+    if SOURCE_LOCATION.search(str(error)):
+        failures.append(f"{what}: the error shows a source location: {error}")
 
 
 def inputs(dtype, n, rank, seed=0):
@@ -156,6 +165,7 @@ def expect_error(what, fn, words):
     except RuntimeError as e:
         if not all(w in str(e) for w in words):
             failures.append(f"{what}: error does not name {words}: {e}")
+        check_no_source_location(what, e)
         return
     failures.append(f"{what}: no error")
 
@@ -345,8 +355,8 @@ def run_async_returns_at_once():
         try:
             work.wait(timeout=datetime.timedelta(milliseconds=200))
             failures.append("wait(200 ms) returned before the peers issued the all_reduce")
-        except RuntimeError:
-            pass
+        except RuntimeError as e:
+            check_no_source_location("wait(200 ms)", e)
         store.set("async/issued0", "1")
         work.wait()
     else:

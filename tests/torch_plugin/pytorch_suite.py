@@ -78,7 +78,7 @@ LIFTED_GATES = {
     "reduce')": (
         {"test_sparse_all_reduce_sum"},
         "all_reduce (SUM) of sparse COO CPU tensors, which ringgrad implements "
-        "(apps/torch_plugin/sparse_allreduce.h); DistTestCases has no feature set for it. Not "
+        "(comm/torch_backend/sparse_allreduce.h); DistTestCases has no feature set for it. Not "
         "lifted from test_sparse_all_reduce_sum_cuda: ringgrad takes CPU tensors only",
     ),
     # The "gpu" feature set doubles as "a real backend" for these: none of them needs a GPU

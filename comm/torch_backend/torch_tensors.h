@@ -10,7 +10,7 @@
 
 #include "comm/process_group/process_group.h"
 
-namespace ringgrad::torch_plugin {
+namespace ringgrad::torch_backend {
 
 // The element type ringgrad reduces for a torch dtype, if it has one.
 std::optional<DType> ringgrad_dtype(at::ScalarType t);
@@ -24,4 +24,4 @@ const at::Tensor& single(const std::vector<at::Tensor>& tensors, const char* ope
 // PyTorch's unset timeout is -1 ms; ringgrad's 0 means "the group's timeout".
 comm::Milliseconds timeout_of(std::chrono::milliseconds t);
 
-}  // namespace ringgrad::torch_plugin
+}  // namespace ringgrad::torch_backend

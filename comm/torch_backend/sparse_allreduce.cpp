@@ -1,11 +1,11 @@
 // SparseAllreduce: the header all-gather and sends on the caller's thread, the receives and the
 // sum on the thread of its own (see the header for the algorithm).
-#include "apps/torch_plugin/sparse_allreduce.h"
+#include "comm/torch_backend/sparse_allreduce.h"
 
-#include "apps/torch_plugin/torch_tensors.h"
+#include "comm/torch_backend/torch_tensors.h"
 #include "core/error.h"
 
-namespace ringgrad::torch_plugin {
+namespace ringgrad::torch_backend {
 
 namespace {
 
@@ -24,6 +24,15 @@ std::string describe(const at::Tensor& header) {
   for (int64_t i = kSizes; i < header.numel(); ++i) sizes += str_cat(i > kSizes ? ", " : "", h[i]);
   return str_cat("size (", sizes, "), ", h[kSparseDim], " sparse and ", h[kDenseDim],
                  " dense dims, ", c10::toString(static_cast<at::ScalarType>(h[kDtype])));
+}
+
+// `e` with the operation before its sentence, still saying where it was thrown (for logs; the
+// backend shows PyTorch's users the sentence alone).
+template <class E>
+E naming_operation(const std::exception& e) {
+  const auto* error = dynamic_cast<const Error*>(&e);
+  const std::string message = str_cat(kOperation, ": ", user_message(e));
+  return error && !error->where().empty() ? E(error->where(), message) : E(message);
 }
 
 }  // namespace
@@ -99,9 +108,9 @@ void SparseAllreduce::loop() {
     try {
       finish(*job);
     } catch (const TimeoutError& e) {  // keeps its type: PyTorch's words for a timeout
-      error = std::make_exception_ptr(TimeoutError(str_cat(kOperation, ": ", e.what())));
+      error = std::make_exception_ptr(naming_operation<TimeoutError>(e));
     } catch (const std::exception& e) {
-      error = std::make_exception_ptr(Error(str_cat(kOperation, ": ", e.what())));
+      error = std::make_exception_ptr(naming_operation<Error>(e));
     }
     auto done = job->done;
     job.reset();  // drops our tensor references before anyone sees the Work complete
@@ -150,4 +159,4 @@ void SparseAllreduce::finish(Job& job) {
   job.tensor.copy_(sum);
 }
 
-}  // namespace ringgrad::torch_plugin
+}  // namespace ringgrad::torch_backend

@@ -1,7 +1,7 @@
 // torch_tensors.h: PyTorch's arguments in ringgrad's terms.
-#include "apps/torch_plugin/torch_tensors.h"
+#include "comm/torch_backend/torch_tensors.h"
 
-namespace ringgrad::torch_plugin {
+namespace ringgrad::torch_backend {
 
 std::optional<DType> ringgrad_dtype(at::ScalarType t) {
   switch (t) {
@@ -59,4 +59,4 @@ comm::Milliseconds timeout_of(std::chrono::milliseconds t) {
   return comm::Milliseconds(t.count() > 0 ? t.count() : 0);
 }
 
-}  // namespace ringgrad::torch_plugin
+}  // namespace ringgrad::torch_backend

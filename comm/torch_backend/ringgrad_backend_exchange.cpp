@@ -3,10 +3,10 @@
 // around the ring group's collective of the same name.
 #include <c10/util/Exception.h>
 
-#include "apps/torch_plugin/ringgrad_backend.h"
-#include "apps/torch_plugin/torch_tensors.h"
+#include "comm/torch_backend/ringgrad_backend.h"
+#include "comm/torch_backend/torch_tensors.h"
 
-namespace ringgrad::torch_plugin {
+namespace ringgrad::torch_backend {
 
 namespace {
 
@@ -72,10 +72,10 @@ c10::intrusive_ptr<c10d::Work> RinggradBackend::gather(
   }
   Tensor in = borrow(input, op, false), out = root ? borrow(flat, op, false) : Tensor();
   comm::GatherOptions o{static_cast<int>(opts.rootRank), timeout_of(opts.timeout)};
-  std::function<void()> finish;
-  if (root) finish = [flat, list] { copy_out(flat, list); };
+  std::function<void()> copy_out_list;
+  if (root) copy_out_list = [flat, list] { copy_out(flat, list); };
   return wrap(issue(op, [&](auto& g) { return g.gather(in, out, o); }), OpType::GATHER, list,
-              finish);
+              copy_out_list);
 }
 
 c10::intrusive_ptr<c10d::Work> RinggradBackend::scatter(
@@ -182,7 +182,7 @@ void RinggradBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool wa
   try {
     group_->monitored_barrier(timeout, wait_all_ranks);
   } catch (const std::exception& e) {
-    C10_THROW_ERROR(DistBackendError, std::string("ringgrad: ") + e.what());
+    C10_THROW_ERROR(DistBackendError, "ringgrad: " + user_message(e));
   }
 }
 
@@ -191,4 +191,4 @@ uint64_t RinggradBackend::getSequenceNumberForGroup() {
   return group_->sequence_number();
 }
 
-}  // namespace ringgrad::torch_plugin
+}  // namespace ringgrad::torch_backend

@@ -7,7 +7,7 @@
 
 #include "comm/store/store.h"
 
-namespace ringgrad::torch_plugin {
+namespace ringgrad::torch_backend {
 
 class TorchStore : public comm::Store {
  public:
@@ -27,4 +27,4 @@ class TorchStore : public comm::Store {
   c10::intrusive_ptr<c10d::Store> store_;
 };
 
-}  // namespace ringgrad::torch_plugin
+}  // namespace ringgrad::torch_backend

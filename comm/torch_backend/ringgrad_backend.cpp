@@ -1,13 +1,13 @@
 // RinggradBackend: argument checks, zero-copy tensor wrapping, and the forwarding of each
 // collective to ringgrad's ring process group.
-#include "apps/torch_plugin/ringgrad_backend.h"
+#include "comm/torch_backend/ringgrad_backend.h"
 
 #include <Python.h>
 
-#include "apps/torch_plugin/torch_store.h"
-#include "apps/torch_plugin/torch_tensors.h"
+#include "comm/torch_backend/torch_store.h"
+#include "comm/torch_backend/torch_tensors.h"
 
-namespace ringgrad::torch_plugin {
+namespace ringgrad::torch_backend {
 
 namespace {
 
@@ -37,8 +37,7 @@ RinggradBackend::RinggradBackend(const c10::intrusive_ptr<c10d::Store>& store, i
                                         options);
     sparse_ = std::make_unique<SparseAllreduce>(*group_);
   } catch (const std::exception& e) {
-    C10_THROW_ERROR(DistBackendError,
-                    std::string("ringgrad: setting up the group failed: ") + e.what());
+    C10_THROW_ERROR(DistBackendError, "ringgrad: setting up the group failed: " + user_message(e));
   }
 }
 
@@ -54,12 +53,9 @@ void RinggradBackend::shutdown() {
 
 c10::intrusive_ptr<c10d::Work> RinggradBackend::wrap(Issued issued, OpType type,
                                                      std::vector<at::Tensor> outputs,
-                                                     std::function<void()> finish) {
-  auto work =
-      c10::make_intrusive<RinggradWork>(std::move(issued.work), issued.at, getRank(), type,
-                                        std::move(outputs), completer_, hooks_, std::move(finish));
-  work->watch();
-  return work;
+                                                     std::function<void()> copy_out) {
+  return RinggradWork::create(std::move(issued.work), issued.at, getRank(), type,
+                              std::move(outputs), completer_, hooks_, std::move(copy_out));
 }
 
 void RinggradBackend::registerCompletionHook(int64_t hook_id, c10d::CompletionHook hook) {
@@ -206,4 +202,4 @@ c10::intrusive_ptr<c10d::Work> RinggradBackend::recvAnysource(std::vector<at::Te
               OpType::RECVANYSOURCE, tensors);
 }
 
-}  // namespace ringgrad::torch_plugin
+}  // namespace ringgrad::torch_backend

@@ -23,7 +23,7 @@
 
 #include "comm/process_group/process_group.h"
 
-namespace ringgrad::torch_plugin {
+namespace ringgrad::torch_backend {
 
 class SparseAllreduce {
  public:
@@ -50,4 +50,4 @@ class SparseAllreduce {
   std::thread thread_;
 };
 
-}  // namespace ringgrad::torch_plugin
+}  // namespace ringgrad::torch_backend

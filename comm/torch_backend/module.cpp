@@ -5,10 +5,10 @@
 #include <pybind11/chrono.h>
 #include <torch/csrc/utils/pybind.h>
 
-#include "apps/torch_plugin/ringgrad_backend.h"
+#include "comm/torch_backend/ringgrad_backend.h"
 
 namespace py = pybind11;
-using ringgrad::torch_plugin::RinggradBackend;
+using ringgrad::torch_backend::RinggradBackend;
 
 namespace {
 

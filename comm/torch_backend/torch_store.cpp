@@ -1,9 +1,9 @@
 // TorchStore: each call forwards to c10d::Store and translates its errors.
-#include "apps/torch_plugin/torch_store.h"
+#include "comm/torch_backend/torch_store.h"
 
 #include "core/error.h"
 
-namespace ringgrad::torch_plugin {
+namespace ringgrad::torch_backend {
 
 namespace {
 
@@ -73,4 +73,4 @@ int64_t TorchStore::num_keys() {
   return translated("num_keys", [&] { return store_->getNumKeys(); });
 }
 
-}  // namespace ringgrad::torch_plugin
+}  // namespace ringgrad::torch_backend

@@ -11,11 +11,12 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
-#include "apps/torch_plugin/ringgrad_work.h"
-#include "apps/torch_plugin/sparse_allreduce.h"
 #include "comm/process_group/process_group.h"
+#include "comm/torch_backend/ringgrad_work.h"
+#include "comm/torch_backend/sparse_allreduce.h"
+#include "core/error.h"
 
-namespace ringgrad::torch_plugin {
+namespace ringgrad::torch_backend {
 
 // A collective handed to the group, and when (timed only while hooks are registered).
 struct Issued {
@@ -94,7 +95,8 @@ class RinggradBackend : public c10d::Backend {
   void unregisterAbortHook(int64_t hook_id) override;
 
  private:
-  // Issues one call on the group; ringgrad's argument errors become RuntimeErrors. The time is
+  // Issues one call on the group; ringgrad's argument errors become RuntimeErrors carrying
+  // their sentence (user_message: no source location for PyTorch's users). The time is
   // read only for the hooks (getDuration), which are registered before any collective.
   template <class F>
   Issued issue(const char* operation, F&& call) {
@@ -106,13 +108,13 @@ class RinggradBackend : public c10d::Backend {
     } catch (const c10::Error&) {
       throw;
     } catch (const std::exception& e) {
-      TORCH_CHECK(false, "ringgrad: ", e.what());
+      TORCH_CHECK(false, "ringgrad: ", user_message(e));
     }
   }
 
   c10::intrusive_ptr<c10d::Work> wrap(Issued issued, c10d::OpType type,
                                       std::vector<at::Tensor> outputs,
-                                      std::function<void()> finish = {});
+                                      std::function<void()> copy_out = {});
 
   std::unique_ptr<comm::ProcessGroup> group_;
   std::unique_ptr<SparseAllreduce> sparse_;  // uses group_
@@ -120,4 +122,4 @@ class RinggradBackend : public c10d::Backend {
   std::shared_ptr<WorkHooks> hooks_;
 };
 
-}  // namespace ringgrad::torch_plugin
+}  // namespace ringgrad::torch_backend
