@@ -118,10 +118,10 @@ int main(int argc, char** argv) {
     ringgrad::nn::train(c);
   } catch (
       const ringgrad::InvalidArgument& e) {  // a setting that cannot work, found before training
-    std::fprintf(stderr, "ringgrad-train: %s\n", e.message().c_str());
+    std::fprintf(stderr, "ringgrad-train: %s\n", ringgrad::user_message(e).c_str());
     return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "ringgrad-train: error: %s\n", e.what());
+    std::fprintf(stderr, "ringgrad-train: error: %s\n", ringgrad::user_message(e).c_str());
     return 1;
   }
   return 0;

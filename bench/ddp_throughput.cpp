@@ -114,7 +114,7 @@ int main(int argc, char** argv) {
                   static_cast<double>(batch) * steps * job.env.world_size / seconds);
     job.finish();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "ddp_throughput: error: %s\n", e.what());
+    std::fprintf(stderr, "ddp_throughput: error: %s\n", user_message(e).c_str());
     return 1;
   }
   return 0;

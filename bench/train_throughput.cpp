@@ -81,7 +81,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "train_throughput: CPU convolutions on %s\n",
                    kernels::cpu_conv_path(amp_dtype.value_or(DType::f32)).c_str());
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "train_throughput: error: %s\n", e.what());
+    std::fprintf(stderr, "train_throughput: error: %s\n", user_message(e).c_str());
     return 1;
   }
   return 0;

@@ -273,7 +273,7 @@ int run_perf(int argc, char** argv, const PerfCollective& c) {
   try {
     return run_sweep(c, s);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s_perf: error: %s\n", c.name, e.what());
+    std::fprintf(stderr, "%s_perf: error: %s\n", c.name, user_message(e).c_str());
     return 2;
   }
 }
