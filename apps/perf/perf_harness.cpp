@@ -40,25 +40,22 @@ struct Job {
 };
 
 Job start_job(const Settings& s) {
-  if (s.backend != "ring" && s.backend != "nccl")
-    RG_THROW(InvalidArgument, "--backend '", s.backend, "' is not one of: ring, nccl");
-  if (s.device != "cpu" && s.device != "cuda")
-    RG_THROW(InvalidArgument, "--device '", s.device, "' is not one of: cpu, cuda");
-  if (s.backend == "nccl" && s.device != "cuda")
+  const bool cuda = s.device == DeviceType::cuda;
+  if (s.backend == comm::Backend::nccl && !cuda)
     RG_THROW(InvalidArgument,
              "--backend nccl reduces device buffers only: add --device cuda (or use --backend ring "
              "for host buffers)");
-  if (s.device == "cuda" && cuda_device_count() == 0)
+  if (cuda && cuda_device_count() == 0)
     RG_THROW(InvalidArgument, "--device cuda: no CUDA device: ", cuda_unavailable_reason());
   Job job;
   const bool launched =
       env_get("RANK") || env_get("OMPI_COMM_WORLD_RANK") || env_get("SLURM_PROCID");
   comm::ProcessGroupOptions o;
   o.group_name = "perf";
-  o.tensor_device = s.device == "cuda" ? DeviceType::cuda : DeviceType::cpu;
+  o.tensor_device = s.device;
   o.timeout = std::chrono::seconds(s.timeout_s);  // -T; 0: RINGGRAD_TIMEOUT_S, else 10 minutes
   if (!launched) {
-    job.device = s.device == "cuda" ? Device::cuda(0) : Device::cpu();
+    job.device = cuda ? Device::cuda(0) : Device::cpu();
     o.cuda_device = 0;
     job.pg = comm::create_process_group(s.backend, std::make_shared<comm::HashStore>(), 0, 1, o);
     return job;
@@ -69,7 +66,7 @@ Job start_job(const Settings& s) {
   o.generation = env.generation;
   o.store_host = env.master_addr;
   // One GPU per local rank (NCCL's rule), found also under mpirun, which sets no LOCAL_RANK.
-  job.device = s.device == "cuda" ? Device::cuda(env.local_rank) : Device::cpu();
+  job.device = cuda ? Device::cuda(env.local_rank) : Device::cpu();
   job.local_ranks = env.local_world_size;
   o.cuda_device = env.local_rank;
   o.run_id = env_str("TORCHELASTIC_RUN_ID", "");
@@ -99,10 +96,11 @@ std::vector<std::string> rank_lines(comm::ProcessGroup& pg, Device device) {
 }
 
 // The lines above the table: nccl-tests' settings line, the -z mode, which time is reported.
-void print_preamble(const PerfCollective& c, const Settings& s, int world,
+void print_preamble(const PerfCollective& c, const Settings& s, const comm::ProcessGroup& pg,
                     const std::vector<std::string>& rank_lines) {
+  const int world = pg.size();
   std::printf("# ringgrad %s_perf: backend %s, device %s, world size %d\n", c.name,
-              s.backend.c_str(), s.device.c_str(), world);
+              pg.backend_name().c_str(), choice_name(kDeviceTypes, s.device).c_str(), world);
   std::printf("# Collective test starting: %s_perf\n", c.name);
   std::printf(
       "# nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: %s warmup iters: %d iters: %d "
@@ -169,7 +167,7 @@ int run_sweep(const PerfCollective& c, const Settings& s) {
   const bool printer = pg.rank() == 0;
   if (printer) check_output_path(s.json_path, "--json");  // before the sweep, not after it
   const auto lines = rank_lines(pg, device);
-  if (printer) print_preamble(c, s, pg.size(), lines);
+  if (printer) print_preamble(c, s, pg, lines);
   std::vector<int> roots = {c.has_root ? s.root : -1};
   if (c.has_root && s.root < 0)
     for (int r = 0; r < pg.size(); ++r) roots.push_back(r);
@@ -225,8 +223,8 @@ int run_sweep(const PerfCollective& c, const Settings& s) {
       std::ofstream f(s.json_path);
       f << nlohmann::json{{"collective", c.name},
                           {"world_size", pg.size()},
-                          {"backend", s.backend},
-                          {"device", s.device},
+                          {"backend", pg.backend_name()},
+                          {"device", choice_name(kDeviceTypes, s.device)},
                           {"time_statistic", statistic_label(s.statistic)},
                           {"rows", rows},
                           {"wrong", wrong_total},
