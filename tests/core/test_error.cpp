@@ -37,7 +37,7 @@ TEST_CASE("user_message: an Error without a location and a foreign exception rea
   CHECK(user_message(std::runtime_error("[not ours] x")) == "[not ours] x");
 }
 
-TEST_CASE("choices: a name gives its value and back; a wrong name is refused naming the choices") {
+TEST_CASE("choices: a name gives its value and back, a wrong name is refused naming the choices") {
   enum class Fruit { apple, pear, plum };
   const Choices<Fruit> fruits{
       {"apple", Fruit::apple}, {"pear", Fruit::pear}, {"plum", Fruit::plum}};
