@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "comm/process_group/work.h"
-#include "comm/reduce/reduce_op.h"
+#include "comm/reduce_ops/reduce_op.h"
 #include "comm/store/store.h"
 #include "core/choices.h"
 #include "core/tensor.h"
