@@ -1,6 +1,7 @@
-// Checks for numeric flags, shared by the apps: a value that is not a finite number in range
-// fails at parse time with one line a person can read ("--lr: must be a finite number >= 0, got
-// 'nan'"), where CLI11's own range checks accept NaN and print the limits of double.
+// Checks for the apps' flags: a value that is not a finite number in range fails at parse time
+// with one line a person can read ("--lr: must be a finite number >= 0, got 'nan'"), where
+// CLI11's own range checks accept NaN and print the limits of double; a flag with named
+// choices is parsed into its enum there (add_choice).
 #pragma once
 #include <CLI/CLI.hpp>
 #include <charconv>
@@ -9,6 +10,8 @@
 #include <limits>
 #include <sstream>
 #include <string>
+
+#include "core/choices.h"
 
 namespace ringgrad::cli {
 
@@ -60,6 +63,38 @@ inline CLI::Validator positive() {
 }
 inline CLI::Validator non_negative() {
   return number_in(0, std::numeric_limits<double>::infinity());
+}
+
+// Refuses `value` of a flag, saying why: a choice this program leaves out.
+inline CLI::Validator refuse(const std::string& value, const std::string& why) {
+  return CLI::Validator(
+      [=](std::string& text) { return text == value ? "'" + value + "': " + why : std::string(); },
+      "");
+}
+
+// A flag that takes one of `choices` (core/choices.h) and stores the value it names, so the
+// program past the flags holds the enum, not the text. A name outside them fails at parse time
+// with the text and the choices ("--amp: 'fp8' is not one of none, fp16 or bf16"); --help shows
+// the choices and `value`'s name as the default.
+template <class T>
+CLI::Option* add_choice(CLI::App& app, const std::string& flag, T& value, const Choices<T>& choices,
+                        const std::string& help) {
+  const std::string list = choice_list(choices);
+  auto* option = app.add_option_function<std::string>(
+      flag,
+      [&value, choices, flag](const std::string& text) {
+        value = choice_value(choices, text, flag);
+      },
+      list + ": " + help);
+  option->check(CLI::Validator(
+      [choices, list](std::string& text) -> std::string {
+        for (const auto& choice : choices)
+          if (choice.first == text) return "";
+        return "'" + text + "' is not one of " + list;
+      },
+      "CHOICE"));
+  option->default_str(choice_name(choices, value));
+  return option;
 }
 
 }  // namespace ringgrad::cli

@@ -1,5 +1,6 @@
-// ringgrad-train: trains a ResNet on MNIST-format data. Flag parsing only; the loop is
-// nn/train/trainer.cpp. Exit codes: 0 success, 1 runtime failure, 2 bad flags.
+// ringgrad-train: trains a ResNet on MNIST-format data. Flag parsing only, into a typed
+// TrainConfig (each named choice becomes its enum here); the loop is nn/train/trainer.cpp.
+// Exit codes: 0 success, 1 runtime failure, 2 bad flags.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
@@ -8,6 +9,7 @@
 #include "apps/cli_checks.h"
 #include "core/error.h"
 #include "kernels/ops.h"
+#include "nn/amp/autocast.h"
 #include "nn/models/resnet.h"
 #include "nn/train/trainer.h"
 
@@ -17,6 +19,7 @@ int main(int argc, char** argv) {
   TrainConfig c;
   CLI::App app{"ringgrad-train: train a ResNet on MNIST-format data"};
   app.option_defaults()->always_capture_default();
+  using ringgrad::cli::add_choice;
   using ringgrad::cli::whole_number_in;
   constexpr auto kMaxInt = std::numeric_limits<int>::max();
   constexpr auto kMaxInt64 = std::numeric_limits<int64_t>::max();
@@ -39,8 +42,8 @@ int main(int argc, char** argv) {
   app.add_option("--weight-decay", c.weight_decay, "L2 weight decay")
       ->check(ringgrad::cli::non_negative());
   app.add_flag("--nesterov", c.nesterov, "Nesterov momentum");
-  app.add_option("--lr-schedule", c.lr_schedule, "constant, cosine or onecycle")
-      ->check(CLI::IsMember({"constant", "cosine", "onecycle"}));
+  add_choice(app, "--lr-schedule", c.lr_schedule, ringgrad::nn::kLrSchedules,
+             "learning-rate schedule");
   app.add_option(
          "--warmup-steps", c.warmup_steps,
          "linear warm-up steps (constant, cosine); onecycle: steps of its rising phase (0: 30%)")
@@ -72,30 +75,26 @@ int main(int argc, char** argv) {
   app.add_option("--checkpoint-every", c.checkpoint_every,
                  "steps between checkpoints written to --save (0: only at the end)")
       ->check(whole_number_in(0, kMaxInt64));
-  app.add_option("--device", c.device,
-                 "cpu or cuda (under ringgrad-run: GPU LOCAL_RANK): parameters, batches and loss")
-      ->check(CLI::IsMember({"cpu", "cuda"}));
-  app.add_option("--backend", c.backend, "collectives for multi-process runs: ring, nccl or auto")
-      ->check(CLI::IsMember({"ring", "nccl", "auto"}));
+  add_choice(app, "--device", c.device, ringgrad::kDeviceTypes,
+             "where the parameters, batches and loss live (cuda under ringgrad-run: GPU "
+             "LOCAL_RANK)");
+  add_choice(app, "--backend", c.backend, ringgrad::comm::kBackends,
+             "collectives for multi-process runs");
   app.add_option("--bucket-cap-mb", c.bucket_cap_mb, "DDP gradient bucket size in MiB")
       ->check(ringgrad::cli::number_in(0, 1 << 20, /*low_open=*/true));
   app.add_flag("--sync-bn", c.sync_bn, "BatchNorm statistics over all ranks (SyncBatchNorm)");
-  app.add_option("--grad-compression", c.grad_compression,
-                 "all-reduce gradients as none, fp16 or bf16")
-      ->check(CLI::IsMember({"none", "fp16", "bf16"}));
-  app.add_option("--amp", c.amp,
-                 "mixed precision as PyTorch's autocast: none, fp16 (with loss scaling) or bf16; "
-                 "convolutions and linears in half precision, the loss in fp32, fp32 master "
-                 "weights; batch norm in fp32, but bf16 on the CPU")
-      ->check(CLI::IsMember({"none", "fp16", "bf16"}));
+  add_choice(app, "--grad-compression", c.grad_compression, ringgrad::comm::kGradCompressions,
+             "the dtype gradients are all-reduced in");
+  add_choice(app, "--amp", c.amp, ringgrad::nn::amp::kAmpModes,
+             "mixed precision as PyTorch's autocast (fp16 with loss scaling): convolutions and "
+             "linears in half precision, the loss in fp32, fp32 master weights; batch norm in "
+             "fp32, but bf16 on the CPU");
   app.add_option("--amp-init-scale", c.amp_init_scale,
                  "--amp fp16: the first loss scale (halved on every overflowing step)")
       ->check(ringgrad::cli::positive());
-  std::string conv_impl = "im2col";
-  app.add_option(
-         "--conv-impl", conv_impl,
-         "CUDA convolutions: im2col (hand-written, im2col + cuBLAS) or cudnn (for comparison)")
-      ->check(CLI::IsMember({"im2col", "cudnn"}));
+  auto conv_impl = ringgrad::kernels::ConvImpl::im2col;
+  add_choice(app, "--conv-impl", conv_impl, ringgrad::kernels::kConvImpls,
+             "CUDA convolutions, hand-written (im2col + cuBLAS) or cuDNN's (for comparison)");
   double timeout_s = 0;
   app.add_option("--timeout", timeout_s,
                  "seconds any collective may wait for the other ranks before the run fails "
@@ -114,14 +113,14 @@ int main(int argc, char** argv) {
   c.eval = !no_eval;
   if (timeout_s > 0) ::setenv("RINGGRAD_TIMEOUT_S", std::to_string(timeout_s).c_str(), 1);
   try {
-    ringgrad::kernels::set_conv_impl(ringgrad::kernels::parse_conv_impl(conv_impl));
+    ringgrad::kernels::set_conv_impl(conv_impl);
     ringgrad::nn::train(c);
   } catch (
       const ringgrad::InvalidArgument& e) {  // a setting that cannot work, found before training
-    std::fprintf(stderr, "ringgrad-train: %s\n", e.message().c_str());
+    std::fprintf(stderr, "ringgrad-train: %s\n", ringgrad::user_message(e).c_str());
     return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "ringgrad-train: error: %s\n", e.what());
+    std::fprintf(stderr, "ringgrad-train: error: %s\n", ringgrad::user_message(e).c_str());
     return 1;
   }
   return 0;

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "apps/cli_checks.h"
 #include "comm/process_group/from_environment.h"
 #include "nn/amp/autocast.h"
 #include "nn/autograd/ops.h"
@@ -44,17 +45,19 @@ void write_timeline(const std::string& path, DistributedDataParallel& ddp, const
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string model_name = "resnet20", backend = "ring";
+  std::string model_name = "resnet20";
+  comm::Backend backend = comm::Backend::ring;
   int batch = 64, threads = 1, warmup = 3, steps = 20;
   bool no_sync = false;
-  std::string timeline_path, amp = "none";
+  std::string timeline_path;
+  std::optional<DType> amp_dtype;
   double bucket_cap_mb = 25;
   CLI::App app{"ddp_throughput: data-parallel training img/s, with and without gradient sync"};
   // The compare_*.sh scripts pass their defaults first and the user's flags after: last wins.
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.option_defaults()->always_capture_default();
   app.add_option("--model", model_name)->check(CLI::IsMember(model_names()));
-  app.add_option("--backend", backend);
+  cli::add_choice(app, "--backend", backend, comm::kBackends, "collectives");
   app.add_option("--batch-size", batch, "per rank")->check(CLI::PositiveNumber);
   app.add_option("--threads", threads, "per rank")->check(CLI::PositiveNumber);
   app.add_option("--warmup", warmup)->check(CLI::NonNegativeNumber);
@@ -63,7 +66,8 @@ int main(int argc, char** argv) {
   app.add_option("--bucket-cap-mb", bucket_cap_mb, "DDP bucket size in MiB")
       ->check(CLI::PositiveNumber);
   app.add_option("--timeline", timeline_path, "rank 0 writes the last step's bucket timeline here");
-  app.add_option("--amp", amp, "none or bf16 (autocast)")->check(CLI::IsMember({"none", "bf16"}));
+  cli::add_choice(app, "--amp", amp_dtype, amp::kAmpModes, "autocast dtype")
+      ->check(cli::refuse("fp16", "it needs loss scaling, which this benchmark leaves out"));
   CLI11_PARSE(app, argc, argv);
   try {
     kernels::set_num_threads(threads);
@@ -80,7 +84,6 @@ int main(int argc, char** argv) {
     opts.weight_decay = 5e-4;
     Sgd sgd(model->parameters(), opts);
     Dataset data = synthetic_mnist(batch, 1 + job.env.rank);
-    const std::optional<DType> amp_dtype = amp::parse_amp_mode(amp);
     auto step = [&] {
       sgd.zero_grad();
       auto run = [&] {
@@ -114,7 +117,7 @@ int main(int argc, char** argv) {
                   static_cast<double>(batch) * steps * job.env.world_size / seconds);
     job.finish();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "ddp_throughput: error: %s\n", e.what());
+    std::fprintf(stderr, "ddp_throughput: error: %s\n", user_message(e).c_str());
     return 1;
   }
   return 0;

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "apps/cli_checks.h"
 #include "core/cuda_memory.h"
 #include "nn/amp/autocast.h"
 #include "nn/autograd/ops.h"
@@ -21,7 +22,8 @@ using namespace ringgrad::nn;
 
 int main(int argc, char** argv) {
   std::string model_name = "resnet20";
-  std::string device_name = "cpu", amp = "none";
+  DeviceType device_type = DeviceType::cpu;
+  std::optional<DType> amp_dtype;
   int batch = 64, threads = 2, warmup = 3, steps = 20;
   CLI::App app{"train_throughput: training img/s on synthetic MNIST-shaped data"};
   // The compare_*.sh scripts pass their defaults first and the user's flags after: last wins.
@@ -32,18 +34,17 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads)->check(CLI::PositiveNumber);
   app.add_option("--warmup", warmup)->check(CLI::NonNegativeNumber);
   app.add_option("--steps", steps)->check(CLI::PositiveNumber);
-  app.add_option("--device", device_name, "cpu or cuda (device 0)")
-      ->check(CLI::IsMember({"cpu", "cuda"}));
-  // fp16 is left out: without a GradScaler its gradients underflow, so it would time a recipe
+  cli::add_choice(app, "--device", device_type, kDeviceTypes, "where to train (cuda: device 0)");
+  // fp16 is refused: without a GradScaler its gradients underflow, so it would time a recipe
   // nobody trains with.
-  app.add_option("--amp", amp, "none or bf16")->check(CLI::IsMember({"none", "bf16"}));
+  cli::add_choice(app, "--amp", amp_dtype, amp::kAmpModes, "autocast dtype")
+      ->check(cli::refuse("fp16", "it needs loss scaling, which this benchmark leaves out"));
   CLI11_PARSE(app, argc, argv);
   try {
     kernels::set_num_threads(threads);
-    if (device_name == "cuda" && !cuda_unavailable_reason().empty())
+    if (device_type == DeviceType::cuda && !cuda_unavailable_reason().empty())
       RG_THROW(Error, "--device cuda: no usable CUDA device (", cuda_unavailable_reason(), ")");
-    const Device device = device_name == "cuda" ? Device::cuda(0) : Device::cpu();
-    const std::optional<DType> amp_dtype = amp::parse_amp_mode(amp);
+    const Device device = device_type == DeviceType::cuda ? Device::cuda(0) : Device::cpu();
     Generator rng(0);
     auto model = make_model(model_name, rng);
     model->to(device);
@@ -81,7 +82,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "train_throughput: CPU convolutions on %s\n",
                    kernels::cpu_conv_path(amp_dtype.value_or(DType::f32)).c_str());
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "train_throughput: error: %s\n", e.what());
+    std::fprintf(stderr, "train_throughput: error: %s\n", user_message(e).c_str());
     return 1;
   }
   return 0;

@@ -2,6 +2,8 @@
 #pragma once
 #include <string>
 
+#include "core/choices.h"
+
 namespace ringgrad {
 
 enum class DeviceType : uint8_t { cpu, cuda };
@@ -20,6 +22,9 @@ struct Device {
   bool operator!=(const Device& o) const { return !(*this == o); }
   std::string str() const { return is_cpu() ? "cpu" : "cuda:" + std::to_string(index); }
 };
+
+// The device type a program's --device flag names: "cpu" or "cuda".
+inline const Choices<DeviceType> kDeviceTypes{{"cpu", DeviceType::cpu}, {"cuda", DeviceType::cuda}};
 
 // Parses "cpu", "cuda", "cuda:1"; throws InvalidArgument otherwise.
 Device parse_device(const std::string& s);

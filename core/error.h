@@ -1,6 +1,12 @@
 // Errors for the whole tree: typed exceptions and the CHECK macros that throw them with
 // [file:line], the failed expression, both values (for CHECK_EQ & co.) and a formatted message.
 // Library code never exits; apps catch at main and return non-zero.
+//
+// Who reads what: a person running a program (ringgrad-train, ringgrad-run, the perf and bench
+// binaries, a PyTorch user of the plugin) is shown user_message(e), the sentence alone; our
+// source line means nothing to them and reads as a crash. what(), with [file:line], is for
+// developers: logs (log_warn & co.) and test failures. Every catch that prints to a user
+// follows this; docs/architecture.md states it for readers of the tree.
 #pragma once
 #include <sstream>
 #include <stdexcept>

@@ -68,12 +68,6 @@ void set_conv_impl(ConvImpl impl) {
 
 ConvImpl conv_impl() { return g_conv_impl; }
 
-ConvImpl parse_conv_impl(const std::string& name) {
-  if (name == "im2col") return ConvImpl::im2col;
-  if (name == "cudnn") return ConvImpl::cudnn;
-  RG_THROW(InvalidArgument, "unknown convolution implementation '", name, "' (im2col or cudnn)");
-}
-
 void conv2d_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias,
                     const Conv2dParams& p) {
   if (on_cuda("conv2d_forward", {{"y", y}, {"x", x}, {"w", w}, {"bias", bias}})) {

@@ -9,6 +9,7 @@
 #pragma once
 #include <string>
 
+#include "core/choices.h"
 #include "core/tensor.h"
 
 namespace ringgrad::kernels {
@@ -38,7 +39,7 @@ Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2dParams& p)
 enum class ConvImpl { im2col, cudnn };
 void set_conv_impl(ConvImpl impl);
 ConvImpl conv_impl();
-ConvImpl parse_conv_impl(const std::string& name);  // "im2col" or "cudnn"; else InvalidArgument
+inline const Choices<ConvImpl> kConvImpls{{"im2col", ConvImpl::im2col}, {"cudnn", ConvImpl::cudnn}};
 // y = conv(x, w) + bias; bias: (K) or undefined.
 void conv2d_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias,
                     const Conv2dParams& p);

@@ -40,25 +40,22 @@ struct Job {
 };
 
 Job start_job(const Settings& s) {
-  if (s.backend != "ring" && s.backend != "nccl")
-    RG_THROW(InvalidArgument, "--backend '", s.backend, "' is not one of: ring, nccl");
-  if (s.device != "cpu" && s.device != "cuda")
-    RG_THROW(InvalidArgument, "--device '", s.device, "' is not one of: cpu, cuda");
-  if (s.backend == "nccl" && s.device != "cuda")
+  const bool cuda = s.device == DeviceType::cuda;
+  if (s.backend == comm::Backend::nccl && !cuda)
     RG_THROW(InvalidArgument,
              "--backend nccl reduces device buffers only: add --device cuda (or use --backend ring "
              "for host buffers)");
-  if (s.device == "cuda" && cuda_device_count() == 0)
+  if (cuda && cuda_device_count() == 0)
     RG_THROW(InvalidArgument, "--device cuda: no CUDA device: ", cuda_unavailable_reason());
   Job job;
   const bool launched =
       env_get("RANK") || env_get("OMPI_COMM_WORLD_RANK") || env_get("SLURM_PROCID");
   comm::ProcessGroupOptions o;
   o.group_name = "perf";
-  o.tensor_device = s.device == "cuda" ? DeviceType::cuda : DeviceType::cpu;
+  o.tensor_device = s.device;
   o.timeout = std::chrono::seconds(s.timeout_s);  // -T; 0: RINGGRAD_TIMEOUT_S, else 10 minutes
   if (!launched) {
-    job.device = s.device == "cuda" ? Device::cuda(0) : Device::cpu();
+    job.device = cuda ? Device::cuda(0) : Device::cpu();
     o.cuda_device = 0;
     job.pg = comm::create_process_group(s.backend, std::make_shared<comm::HashStore>(), 0, 1, o);
     return job;
@@ -69,7 +66,7 @@ Job start_job(const Settings& s) {
   o.generation = env.generation;
   o.store_host = env.master_addr;
   // One GPU per local rank (NCCL's rule), found also under mpirun, which sets no LOCAL_RANK.
-  job.device = s.device == "cuda" ? Device::cuda(env.local_rank) : Device::cpu();
+  job.device = cuda ? Device::cuda(env.local_rank) : Device::cpu();
   job.local_ranks = env.local_world_size;
   o.cuda_device = env.local_rank;
   o.run_id = env_str("TORCHELASTIC_RUN_ID", "");
@@ -99,10 +96,11 @@ std::vector<std::string> rank_lines(comm::ProcessGroup& pg, Device device) {
 }
 
 // The lines above the table: nccl-tests' settings line, the -z mode, which time is reported.
-void print_preamble(const PerfCollective& c, const Settings& s, int world,
+void print_preamble(const PerfCollective& c, const Settings& s, const comm::ProcessGroup& pg,
                     const std::vector<std::string>& rank_lines) {
+  const int world = pg.size();
   std::printf("# ringgrad %s_perf: backend %s, device %s, world size %d\n", c.name,
-              s.backend.c_str(), s.device.c_str(), world);
+              pg.backend_name().c_str(), choice_name(kDeviceTypes, s.device).c_str(), world);
   std::printf("# Collective test starting: %s_perf\n", c.name);
   std::printf(
       "# nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: %s warmup iters: %d iters: %d "
@@ -159,25 +157,55 @@ void check_host_memory(const PerfCollective& c, const Settings& s, int world, in
              format_bytes(static_cast<double>(*available)), " available; lower -e");
 }
 
-int run_sweep(const PerfCollective& c, const Settings& s) {
-  Job job = start_job(s);
-  comm::ProcessGroup& pg = *job.pg;
-  check_host_memory(c, s, pg.size(), job.local_ranks);
-  const Device device = job.device;
-  if (c.has_root && s.root >= pg.size())
-    RG_THROW(InvalidArgument, "-r/--root ", s.root, " is not a rank of this world of ", pg.size());
-  const bool printer = pg.rank() == 0;
-  if (printer) check_output_path(s.json_path, "--json");  // before the sweep, not after it
-  const auto lines = rank_lines(pg, device);
-  if (printer) print_preamble(c, s, pg.size(), lines);
-  std::vector<int> roots = {c.has_root ? s.root : -1};
-  if (c.has_root && s.root < 0)
-    for (int r = 0; r < pg.size(); ++r) roots.push_back(r);
-  if (c.has_root && s.root < 0) roots.erase(roots.begin());
-  nlohmann::json rows = nlohmann::json::array();
-  int64_t wrong_total = 0;
-  double busbw_sum = 0;
+// What the sweep found over all its rows.
+struct SweepResult {
+  nlohmann::json rows = nlohmann::json::array();  // --json's
+  int64_t wrong = 0;                              // wrong elements, both halves of every row
+  double busbw_sum = 0;                           // over both halves of every row
   int halves = 0;
+  double avg_busbw() const { return halves ? busbw_sum / halves : 0; }
+};
+
+// One row of the table: the collective out of place and in place at one size, printed by rank
+// 0 as it comes (a long sweep shows progress) and kept for --json.
+void run_row(const PerfCollective& c, const Settings& s, comm::ProcessGroup& pg, Device device,
+             RowSpec row, int root, bool printer, SweepResult& result) {
+  const Measure out = measure(pg, c, s, device, row);
+  row.in_place = true;
+  const Measure in = measure(pg, c, s, device, row);
+  result.wrong += std::max<int64_t>(out.wrong, 0) + std::max<int64_t>(in.wrong, 0);
+  result.busbw_sum += out.busbw + in.busbw;
+  result.halves += 2;
+  // nccl-tests' count column is the per-rank block for gather/scatter.
+  const size_t shown_count = c.count_in_rank_blocks ? row.count / pg.size() : row.count;
+  const char* redop = c.has_op ? comm::reduce_op_name(row.op) : "none";
+  const size_t bytes = row.count * dtype_size(row.dtype);
+  if (printer) {
+    std::printf("%s%s%s%s\n",
+                row_start(bytes, shown_count, dtype_label(row.dtype), redop, root).c_str(),
+                row_half(out.time_us, out.algbw, out.busbw, out.wrong).c_str(),
+                row_half(in.time_us, in.algbw, in.busbw, in.wrong).c_str(),
+                s.report_timestamps ? timestamp_column().c_str() : "");
+    std::fflush(stdout);
+  }
+  result.rows.push_back({{"size", bytes},
+                         {"count", shown_count},
+                         {"type", dtype_label(row.dtype)},
+                         {"redop", redop},
+                         {"root", root},
+                         {"out_of_place", half_json(out)},
+                         {"in_place", half_json(in)}});
+}
+
+// Every row: each dtype (-d), op (-o) and root (-r) after its warm-up, sizes -b to -e, -N times.
+SweepResult sweep(const PerfCollective& c, const Settings& s, comm::ProcessGroup& pg, Device device,
+                  bool printer) {
+  std::vector<int> roots = {c.has_root ? s.root : -1};  // -1: no root column value
+  if (c.has_root && s.root < 0) {
+    roots.clear();
+    for (int r = 0; r < pg.size(); ++r) roots.push_back(r);
+  }
+  SweepResult result;
   for (DType dtype : s.dtypes)
     for (ReduceOp op : c.has_op ? s.ops : std::vector<ReduceOp>{ReduceOp::sum})
       for (int root : roots) {
@@ -189,57 +217,51 @@ int run_sweep(const PerfCollective& c, const Settings& s) {
             row.dtype = dtype;
             row.op = op;
             row.root = std::max(root, 0);
-            const Measure out = measure(pg, c, s, device, row);
-            row.in_place = true;
-            const Measure in = measure(pg, c, s, device, row);
-            wrong_total += std::max<int64_t>(out.wrong, 0) + std::max<int64_t>(in.wrong, 0);
-            busbw_sum += out.busbw + in.busbw;
-            halves += 2;
-            // nccl-tests' count column is the per-rank block for gather/scatter.
-            const size_t shown_count = c.count_in_rank_blocks ? row.count / pg.size() : row.count;
-            const char* redop = c.has_op ? comm::reduce_op_name(op) : "none";
-            if (printer) {
-              std::printf("%s%s%s%s\n",
-                          row_start(row.count * dtype_size(dtype), shown_count, dtype_label(dtype),
-                                    redop, root)
-                              .c_str(),
-                          row_half(out.time_us, out.algbw, out.busbw, out.wrong).c_str(),
-                          row_half(in.time_us, in.algbw, in.busbw, in.wrong).c_str(),
-                          s.report_timestamps ? timestamp_column().c_str() : "");
-              std::fflush(stdout);
-            }
-            rows.push_back({{"size", row.count * dtype_size(dtype)},
-                            {"count", shown_count},
-                            {"type", dtype_label(dtype)},
-                            {"redop", redop},
-                            {"root", root},
-                            {"out_of_place", half_json(out)},
-                            {"in_place", half_json(in)}});
+            run_row(c, s, pg, device, row, root, printer, result);
           }
       }
-  const double avg_busbw = halves ? busbw_sum / halves : 0;
-  if (printer) {
-    std::printf("%s", table_footer(wrong_total, avg_busbw, str_cat(c.name, "_perf")).c_str());
-    std::fflush(stdout);
-    if (!s.json_path.empty()) {
-      std::ofstream f(s.json_path);
-      f << nlohmann::json{{"collective", c.name},
-                          {"world_size", pg.size()},
-                          {"backend", s.backend},
-                          {"device", s.device},
-                          {"time_statistic", statistic_label(s.statistic)},
-                          {"rows", rows},
-                          {"wrong", wrong_total},
-                          {"avg_busbw", avg_busbw}}
-               .dump(2)
-        << "\n";
-      if (!f) RG_THROW(IoError, "cannot write --json ", s.json_path);
-    }
-  }
+  return result;
+}
+
+// Below the table: nccl-tests' footer, and the --json file.
+void print_results(const PerfCollective& c, const Settings& s, const comm::ProcessGroup& pg,
+                   const SweepResult& result) {
+  std::printf("%s",
+              table_footer(result.wrong, result.avg_busbw(), str_cat(c.name, "_perf")).c_str());
+  std::fflush(stdout);
+  if (s.json_path.empty()) return;
+  std::ofstream f(s.json_path);
+  f << nlohmann::json{{"collective", c.name},
+                      {"world_size", pg.size()},
+                      {"backend", pg.backend_name()},
+                      {"device", choice_name(kDeviceTypes, s.device)},
+                      {"time_statistic", statistic_label(s.statistic)},
+                      {"rows", result.rows},
+                      {"wrong", result.wrong},
+                      {"avg_busbw", result.avg_busbw()}}
+           .dump(2)
+    << "\n";
+  if (!f) RG_THROW(IoError, "cannot write --json ", s.json_path);
+}
+
+// The run: set up, check what can be checked before any buffer, the lines above the table, the
+// sweep, the lines below it. Rank 0 prints; every rank runs every collective.
+int run_sweep(const PerfCollective& c, const Settings& s) {
+  Job job = start_job(s);
+  comm::ProcessGroup& pg = *job.pg;
+  check_host_memory(c, s, pg.size(), job.local_ranks);
+  if (c.has_root && s.root >= pg.size())
+    RG_THROW(InvalidArgument, "-r/--root ", s.root, " is not a rank of this world of ", pg.size());
+  const bool printer = pg.rank() == 0;
+  if (printer) check_output_path(s.json_path, "--json");  // before the sweep, not after it
+  const auto lines = rank_lines(pg, job.device);
+  if (printer) print_preamble(c, s, pg, lines);
+  const SweepResult result = sweep(c, s, pg, job.device, printer);
+  if (printer) print_results(c, s, pg, result);
   pg.barrier()->wait();
   job.pg.reset();
   if (job.worker_store) job.worker_store->finish(comm::default_collective_timeout());
-  return wrong_total > 0 ? 1 : 0;
+  return result.wrong > 0 ? 1 : 0;
 }
 
 }  // namespace
@@ -273,7 +295,7 @@ int run_perf(int argc, char** argv, const PerfCollective& c) {
   try {
     return run_sweep(c, s);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s_perf: error: %s\n", c.name, e.what());
+    std::fprintf(stderr, "%s_perf: error: %s\n", c.name, user_message(e).c_str());
     return 2;
   }
 }

@@ -218,11 +218,12 @@ std::optional<int> parse_settings(int argc, char** argv, const PerfCollective& c
       ->group(nccl);
 
   const char* ours = "ringgrad's";
-  app.add_option("--backend", s.backend,
-                 "ring (ours; host or device buffers) or nccl (device buffers)")
+  cli::add_choice(app, "--backend", s.backend, comm::kBackends,
+                  "ring: ours, host or device buffers; nccl: device buffers; auto: nccl for "
+                  "device buffers when it can")
       ->group(ours);
-  app.add_option("--device", s.device,
-                 "cpu or cuda: where the buffers live (cuda: the GPU LOCAL_RANK names)")
+  cli::add_choice(app, "--device", s.device, kDeviceTypes,
+                  "where the buffers live (cuda: the GPU LOCAL_RANK names)")
       ->group(ours);
   try {
     app.parse(argc, argv);

@@ -35,7 +35,9 @@ struct Settings {
   bool report_cputime = false, report_timestamps = false;
   std::vector<DType> dtypes{DType::f32};
   std::vector<comm::ReduceOp> ops{comm::ReduceOp::sum};
-  std::string backend = "ring", device = "cpu", json_path;
+  comm::Backend backend = comm::Backend::ring;
+  DeviceType device = DeviceType::cpu;
+  std::string json_path;
 };
 
 // Parses argv into `s`. Returns the exit code when the program stops here: 0 after --help, 2

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/reduce/reduce_kernels.h"
+#include "comm/reduce_ops/reduce_kernels.h"
 #include "comm/transport/transport.h"
 
 namespace ringgrad::comm::collectives {

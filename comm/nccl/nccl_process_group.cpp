@@ -116,7 +116,7 @@ WorkPtr NcclProcessGroup::issue(CollectiveKind kind, DType dtype, uint64_t count
 
 void NcclProcessGroup::check_tensor(const Tensor& t, const char* operation,
                                     const char* role) const {
-  if (!t.defined()) RG_THROW(InvalidArgument, operation, ": the ", role, " tensor is undefined");
+  comm::check_tensor(t, operation, role);
   if (!t.is_cuda())
     RG_THROW(InvalidArgument, operation, ": the ", role,
              " tensor is on the CPU, but the nccl "
@@ -129,14 +129,9 @@ void NcclProcessGroup::check_tensor(const Tensor& t, const char* operation,
 
 void NcclProcessGroup::check_pair(const Tensor& in, const Tensor& out, const char* operation,
                                   int64_t out_per_in_num, int64_t out_per_in_den) const {
-  check_tensor(in, operation, "input");
+  check_tensor(in, operation, "input");  // CUDA, on this communicator's device, first
   check_tensor(out, operation, "output");
-  if (in.dtype() != out.dtype())
-    RG_THROW(InvalidArgument, operation, ": input is ", dtype_name(in.dtype()), " but output is ",
-             dtype_name(out.dtype()));
-  if (out.numel() * out_per_in_den != in.numel() * out_per_in_num)
-    RG_THROW(InvalidArgument, operation, ": output has ", out.numel(), " elements, expected ",
-             in.numel() * out_per_in_num / out_per_in_den, " (input has ", in.numel(), ")");
+  comm::check_pair(in, out, operation, out_per_in_num, out_per_in_den);
 }
 
 WorkPtr NcclProcessGroup::allreduce(const Tensor& tensor, const AllreduceOptions& opts) {

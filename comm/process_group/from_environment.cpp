@@ -6,7 +6,7 @@
 
 namespace ringgrad::comm {
 
-DistributedJob join_distributed_job(const std::string& backend, const std::string& group_name,
+DistributedJob join_distributed_job(Backend backend, const std::string& group_name,
                                     DeviceType tensor_device, int cuda_device) {
   DistributedJob job;
   const bool launched =

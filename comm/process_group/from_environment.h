@@ -25,7 +25,7 @@ struct DistributedJob {
 // missing or malformed. `tensor_device`: where the job's tensors live ("auto" picks nccl for
 // CUDA tensors when it can, see create_process_group). `cuda_device`: the GPU those tensors
 // are on, for nccl; -1: the launcher's local rank.
-DistributedJob join_distributed_job(const std::string& backend, const std::string& group_name,
+DistributedJob join_distributed_job(Backend backend, const std::string& group_name,
                                     DeviceType tensor_device = DeviceType::cpu,
                                     int cuda_device = -1);
 

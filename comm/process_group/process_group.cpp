@@ -72,8 +72,8 @@ Milliseconds default_collective_timeout() {
                      : kDefaultCollectiveTimeout;
 }
 
-std::unique_ptr<ProcessGroup> create_process_group(const std::string& backend,
-                                                   std::shared_ptr<Store> store, int rank, int size,
+std::unique_ptr<ProcessGroup> create_process_group(Backend backend, std::shared_ptr<Store> store,
+                                                   int rank, int size,
                                                    ProcessGroupOptions options) {
   RG_CHECK(store != nullptr, "create_process_group: no store");
   if (rank < 0 || size < 1 || rank >= size)
@@ -84,22 +84,17 @@ std::unique_ptr<ProcessGroup> create_process_group(const std::string& backend,
   const bool nccl_usable = false;
 #endif
   const bool want_nccl =
-      backend == "nccl" ||
-      (backend == "auto" && options.tensor_device == DeviceType::cuda && nccl_usable);
-  if (backend == "ring" || (backend == "auto" && !want_nccl))
-    return std::make_unique<RingProcessGroup>(std::move(store), rank, size, options);
-  if (want_nccl) {
+      backend == Backend::nccl ||
+      (backend == Backend::automatic && options.tensor_device == DeviceType::cuda && nccl_usable);
+  if (!want_nccl) return std::make_unique<RingProcessGroup>(std::move(store), rank, size, options);
 #ifdef HAVE_NCCL
-    return std::make_unique<NcclProcessGroup>(std::move(store), rank, size, options);
+  return std::make_unique<NcclProcessGroup>(std::move(store), rank, size, options);
 #else
-    RG_THROW(InvalidArgument,
-             "backend 'nccl': this ringgrad build has no NCCL (configure with "
-             "-DRINGGRAD_ENABLE_CUDA=ON -DRINGGRAD_ENABLE_NCCL=ON); use 'ring', which takes CPU "
-             "and CUDA tensors");
+  RG_THROW(InvalidArgument,
+           "backend 'nccl': this ringgrad build has no NCCL (configure with "
+           "-DRINGGRAD_ENABLE_CUDA=ON -DRINGGRAD_ENABLE_NCCL=ON); use 'ring', which takes CPU "
+           "and CUDA tensors");
 #endif
-  }
-  RG_THROW(InvalidArgument, "unknown process group backend '", backend,
-           "'; available: ring, nccl, auto");
 }
 
 }  // namespace ringgrad::comm

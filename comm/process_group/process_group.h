@@ -12,8 +12,9 @@
 #include <vector>
 
 #include "comm/process_group/work.h"
-#include "comm/reduce/reduce_op.h"
+#include "comm/reduce_ops/reduce_op.h"
 #include "comm/store/store.h"
+#include "core/choices.h"
 #include "core/tensor.h"
 
 namespace ringgrad::comm {
@@ -146,12 +147,17 @@ struct ProcessGroupOptions {
 constexpr Milliseconds kDefaultCollectiveTimeout{600'000};
 Milliseconds default_collective_timeout();  // RINGGRAD_TIMEOUT_S, else 10 minutes
 
-// backend: "ring" (ours, over sockets; CPU or CUDA tensors), "nccl" (CUDA tensors; throws when this
-// build has no NCCL or no CUDA device is visible), or "auto": nccl when options.tensor_device
-// is CUDA, the build has NCCL and a CUDA device is visible, else ring (so CPU tensors always
-// get ring, whatever the machine). Blocks until all ranks are connected.
-std::unique_ptr<ProcessGroup> create_process_group(const std::string& backend,
-                                                   std::shared_ptr<Store> store, int rank, int size,
+// ring: ours, over sockets (CPU or CUDA tensors). nccl: CUDA tensors; create_process_group
+// throws when this build has no NCCL or no CUDA device is visible. automatic ("auto"): nccl
+// when options.tensor_device is CUDA, the build has NCCL and a CUDA device is visible, else ring
+// (so CPU tensors always get ring, whatever the machine).
+enum class Backend { ring, nccl, automatic };
+inline const Choices<Backend> kBackends{
+    {"ring", Backend::ring}, {"nccl", Backend::nccl}, {"auto", Backend::automatic}};
+
+// A group of `backend` (above). Blocks until all ranks are connected.
+std::unique_ptr<ProcessGroup> create_process_group(Backend backend, std::shared_ptr<Store> store,
+                                                   int rank, int size,
                                                    ProcessGroupOptions options = {});
 
 }  // namespace ringgrad::comm

@@ -8,13 +8,6 @@
 
 namespace ringgrad::comm {
 
-GradCompression parse_grad_compression(const std::string& name) {
-  if (name == "none") return GradCompression::none;
-  if (name == "fp16") return GradCompression::fp16;
-  if (name == "bf16") return GradCompression::bf16;
-  RG_THROW(InvalidArgument, "unknown gradient compression '", name, "' (choose none, fp16, bf16)");
-}
-
 Reducer::Reducer(std::vector<Tensor> params, std::vector<std::string> names, ProcessGroup& group,
                  ReducerOptions options, ViewsChanged views_changed)
     : params_(std::move(params)),

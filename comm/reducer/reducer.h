@@ -14,11 +14,14 @@
 
 #include "comm/process_group/process_group.h"
 #include "comm/reducer/bucket_assignment.h"
+#include "core/choices.h"
 
 namespace ringgrad::comm {
 
-enum class GradCompression { none, fp16, bf16 };                  // cast, all-reduce, cast back
-GradCompression parse_grad_compression(const std::string& name);  // none | fp16 | bf16
+enum class GradCompression { none, fp16, bf16 };  // cast, all-reduce, cast back
+inline const Choices<GradCompression> kGradCompressions{{"none", GradCompression::none},
+                                                        {"fp16", GradCompression::fp16},
+                                                        {"bf16", GradCompression::bf16}};
 
 struct ReducerOptions {
   size_t bucket_cap_bytes = kDefaultBucketCapBytes;

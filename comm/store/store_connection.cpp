@@ -38,7 +38,7 @@ void StoreConnection::start() {
   auto self = shared_from_this();
   timer_.expires_after(kHelloDeadline);
   timer_.async_wait([this, self](const asio::error_code& ec) {
-    if (!ec && !authenticated_) reject("no hello within 10 s");
+    if (!ec && !authenticated_) reject(str_cat("no hello within ", kHelloDeadline.count(), " s"));
   });
   read_more();
 }

@@ -33,8 +33,8 @@ RinggradBackend::RinggradBackend(const c10::intrusive_ptr<c10d::Store>& store, i
   options.group_name = "torch";  // PyTorch hands each group its own prefixed store
   options.timeout = comm::Milliseconds(timeout.count());
   try {
-    group_ = comm::create_process_group("ring", std::make_shared<TorchStore>(store), rank, size,
-                                        options);
+    group_ = comm::create_process_group(comm::Backend::ring, std::make_shared<TorchStore>(store),
+                                        rank, size, options);
     sparse_ = std::make_unique<SparseAllreduce>(*group_);
   } catch (const std::exception& e) {
     C10_THROW_ERROR(DistBackendError, "ringgrad: setting up the group failed: " + user_message(e));

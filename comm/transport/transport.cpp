@@ -1,7 +1,7 @@
 // Transport's default reducing receive: receive into scratch, then reduce.
 #include "comm/transport/transport.h"
 
-#include "comm/reduce/reduce_kernels.h"
+#include "comm/reduce_ops/reduce_kernels.h"
 
 namespace ringgrad::comm {
 

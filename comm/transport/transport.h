@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "comm/reduce/reduce_op.h"
+#include "comm/reduce_ops/reduce_op.h"
 #include "core/dtype.h"
 
 namespace ringgrad::comm {

@@ -36,11 +36,4 @@ Variable cast_for_norm_op(const Variable& x) {
   return cast_for_fp32_op(x);
 }
 
-std::optional<DType> parse_amp_mode(const std::string& mode) {
-  if (mode == "none") return std::nullopt;
-  if (mode == "fp16") return DType::f16;
-  if (mode == "bf16") return DType::bf16;
-  RG_THROW(InvalidArgument, "unknown --amp mode '", mode, "' (expected none, fp16 or bf16)");
-}
-
 }  // namespace ringgrad::nn::amp

@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 
+#include "core/choices.h"
 #include "nn/autograd/variable.h"
 
 namespace ringgrad::nn::amp {
@@ -42,7 +43,8 @@ Variable cast_for_half_op(const Variable& x);  // f32 -> autocast dtype, when au
 Variable cast_for_fp32_op(const Variable& x);  // f16/bf16 -> f32, when autocast is on
 Variable cast_for_norm_op(const Variable& x);  // as cast_for_fp32_op, but keeps bf16 on the CPU
 
-// The --amp flag: "none" -> nullopt, "fp16" -> f16, "bf16" -> bf16; throws on anything else.
-std::optional<DType> parse_amp_mode(const std::string& mode);
+// The --amp choices: "none" (autocast off), "fp16", "bf16".
+inline const Choices<std::optional<DType>> kAmpModes{
+    {"none", std::nullopt}, {"fp16", DType::f16}, {"bf16", DType::bf16}};
 
 }  // namespace ringgrad::nn::amp

@@ -31,14 +31,6 @@ OneCyclePhase one_cycle_phase(int64_t step, int64_t total, double rise_steps) {
 
 }  // namespace
 
-LrScheduleKind parse_lr_schedule(const std::string& name) {
-  if (name == "constant") return LrScheduleKind::constant;
-  if (name == "cosine") return LrScheduleKind::cosine;
-  if (name == "onecycle") return LrScheduleKind::onecycle;
-  RG_THROW(InvalidArgument, "unknown --lr-schedule '", name,
-           "' (choose constant, cosine or onecycle)");
-}
-
 LrSchedule::LrSchedule(LrScheduleKind kind, double peak_lr, int64_t total_steps,
                        int64_t warmup_steps)
     : kind_(kind),

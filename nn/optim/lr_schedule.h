@@ -10,10 +10,14 @@
 #include <optional>
 #include <string>
 
+#include "core/choices.h"
+
 namespace ringgrad::nn {
 
 enum class LrScheduleKind { constant, cosine, onecycle };
-LrScheduleKind parse_lr_schedule(const std::string& name);  // throws InvalidArgument
+inline const Choices<LrScheduleKind> kLrSchedules{{"constant", LrScheduleKind::constant},
+                                                  {"cosine", LrScheduleKind::cosine},
+                                                  {"onecycle", LrScheduleKind::onecycle}};
 
 class LrSchedule {
  public:

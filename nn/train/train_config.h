@@ -1,7 +1,16 @@
-// Everything one training run is configured by; ringgrad-train fills it from its flags.
+// Everything one training run is configured by; ringgrad-train fills it from its flags. A
+// setting with named choices is held as its value (its table of names is next to its enum, and
+// the flags are parsed with it), so the trainer never reads a name.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
+
+#include "comm/process_group/process_group.h"
+#include "comm/reducer/reducer.h"
+#include "core/device.h"
+#include "core/dtype.h"
+#include "nn/optim/lr_schedule.h"
 
 namespace ringgrad::nn {
 
@@ -18,7 +27,7 @@ struct TrainConfig {
   double momentum = 0.9;  // (onecycle cycles momentum itself, as PyTorch)
   double weight_decay = 5e-4;
   bool nesterov = false;
-  std::string lr_schedule = "onecycle";
+  LrScheduleKind lr_schedule = LrScheduleKind::onecycle;
   int64_t warmup_steps = 0;
   uint64_t seed = 0;
   int threads = 0;               // 0: OMP_NUM_THREADS, else this node's cores / processes
@@ -31,18 +40,19 @@ struct TrainConfig {
   int log_every = 50;            // steps between plain progress lines / JSON step records
   bool eval = true;              // test loss and accuracy after each epoch
   int64_t checkpoint_every = 0;  // steps between checkpoints to save_path (0: only at the end)
-  // Mixed precision: none | fp16 | bf16. Autocast runs convolutions and linears in that dtype
-  // with f32 master weights; fp16 adds dynamic loss scaling (GradScaler), bf16 needs none.
-  std::string amp = "none";
-  // cpu | cuda: where the parameters, buffers, batches and loss live (cuda: GPU LOCAL_RANK).
-  std::string device = "cpu";
+  // Mixed precision (amp::kAmpModes): nullopt is none; f16 or bf16: autocast runs convolutions
+  // and linears in that dtype with f32 master weights; f16 adds dynamic loss scaling
+  // (GradScaler), bf16 needs none.
+  std::optional<DType> amp;
+  // Where the parameters, buffers, batches and loss live (cuda: GPU LOCAL_RANK).
+  DeviceType device = DeviceType::cpu;
   double amp_init_scale = 65536;  // fp16: the GradScaler's first loss scale (PyTorch's default)
 
   // Data parallel (used when launched with WORLD_SIZE > 1, e.g. by ringgrad-run):
-  std::string backend = "auto";  // ring | nccl | auto
+  comm::Backend backend = comm::Backend::automatic;
   double bucket_cap_mb = 25;
-  bool sync_bn = false;                   // BatchNorm statistics over all ranks (SyncBatchNorm)
-  std::string grad_compression = "none";  // none | fp16 | bf16
+  bool sync_bn = false;  // BatchNorm statistics over all ranks (SyncBatchNorm)
+  comm::GradCompression grad_compression = comm::GradCompression::none;
 };
 
 struct TrainResult {

@@ -97,18 +97,21 @@ int per_process_batch(const TrainConfig& c, const std::string& resume_path, int 
   return per_process;
 }
 
-}  // namespace
-
-TrainResult train(const TrainConfig& c) {
+// A run's set-up, before any step: every check that can refuse the run, so a bad setting fails
+// at once rather than after the training.
+void check_settings(const TrainConfig& c, const Device& device) {
   RG_CHECK(c.epochs >= 1, "--epochs must be at least 1, got ", c.epochs);
   RG_CHECK(c.batch_size >= 1, "--batch-size must be at least 1, got ", c.batch_size);
-  const Device device = select_training_device(c.device);
-  RG_CHECK(c.backend != "nccl" || device.is_cuda(),
+  RG_CHECK(c.backend != comm::Backend::nccl || device.is_cuda(),
            "--backend nccl reduces CUDA tensors only: add --device cuda, or use --backend ring");
-  comm::DistributedJob job = comm::join_distributed_job(c.backend, "ringgrad-train", device.type,
-                                                        device.is_cuda() ? device.index : -1);
-  // Default: OMP_NUM_THREADS when set (ringgrad-run sets 1, as torchrun), else the cores
-  // shared among the processes of this node.
+  if (c.checkpoint_every > 0 && c.save_path.empty())
+    RG_THROW(InvalidArgument, "--checkpoint-every ", c.checkpoint_every,
+             " writes checkpoints to --save, and there is none: add --save PATH");
+}
+
+// Threads per process: --threads, else OMP_NUM_THREADS when set (ringgrad-run sets 1, as
+// torchrun), else the cores shared among the processes of this node. Returns the number set.
+int use_threads(const TrainConfig& c, const comm::DistributedJob& job) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const long long threads =
       c.threads > 0 ? c.threads
@@ -119,215 +122,323 @@ TrainResult train(const TrainConfig& c) {
              " (4 per core of this machine): set it lower, or pass "
              "--threads");
   kernels::set_num_threads(static_cast<int>(threads));
-  const int world = job.env.world_size, rank = job.env.rank;
-  if (c.checkpoint_every > 0 && c.save_path.empty())
-    RG_THROW(InvalidArgument, "--checkpoint-every ", c.checkpoint_every,
-             " writes checkpoints to --save, and there is none: add --save PATH");
-  if (job.leader()) {  // the leader writes them; fail now rather than after the training
-    check_output_path(c.save_path, "--save");
-    check_output_path(c.log_json_path, "--log-json");
-  }
+  return static_cast<int>(threads);
+}
 
-  Splits data = load_data(c);
+// The model on its device, and (on the leader, which writes checkpoints) room for one: the
+// weights, buffers and one momentum buffer per parameter, with a margin.
+std::shared_ptr<ResNet> build_model(const TrainConfig& c, Device device, bool leader) {
   Generator init_rng(c.seed, /*stream=*/0);
   auto model = make_model(c.model, init_rng);
   model->to(device);
-  if (job.leader())  // the weights, buffers and one momentum buffer per parameter, with room
-    check_free_space(c.save_path, checkpoint_bytes(*model) + (1u << 20), "--save");
+  if (leader) check_free_space(c.save_path, checkpoint_bytes(*model) + (1u << 20), "--save");
+  return model;
+}
+
+kernels::SgdParams sgd_params(const TrainConfig& c) {
   kernels::SgdParams sgd;
   sgd.lr = c.lr;
   sgd.momentum = c.momentum;
   sgd.weight_decay = c.weight_decay;
   sgd.nesterov = c.nesterov;
-  Sgd optimizer(model->parameters(), sgd);
-  const std::optional<DType> amp_dtype = amp::parse_amp_mode(c.amp);
-  amp::GradScalerOptions scaler_options;
-  scaler_options.enabled = amp_dtype == DType::f16;  // bf16 has f32's range: nothing underflows
-  scaler_options.init_scale = c.amp_init_scale;
-  amp::GradScaler scaler(scaler_options);
-  if (job.leader() && device.is_cpu())
-    log_info("CPU convolutions in ", dtype_name(amp_dtype.value_or(DType::f32)), ": ",
-             kernels::cpu_conv_path(amp_dtype.value_or(DType::f32)));
+  return sgd;
+}
 
-  // Under ringgrad-run --max-restarts every restart runs the same command, so the checkpoint the
-  // failed attempt left in --save is where it continues (torchrun's snapshot pattern).
-  const std::string resume_path =
-      c.resume_path.empty() && c.auto_resume && std::filesystem::exists(c.save_path)
-          ? c.save_path
-          : c.resume_path;
-  const int batch_size = per_process_batch(c, resume_path, world, job.leader());
-  DataLoader loader(data.train, DistributedSampler(data.train.size(), world, rank, true, c.seed),
-                    batch_size);
-  const int64_t steps_per_epoch = loader.num_batches();
-  const int64_t total_steps = steps_per_epoch * c.epochs;
-  LrSchedule schedule(parse_lr_schedule(c.lr_schedule), c.lr, total_steps, c.warmup_steps);
-  const int64_t run_steps = c.max_steps > 0 ? std::min(c.max_steps, total_steps) : total_steps;
-  if (job.leader() && c.warmup_steps > run_steps)
+amp::GradScalerOptions scaler_options(const TrainConfig& c) {
+  amp::GradScalerOptions options;
+  options.enabled = c.amp == DType::f16;  // bf16 has f32's range: nothing underflows
+  options.init_scale = c.amp_init_scale;
+  return options;
+}
+
+// Under ringgrad-run --max-restarts every restart runs the same command, so the checkpoint the
+// failed attempt left in --save is where it continues (torchrun's snapshot pattern).
+std::string checkpoint_to_resume(const TrainConfig& c) {
+  return c.resume_path.empty() && c.auto_resume && std::filesystem::exists(c.save_path)
+             ? c.save_path
+             : c.resume_path;
+}
+
+// One epoch's running sums on this rank.
+struct EpochTally {
+  int64_t batches = 0;  // of the epoch, counting those a resumed run skipped
+  double loss_sum = 0;  // loss x images
+  int64_t correct = 0, images = 0;
+  Clock::time_point start = Clock::now();
+};
+
+// One training run: the state set up once, then epochs of steps. train() below reads as the
+// outline; each step of it is a method here.
+class TrainingRun {
+ public:
+  TrainingRun(const TrainConfig& c, Device device, comm::DistributedJob& job, int threads);
+
+  const TrainingPosition& position() const { return pos_; }
+  // The checkpoint resumed is at or past --max-steps.
+  bool nothing_left() const { return c_.max_steps > 0 && pos_.global_step >= c_.max_steps; }
+  void start();                   // DDP, the logs and the banner
+  bool run_epoch(int64_t epoch);  // false when --max-steps ended the run inside it
+  TrainResult finish();           // the totals, the final checkpoint
+
+ private:
+  double step(const Batch& batch, int64_t epoch, EpochTally& tally);
+  void report_step(int64_t epoch, double loss, const EpochTally& tally);
+  void close_epoch(int64_t epoch, const EpochTally& tally, bool evaluate_now);
+  void save(const TrainingPosition& at);
+  Variable forward(const Variable& x) { return ddp_ ? ddp_->forward(x) : model_->forward(x); }
+  double images_per_second() const {
+    return world_ * images_trained_ / std::max(1e-9, train_seconds_);
+  }
+
+  const TrainConfig& c_;
+  const Device device_;
+  comm::DistributedJob& job_;
+  const int threads_, world_, rank_;
+  const Splits data_;
+  const std::shared_ptr<ResNet> model_;
+  Sgd optimizer_;
+  amp::GradScaler scaler_;
+  const std::string resume_path_;
+  const int batch_size_;
+  DataLoader loader_;
+  const int64_t steps_per_epoch_, total_steps_;
+  const LrSchedule schedule_;
+  CheckpointInfo info_;
+  TrainingPosition pos_;
+  std::unique_ptr<DistributedDataParallel> ddp_;
+  ProgressReporter progress_;
+  std::unique_ptr<JsonLog> json_;
+  // Over the whole run, on this rank.
+  double train_seconds_ = 0;
+  int64_t images_trained_ = 0;
+  TrainResult result_;
+};
+
+TrainingRun::TrainingRun(const TrainConfig& c, Device device, comm::DistributedJob& job,
+                         int threads)
+    : c_(c),
+      device_(device),
+      job_(job),
+      threads_(threads),
+      world_(job.env.world_size),
+      rank_(job.env.rank),
+      data_(load_data(c)),
+      model_(build_model(c, device, job.leader())),
+      optimizer_(model_->parameters(), sgd_params(c)),
+      scaler_(scaler_options(c)),
+      resume_path_(checkpoint_to_resume(c)),
+      batch_size_(per_process_batch(c, resume_path_, world_, job.leader())),
+      loader_(data_.train, DistributedSampler(data_.train.size(), world_, rank_, true, c.seed),
+              batch_size_),
+      steps_per_epoch_(loader_.num_batches()),
+      total_steps_(steps_per_epoch_ * c.epochs),
+      schedule_(c.lr_schedule, c.lr, total_steps_, c.warmup_steps),
+      info_{c.model, c.seed, total_steps_},
+      progress_(job.leader(), c.log_every) {
+  const DType compute = c.amp.value_or(DType::f32);
+  if (job_.leader() && device_.is_cpu())
+    log_info("CPU convolutions in ", dtype_name(compute), ": ", kernels::cpu_conv_path(compute));
+  const int64_t run_steps = c.max_steps > 0 ? std::min(c.max_steps, total_steps_) : total_steps_;
+  if (job_.leader() && c.warmup_steps > run_steps)
     log_warn("--warmup-steps ", c.warmup_steps, " is longer than the run (", run_steps,
              " steps): the learning rate rises the whole run and never reaches --lr ", c.lr);
-  CheckpointInfo info{c.model, c.seed, total_steps};
-  info.global_batch = static_cast<int64_t>(batch_size) * world;
-  info.dataset_size = data.train.size();
-  info.steps_per_epoch = steps_per_epoch;
+  info_.global_batch = static_cast<int64_t>(batch_size_) * world_;
+  info_.dataset_size = data_.train.size();
+  info_.steps_per_epoch = steps_per_epoch_;
   // Only a run that saves or resumes needs the fingerprint (a pass over the training set).
-  if (!c.save_path.empty() || !c.resume_path.empty()) info.data_crc32 = fingerprint(data.train);
-  TrainingPosition pos;
+  if (!c.save_path.empty() || !c.resume_path.empty()) info_.data_crc32 = fingerprint(data_.train);
   // --init-from with --auto-resume: the first attempt starts from the weights, a restart
   // continues from the checkpoint that attempt left (--resume itself excludes --init-from).
-  if (!resume_path.empty()) {
-    pos = load_checkpoint(resume_path, *model, optimizer, info, &scaler);
-    if (job.leader())
-      log_info("resumed from ", resume_path, " at epoch ", pos.epoch + 1, ", step ",
-               pos.global_step, resume_path == c.resume_path ? "" : " (--auto-resume)");
-    if (c.max_steps > 0 && pos.global_step >= c.max_steps) {
-      if (job.leader())
-        log_info("the checkpoint is at step ", pos.global_step, ", at or past --max-steps ",
-                 c.max_steps, ": nothing left to train");
-      job.finish();
-      TrainResult done;
-      done.steps = pos.global_step;
-      return done;
-    }
+  if (!resume_path_.empty()) {
+    pos_ = load_checkpoint(resume_path_, *model_, optimizer_, info_, &scaler_);
+    if (job_.leader())
+      log_info("resumed from ", resume_path_, " at epoch ", pos_.epoch + 1, ", step ",
+               pos_.global_step, resume_path_ == c.resume_path ? "" : " (--auto-resume)");
   } else if (!c.init_from.empty()) {
-    load_weights(c.init_from, *model);
-    if (job.leader()) log_info("initialised the weights from ", c.init_from);
+    load_weights(c.init_from, *model_);
+    if (job_.leader()) log_info("initialised the weights from ", c.init_from);
   }
+}
 
-  std::unique_ptr<DistributedDataParallel> ddp;
-  if (job.group) {
-    if (c.sync_bn) convert_sync_batchnorm(*model, *job.group);
+void TrainingRun::start() {
+  if (job_.group) {
+    if (c_.sync_bn) convert_sync_batchnorm(*model_, *job_.group);
     DdpOptions options;
-    options.reducer.bucket_cap_bytes = static_cast<size_t>(c.bucket_cap_mb * (1 << 20));
-    options.reducer.compression = comm::parse_grad_compression(c.grad_compression);
-    ddp = std::make_unique<DistributedDataParallel>(model, *job.group, options);
+    options.reducer.bucket_cap_bytes = static_cast<size_t>(c_.bucket_cap_mb * (1 << 20));
+    options.reducer.compression = c_.grad_compression;
+    ddp_ = std::make_unique<DistributedDataParallel>(model_, *job_.group, options);
   }
-  auto forward = [&](const Variable& x) { return ddp ? ddp->forward(x) : model->forward(x); };
-  auto save = [&](const TrainingPosition& at) {
-    if (job.leader() && !c.save_path.empty())
-      save_checkpoint(c.save_path, *model, optimizer, at, info, &scaler);
-  };
-
-  ProgressReporter progress(job.leader(), c.log_every);
   // A resumed run, or any restart of a --max-restarts job, adds to the records of the attempts
   // before it rather than replacing them.
-  JsonLog json(job.leader() ? c.log_json_path : "",
-               /*append=*/!resume_path.empty() || job.env.generation > 0);
-  progress.line(str_cat("ringgrad-train: ", c.model, " (", model->num_parameters(),
-                        " parameters), ", data.train.size(), " training images, ", world,
-                        world == 1 ? " process" : " processes", " x batch ", batch_size, ", ",
-                        threads, " threads each", device.is_cuda() ? ", " + device.str() : "",
-                        job.group ? ", backend " + job.group->backend_name() : "",
-                        amp_dtype ? ", amp " + c.amp : ""));
-  TrainResult result;
-  double train_seconds = 0;
-  int64_t images_trained = 0;  // on this rank
-  bool stop = false;
-  for (int64_t epoch = pos.epoch; epoch < c.epochs && !stop; ++epoch) {
-    const int64_t first_batch = epoch == pos.epoch ? pos.batch_in_epoch : 0;
-    loader.start_epoch(epoch, first_batch);
-    int64_t batch_index = first_batch;
-    double epoch_loss = 0;
-    int64_t epoch_correct = 0, epoch_images = 0;
-    const auto epoch_start = Clock::now();
-    Batch batch;
-    while (loader.next(batch)) {
-      const auto step_start = Clock::now();
-      const Tensor images = batch.images.to(device), labels = batch.labels.to(device);
-      optimizer.set_lr(schedule.lr(pos.global_step));
-      if (auto m = schedule.momentum(pos.global_step)) optimizer.set_momentum(*m);
-      optimizer.zero_grad();
-      Variable logits, loss;
-      {
-        amp::AutocastGuard autocast(amp_dtype);
-        logits = forward(Variable(images));
-        loss = cross_entropy(logits, labels);
-      }
-      // A NaN or inf loss stops the run before it reaches the weights; with --amp fp16 too,
-      // where overflowing gradients are the GradScaler's to skip but a non-finite loss is not.
-      const double loss_value = loss.value().item();  // waits for the forward on a GPU
-      if (!loss_finite_everywhere(loss_value, job.group.get(), device))
-        RG_THROW(Error, "step ", pos.global_step + 1, " (epoch ", epoch + 1,
-                 "): the training loss is not finite (", loss_value, " on rank ", rank,
-                 "; check --lr, the data and a resumed checkpoint). Stopped before updating the "
-                 "weights; --save was not written");
-      backward(scaler.scale(loss));
-      scaler.step(optimizer);
-      scaler.update();
+  json_ = std::make_unique<JsonLog>(job_.leader() ? c_.log_json_path : "",
+                                    /*append=*/!resume_path_.empty() || job_.env.generation > 0);
+  progress_.line(str_cat("ringgrad-train: ", c_.model, " (", model_->num_parameters(),
+                         " parameters), ", data_.train.size(), " training images, ", world_,
+                         world_ == 1 ? " process" : " processes", " x batch ", batch_size_, ", ",
+                         threads_, " threads each", device_.is_cuda() ? ", " + device_.str() : "",
+                         job_.group ? ", backend " + job_.group->backend_name() : "",
+                         c_.amp ? ", amp " + choice_name(amp::kAmpModes, c_.amp) : ""));
+}
 
-      const int64_t rows = labels.size(0);
-      epoch_correct += kernels::count_correct(logits.value(), labels);
-      train_seconds += seconds_since(step_start);
-      images_trained += rows;
-      epoch_loss += loss_value * static_cast<double>(rows);
-      epoch_images += rows;
-      ++batch_index;
-      ++pos.global_step;
-      result.final_train_loss = loss_value;
-
-      StepStats s;
-      s.epoch = static_cast<int>(epoch + 1);
-      s.epochs = c.epochs;
-      s.step_in_epoch = batch_index;
-      s.steps_in_epoch = steps_per_epoch;
-      s.global_step = pos.global_step;
-      s.loss = loss_value;
-      s.accuracy = static_cast<double>(epoch_correct) / epoch_images;
-      s.lr = optimizer.options().lr;
-      s.images_per_second = world * images_trained / std::max(1e-9, train_seconds);
-      s.eta_seconds = (total_steps - pos.global_step) * batch_size * world /
-                      std::max(1e-9, s.images_per_second);
-      progress.step(s);
-      if (pos.global_step % c.log_every == 0 || batch_index == steps_per_epoch) {
-        nlohmann::json step{{"type", "step"},
-                            {"epoch", s.epoch},
-                            {"step", pos.global_step},
-                            {"loss", loss_value},
-                            {"accuracy", s.accuracy},
-                            {"lr", s.lr},
-                            {"img_per_s", s.images_per_second}};
-        if (scaler.enabled()) step["loss_scale"] = scaler.get_scale();
-        json.write(step.dump());
-      }
-      if (c.checkpoint_every > 0 && pos.global_step % c.checkpoint_every == 0)
-        save({epoch, batch_index, pos.global_step});
-      if (c.max_steps > 0 && pos.global_step >= c.max_steps) {
-        stop = true;
-        break;
-      }
-    }
-    pos.epoch = stop ? epoch : epoch + 1;
-    pos.batch_in_epoch = stop ? batch_index : 0;
-    nlohmann::json record{
-        {"type", "epoch"},
-        {"epoch", epoch + 1},
-        {"step", pos.global_step},
-        {"train_loss", epoch_images ? epoch_loss / epoch_images : 0.0},
-        {"train_accuracy", epoch_images ? double(epoch_correct) / epoch_images : 0.0},
-        {"img_per_s", world * images_trained / std::max(1e-9, train_seconds)},
-        {"seconds", seconds_since(epoch_start)}};
-    if (c.eval && !stop) {
-      amp::AutocastGuard autocast(amp_dtype);  // evaluate the model as it is trained
-      EvalResult ev = evaluate(*model, data.test, c.eval_batch_size, job.group.get());
-      result.test_loss = ev.loss;
-      result.test_accuracy = ev.accuracy;
-      record["test_loss"] = ev.loss;
-      record["test_accuracy"] = ev.accuracy;
-      progress.line(str_cat("epoch ", epoch + 1, "/", c.epochs, ": test loss ", ev.loss,
-                            ", test accuracy ", 100.0 * ev.accuracy, "% (", ev.count, " images)"));
-    }
-    json.write(record.dump());
+bool TrainingRun::run_epoch(int64_t epoch) {
+  const int64_t first_batch = epoch == pos_.epoch ? pos_.batch_in_epoch : 0;
+  loader_.start_epoch(epoch, first_batch);
+  EpochTally tally;
+  tally.batches = first_batch;
+  bool stopped = false;
+  Batch batch;
+  while (!stopped && loader_.next(batch)) {
+    const double loss = step(batch, epoch, tally);
+    report_step(epoch, loss, tally);
+    if (c_.checkpoint_every > 0 && pos_.global_step % c_.checkpoint_every == 0)
+      save({epoch, tally.batches, pos_.global_step});
+    stopped = c_.max_steps > 0 && pos_.global_step >= c_.max_steps;
   }
-  result.steps = pos.global_step;
-  result.images_per_second = world * images_trained / std::max(1e-9, train_seconds);
-  result.skipped_steps = scaler.skipped_steps();
-  if (scaler.enabled())
-    progress.line(str_cat("fp16 loss scaling: ", result.skipped_steps,
-                          " steps of this run skipped (inf/NaN gradients), final scale ",
-                          scaler.get_scale()));
-  progress.line(str_cat("training throughput: ", static_cast<int64_t>(result.images_per_second),
-                        " img/s (all ranks) over ", world * images_trained, " images"));
-  save(pos);
-  if (job.leader() && !c.save_path.empty()) progress.line("saved checkpoint " + c.save_path);
+  pos_.epoch = stopped ? epoch : epoch + 1;
+  pos_.batch_in_epoch = stopped ? tally.batches : 0;
+  close_epoch(epoch, tally, /*evaluate_now=*/c_.eval && !stopped);
+  return !stopped;
+}
+
+// One optimiser step: the scheduled learning rate (and momentum), forward and loss under
+// autocast, a loss every rank agrees is finite, backward of the (scaled) loss, the SGD step
+// (skipped by the GradScaler when fp16 gradients overflowed). Returns the loss.
+double TrainingRun::step(const Batch& batch, int64_t epoch, EpochTally& tally) {
+  const auto start = Clock::now();
+  const Tensor images = batch.images.to(device_), labels = batch.labels.to(device_);
+  optimizer_.set_lr(schedule_.lr(pos_.global_step));
+  if (auto m = schedule_.momentum(pos_.global_step)) optimizer_.set_momentum(*m);
+  optimizer_.zero_grad();
+  Variable logits, loss;
+  {
+    amp::AutocastGuard autocast(c_.amp);
+    logits = forward(Variable(images));
+    loss = cross_entropy(logits, labels);
+  }
+  // A NaN or inf loss stops the run before it reaches the weights; with --amp fp16 too,
+  // where overflowing gradients are the GradScaler's to skip but a non-finite loss is not.
+  const double loss_value = loss.value().item();  // waits for the forward on a GPU
+  if (!loss_finite_everywhere(loss_value, job_.group.get(), device_))
+    RG_THROW(Error, "step ", pos_.global_step + 1, " (epoch ", epoch + 1,
+             "): the training loss is not finite (", loss_value, " on rank ", rank_,
+             "; check --lr, the data and a resumed checkpoint). Stopped before updating the "
+             "weights; --save was not written");
+  backward(scaler_.scale(loss));
+  scaler_.step(optimizer_);
+  scaler_.update();
+
+  const int64_t rows = labels.size(0);
+  tally.correct += kernels::count_correct(logits.value(), labels);
+  train_seconds_ += seconds_since(start);
+  images_trained_ += rows;
+  tally.loss_sum += loss_value * static_cast<double>(rows);
+  tally.images += rows;
+  ++tally.batches;
+  ++pos_.global_step;
+  result_.final_train_loss = loss_value;
+  return loss_value;
+}
+
+// The progress bar or line, and every --log-every steps (and at an epoch's end) a JSON record.
+void TrainingRun::report_step(int64_t epoch, double loss, const EpochTally& tally) {
+  StepStats s;
+  s.epoch = static_cast<int>(epoch + 1);
+  s.epochs = c_.epochs;
+  s.step_in_epoch = tally.batches;
+  s.steps_in_epoch = steps_per_epoch_;
+  s.global_step = pos_.global_step;
+  s.loss = loss;
+  s.accuracy = static_cast<double>(tally.correct) / tally.images;
+  s.lr = optimizer_.options().lr;
+  s.images_per_second = images_per_second();
+  s.eta_seconds = (total_steps_ - pos_.global_step) * batch_size_ * world_ /
+                  std::max(1e-9, s.images_per_second);
+  progress_.step(s);
+  if (pos_.global_step % c_.log_every != 0 && tally.batches != steps_per_epoch_) return;
+  nlohmann::json record{{"type", "step"},
+                        {"epoch", s.epoch},
+                        {"step", pos_.global_step},
+                        {"loss", loss},
+                        {"accuracy", s.accuracy},
+                        {"lr", s.lr},
+                        {"img_per_s", s.images_per_second}};
+  if (scaler_.enabled()) record["loss_scale"] = scaler_.get_scale();
+  json_->write(record.dump());
+}
+
+// The epoch's JSON record, with the test-set evaluation when `evaluate_now`.
+void TrainingRun::close_epoch(int64_t epoch, const EpochTally& tally, bool evaluate_now) {
+  const double images = static_cast<double>(tally.images);
+  nlohmann::json record{{"type", "epoch"},
+                        {"epoch", epoch + 1},
+                        {"step", pos_.global_step},
+                        {"train_loss", tally.images ? tally.loss_sum / images : 0.0},
+                        {"train_accuracy", tally.images ? tally.correct / images : 0.0},
+                        {"img_per_s", images_per_second()},
+                        {"seconds", seconds_since(tally.start)}};
+  if (evaluate_now) {
+    amp::AutocastGuard autocast(c_.amp);  // evaluate the model as it is trained
+    EvalResult ev = evaluate(*model_, data_.test, c_.eval_batch_size, job_.group.get());
+    result_.test_loss = ev.loss;
+    result_.test_accuracy = ev.accuracy;
+    record["test_loss"] = ev.loss;
+    record["test_accuracy"] = ev.accuracy;
+    progress_.line(str_cat("epoch ", epoch + 1, "/", c_.epochs, ": test loss ", ev.loss,
+                           ", test accuracy ", 100.0 * ev.accuracy, "% (", ev.count, " images)"));
+  }
+  json_->write(record.dump());
+}
+
+void TrainingRun::save(const TrainingPosition& at) {
+  if (job_.leader() && !c_.save_path.empty())
+    save_checkpoint(c_.save_path, *model_, optimizer_, at, info_, &scaler_);
+}
+
+TrainResult TrainingRun::finish() {
+  result_.steps = pos_.global_step;
+  result_.images_per_second = images_per_second();
+  result_.skipped_steps = scaler_.skipped_steps();
+  if (scaler_.enabled())
+    progress_.line(str_cat("fp16 loss scaling: ", result_.skipped_steps,
+                           " steps of this run skipped (inf/NaN gradients), final scale ",
+                           scaler_.get_scale()));
+  progress_.line(str_cat("training throughput: ", static_cast<int64_t>(result_.images_per_second),
+                         " img/s (all ranks) over ", world_ * images_trained_, " images"));
+  save(pos_);
+  if (job_.leader() && !c_.save_path.empty()) progress_.line("saved checkpoint " + c_.save_path);
+  return result_;
+}
+
+}  // namespace
+
+TrainResult train(const TrainConfig& c) {
+  // Set-up: settings, device, the other ranks, threads and the outputs are checked before the
+  // data is read; then the data, model, optimiser and the position to start from.
+  const Device device = select_training_device(c.device);
+  check_settings(c, device);
+  comm::DistributedJob job = comm::join_distributed_job(c.backend, "ringgrad-train", device.type,
+                                                        device.is_cuda() ? device.index : -1);
+  const int threads = use_threads(c, job);
+  if (job.leader()) {  // the leader writes them; fail now rather than after the training
+    check_output_path(c.save_path, "--save");
+    check_output_path(c.log_json_path, "--log-json");
+  }
+  TrainingRun run(c, device, job, threads);
+  if (run.nothing_left()) {
+    if (job.leader())
+      log_info("the checkpoint is at step ", run.position().global_step,
+               ", at or past --max-steps ", c.max_steps, ": nothing left to train");
+    job.finish();
+    TrainResult done;
+    done.steps = run.position().global_step;
+    return done;
+  }
+  // The run: epochs of steps, each closed by its record (and evaluation); then the totals and
+  // the final checkpoint.
+  run.start();
+  for (int64_t epoch = run.position().epoch; epoch < c.epochs; ++epoch)
+    if (!run.run_epoch(epoch)) break;
+  TrainResult result = run.finish();
   job.finish();
   return result;
 }

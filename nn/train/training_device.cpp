@@ -6,9 +6,8 @@
 
 namespace ringgrad::nn {
 
-Device select_training_device(const std::string& name) {
-  if (name == "cpu") return Device::cpu();
-  if (name != "cuda") RG_THROW(InvalidArgument, "--device must be cpu or cuda, got '", name, "'");
+Device select_training_device(DeviceType type) {
+  if (type == DeviceType::cpu) return Device::cpu();
   const std::string reason = cuda_unavailable_reason();
   if (!reason.empty())
     RG_THROW(Error, "--device cuda: no usable CUDA device (", reason,

@@ -2,16 +2,13 @@
 // launcher (ringgrad-run, torchrun) a CUDA worker uses GPU LOCAL_RANK, as
 // torch.cuda.set_device(local_rank).
 #pragma once
-#include <string>
-
 #include "core/device.h"
 
 namespace ringgrad::nn {
 
-// "cpu" -> the CPU. "cuda" -> device LOCAL_RANK (0 when unset), made current; throws Error
-// naming the reason (cuda_unavailable_reason()) when this build or machine has no usable
-// device, and InvalidArgument for any other name. Called before joining the job, so a
-// worker without a GPU fails before the rendezvous.
-Device select_training_device(const std::string& name);
+// cpu -> the CPU. cuda -> device LOCAL_RANK (0 when unset), made current; throws Error naming
+// the reason (cuda_unavailable_reason()) when this build or machine has no usable device.
+// Called before joining the job, so a worker without a GPU fails before the rendezvous.
+Device select_training_device(DeviceType type);
 
 }  // namespace ringgrad::nn

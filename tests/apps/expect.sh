@@ -1,6 +1,7 @@
 # Sourced by the tests of ringgrad-train's refusals, which set $bin: fail MESSAGE ends the test;
-# expect CODE PATTERN ARGS... runs "$bin" ARGS and checks its exit code and that its stderr
-# matches the extended regex PATTERN; edit SRC DST PYTHON rewrites a checkpoint.
+# expect CODE PATTERN ARGS... runs "$bin" ARGS and checks its exit code, that its stderr
+# matches the extended regex PATTERN and that it shows the user no source location
+# ("[trainer.cpp:123]": core/error.h's policy); edit SRC DST PYTHON rewrites a checkpoint.
 fail() { echo "FAIL: $*"; exit 1; }
 
 expect() {
@@ -9,6 +10,7 @@ expect() {
   err=$("$bin" "$@" 2>&1 >/dev/null); rc=$?
   [[ $rc -eq $code ]] || fail "'$*' exited $rc, expected $code: $err"
   grep -qE -- "$pattern" <<<"$err" || fail "'$*' said '$err', expected /$pattern/"
+  grep -qE -- '\.(cpp|h|cu):[0-9]+\]' <<<"$err" && fail "'$*' showed a source location: $err"
   echo "ok: $* -> $rc: $err"
 }
 

@@ -11,13 +11,17 @@ source "$(dirname "$0")/expect.sh"
 
 expect 2 "batch-size" --batch-size 0
 expect 2 "model" --model resnet50
-expect 2 "lr-schedule" --lr-schedule linear
+# A named choice: the flag, the bad value and every choice (each flag parsed into its enum).
+expect 2 "--lr-schedule: 'linear' is not one of constant, cosine or onecycle" --lr-schedule linear
+expect 2 "--amp: 'fp8' is not one of none, fp16 or bf16" --amp fp8
+expect 2 "--backend: 'mpi' is not one of ring, nccl or auto" --backend mpi
+expect 2 "--grad-compression: 'int8' is not one of none, fp16 or bf16" --grad-compression int8
 expect 2 "nonsense" --nonsense
 expect 2 "epochs" --epochs abc
 expect 1 "train-images-idx3-ubyte" --data "$dir"
 head -c 1000 /dev/urandom >"$dir/bad.safetensors"
 expect 1 "bad.safetensors" --synthetic --model resnet8 --resume "$dir/bad.safetensors"
-expect 2 "device" --device tpu
+expect 2 "--device: 'tpu' is not one of cpu or cuda" --device tpu
 expect 1 "backend nccl reduces CUDA tensors only" --synthetic --backend nccl
 if nvidia-smi -L >/dev/null 2>&1; then
   echo "skip: a GPU is visible, so --device cuda is not refused here"

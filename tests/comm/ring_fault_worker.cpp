@@ -91,7 +91,7 @@ int main(int argc, char** argv) {
     auto store = std::make_shared<comm::TcpStore>(so);
     comm::ProcessGroupOptions o;
     o.timeout = comm::Milliseconds(60000);  // far above the test's wait: a timeout is a failure
-    auto pg = comm::create_process_group("ring", store, rank, world, o);
+    auto pg = comm::create_process_group(comm::Backend::ring, store, rank, world, o);
     Tensor t = Tensor::full({count}, rank + 1.0);
     store->set("started/" + std::to_string(rank), "1");
     for (int i = 0; i < 20; ++i) pg->allreduce(t)->wait();

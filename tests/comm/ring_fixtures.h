@@ -47,7 +47,7 @@ inline std::unique_ptr<ProcessGroup> make_ring_group(std::shared_ptr<Store> stor
   o.group_name = name;
   o.timeout = timeout;
   o.allreduce_algorithm = algorithm;
-  return create_process_group("ring", std::move(store), rank, world, o);
+  return create_process_group(Backend::ring, std::move(store), rank, world, o);
 }
 
 // A well-mixed hash of the index (splitmix64's finaliser): the values below follow it, so they

@@ -21,7 +21,7 @@ std::unique_ptr<ProcessGroup> make_nccl_group(std::shared_ptr<Store> store, int 
   o.group_name = name;
   o.timeout = timeout;
   o.cuda_device = 0;
-  return create_process_group("nccl", std::move(store), rank, world, o);
+  return create_process_group(Backend::nccl, std::move(store), rank, world, o);
 }
 
 bool contains(const std::string& s, const std::string& part) {
@@ -104,14 +104,14 @@ TEST_CASE("nccl: a rank that never joins fails setup at the timeout, naming the 
   o.setup_timeout = Milliseconds(2000);
   const auto start = std::chrono::steady_clock::now();
   CHECK_THROWS_WITH_AS(
-      create_process_group("nccl", std::make_shared<HashStore>(), 0, 2, o),
+      create_process_group(Backend::nccl, std::make_shared<HashStore>(), 0, 2, o),
       doctest::Contains(
           "communicator setup on rank 0 of 2 (group 'lonely', cuda:0) not finished after"),
       TimeoutError);
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
   // A rank whose rank 0 never publishes the id waits in the store and names the key.
   o.group_name = "no-root";
-  CHECK_THROWS_WITH(create_process_group("nccl", std::make_shared<HashStore>(), 1, 2, o),
+  CHECK_THROWS_WITH(create_process_group(Backend::nccl, std::make_shared<HashStore>(), 1, 2, o),
                     doctest::Contains("ncclpg/no-root/g0/unique_id"));
 }
 

@@ -1,10 +1,10 @@
-// The element-wise reductions every collective and the reducing receive use (comm/reduce/).
+// The element-wise reductions every collective and the reducing receive use (comm/reduce_ops/).
 #include <doctest/doctest.h>
 
 #include <cstdint>
 #include <limits>
 
-#include "comm/reduce/reduce_kernels.h"
+#include "comm/reduce_ops/reduce_kernels.h"
 
 namespace ringgrad::comm {
 

@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "comm/reduce/reduce_kernels.h"
+#include "comm/reduce_ops/reduce_kernels.h"
 #include "comm/transport/shm/shm_mesh.h"
 #include "comm/transport/socket/socket_transport.h"
 #include "core/error.h"

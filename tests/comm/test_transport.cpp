@@ -133,3 +133,12 @@ TEST_CASE("transport: a peer on this host is reached over a unix socket, others 
   }
   CHECK(net::host_identity().find("/net:[") != std::string::npos);
 }
+
+TEST_CASE("tune_stream: a setting that cannot be applied is an IoError naming it, not ignored") {
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  net::Socket not_a_socket(fds[0]);
+  ::close(fds[1]);
+  CHECK_THROWS_WITH_AS(net::tune_stream(not_a_socket, 1 << 20),
+                       doctest::Contains("cannot set TCP_NODELAY on socket"), IoError);
+}

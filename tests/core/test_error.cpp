@@ -1,8 +1,10 @@
-// Tests for core/error.h: where an error was thrown and what it says are kept apart.
+// Tests for core/error.h (where an error was thrown and what it says are kept apart) and
+// core/choices.h (a setting's names and values).
 #include <doctest/doctest.h>
 
 #include <string>
 
+#include "core/choices.h"
 #include "core/error.h"
 
 namespace ringgrad::testing {
@@ -33,6 +35,18 @@ TEST_CASE("user_message: an Error without a location and a foreign exception rea
   CHECK(user_message(Error("plain")) == "plain");
   CHECK(Error("plain").where().empty());
   CHECK(user_message(std::runtime_error("[not ours] x")) == "[not ours] x");
+}
+
+TEST_CASE("choices: a name gives its value and back, a wrong name is refused naming the choices") {
+  enum class Fruit { apple, pear, plum };
+  const Choices<Fruit> fruits{
+      {"apple", Fruit::apple}, {"pear", Fruit::pear}, {"plum", Fruit::plum}};
+  CHECK(choice_list(fruits) == "apple, pear or plum");
+  CHECK(choice_value(fruits, "pear", "--fruit") == Fruit::pear);
+  CHECK(choice_name(fruits, Fruit::plum) == "plum");
+  CHECK_THROWS_WITH_AS(choice_value(fruits, "kiwi", "--fruit"),
+                       doctest::Contains("--fruit: 'kiwi' is not one of apple, pear or plum"),
+                       InvalidArgument);
 }
 
 }  // namespace ringgrad::testing

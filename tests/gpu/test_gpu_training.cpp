@@ -69,7 +69,8 @@ TEST_CASE("gpu training: one resnet20 step on CUDA equals the CPU step") {
 
 TEST_CASE("gpu training: sync_batch_norm on CUDA tensors equals the CPU's, forward and backward") {
   if (skip_without_cuda()) return;
-  auto group = comm::create_process_group("ring", std::make_shared<comm::HashStore>(), 0, 1);
+  auto group =
+      comm::create_process_group(comm::Backend::ring, std::make_shared<comm::HashStore>(), 0, 1);
   Generator g(8);
   const Tensor x = random_f32({4, 3, 5, 5}, g);
   const Tensor gamma = random_f32({3}, g), beta = random_f32({3}, g);

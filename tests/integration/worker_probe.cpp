@@ -104,7 +104,7 @@ int main(int argc, char** argv) {
   // waiting until RINGGRAD_TIMEOUT_S.
   if (const int n = num("--allreduces", 0); n > 0) {
     try {
-      auto job = join_distributed_job("ring", "probe");
+      auto job = join_distributed_job(Backend::ring, "probe");
       if (!out.empty()) std::ofstream(out + "/joined." + tag) << "1\n";
       Tensor t = Tensor::full({1024}, 1.0);
       for (int i = 0; i < n && job.group; ++i) {

@@ -355,10 +355,10 @@ TEST_CASE("conv2d on an empty batch gives empty outputs and zero weight gradient
 }
 
 TEST_CASE("conv2d implementation switch: names parse, cudnn needs a cuDNN build") {
-  CHECK(kernels::parse_conv_impl("im2col") == kernels::ConvImpl::im2col);
-  CHECK(kernels::parse_conv_impl("cudnn") == kernels::ConvImpl::cudnn);
-  CHECK_THROWS_WITH_AS(kernels::parse_conv_impl("winograd"), doctest::Contains("im2col or cudnn"),
-                       InvalidArgument);
+  CHECK(choice_value(kernels::kConvImpls, "im2col", "--conv-impl") == kernels::ConvImpl::im2col);
+  CHECK(choice_value(kernels::kConvImpls, "cudnn", "--conv-impl") == kernels::ConvImpl::cudnn);
+  CHECK_THROWS_WITH_AS(choice_value(kernels::kConvImpls, "winograd", "--conv-impl"),
+                       doctest::Contains("im2col or cudnn"), InvalidArgument);
   CHECK(kernels::conv_impl() == kernels::ConvImpl::im2col);  // the default
 #ifdef HAVE_CUDNN
   kernels::set_conv_impl(kernels::ConvImpl::cudnn);

@@ -142,10 +142,10 @@ TEST_CASE("autocast: guards nest, f64 is never cast, and only half dtypes are ac
     CHECK(linear(x, w, Variable()).value().dtype() == DType::f64);
   }
   CHECK_THROWS_WITH_AS(AutocastGuard(DType::f32), doctest::Contains("float16 or bfloat16"), Error);
-  CHECK(amp::parse_amp_mode("none") == std::nullopt);
-  CHECK(amp::parse_amp_mode("fp16") == DType::f16);
-  CHECK(amp::parse_amp_mode("bf16") == DType::bf16);
-  CHECK_THROWS_AS(amp::parse_amp_mode("fp8"), InvalidArgument);
+  CHECK(choice_value(amp::kAmpModes, "none", "--amp") == std::nullopt);
+  CHECK(choice_value(amp::kAmpModes, "fp16", "--amp") == DType::f16);
+  CHECK(choice_value(amp::kAmpModes, "bf16", "--amp") == DType::bf16);
+  CHECK_THROWS_AS(choice_value(amp::kAmpModes, "fp8", "--amp"), InvalidArgument);
 }
 
 TEST_CASE("autocast: master weights get f32 gradients close to those of the f32 run") {
@@ -352,7 +352,7 @@ std::vector<double> train_losses(const std::string& amp_mode, int steps) {
   o.lr = 0.05;
   o.momentum = 0.9;
   Sgd sgd(model->parameters(), o);
-  const std::optional<DType> dtype = amp::parse_amp_mode(amp_mode);
+  const std::optional<DType> dtype = choice_value(amp::kAmpModes, amp_mode, "--amp");
   amp::GradScalerOptions so;
   so.enabled = dtype == DType::f16;
   GradScaler scaler(so);

@@ -418,7 +418,7 @@ TEST_CASE("ddp: fp16 compression halves the bytes sent and stays close to fp32")
       Generator rng(1);
       auto model = make_model("resnet8", rng);
       DdpOptions options;
-      options.reducer.compression = comm::parse_grad_compression(mode);
+      options.reducer.compression = choice_value(comm::kGradCompressions, mode, "mode");
       DistributedDataParallel ddp(model, *group, options);
       backward(cross_entropy(ddp.forward(Variable(data.images.narrow(rank * 8, 8))),
                              data.labels.narrow(rank * 8, 8)));

@@ -39,7 +39,10 @@ TEST_CASE("lr schedule: warm-up, constant and cosine") {
   CHECK(cos.lr(10) == doctest::Approx(0.2));
   CHECK(cos.lr(60) == doctest::Approx(0.1));
   CHECK(cos.lr(110) == doctest::Approx(0.0));
-  CHECK_THROWS_AS(parse_lr_schedule("linear"), InvalidArgument);
+  CHECK(choice_value(kLrSchedules, "onecycle", "--lr-schedule") == LrScheduleKind::onecycle);
+  CHECK_THROWS_WITH_AS(choice_value(kLrSchedules, "linear", "--lr-schedule"),
+                       doctest::Contains("'linear' is not one of constant, cosine or onecycle"),
+                       InvalidArgument);
 }
 
 TEST_CASE("sgd: skips parameters without gradients and keeps momentum per parameter") {

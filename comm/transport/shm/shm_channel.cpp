@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "comm/reduce/reduce_kernels.h"
+#include "comm/reduce_ops/reduce_kernels.h"
 #include "core/error.h"
 
 namespace ringgrad::comm::shm {

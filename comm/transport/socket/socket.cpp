@@ -230,12 +230,21 @@ std::string host_identity() {
 }
 
 void tune_stream(const Socket& s, int buffer_bytes) {
+  // A failure here is rare (a descriptor that is not a socket, or one closed under us), but one
+  // ignored would leave a blocking socket that hangs the progress engine past every deadline.
+  auto check = [&](int rc, const char* what) {
+    if (rc != 0)
+      RG_THROW(IoError, "cannot set ", what, " on socket ", s.fd(), ": ", errno_text(errno));
+  };
   int one = 1;
-  if (!s.is_unix()) ::setsockopt(s.fd(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  ::setsockopt(s.fd(), SOL_SOCKET, SO_SNDBUF, &buffer_bytes, sizeof buffer_bytes);
-  ::setsockopt(s.fd(), SOL_SOCKET, SO_RCVBUF, &buffer_bytes, sizeof buffer_bytes);
-  int flags = ::fcntl(s.fd(), F_GETFL, 0);
-  ::fcntl(s.fd(), F_SETFL, flags | O_NONBLOCK);
+  if (!s.is_unix())
+    check(::setsockopt(s.fd(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one), "TCP_NODELAY");
+  check(::setsockopt(s.fd(), SOL_SOCKET, SO_SNDBUF, &buffer_bytes, sizeof buffer_bytes),
+        "SO_SNDBUF");
+  check(::setsockopt(s.fd(), SOL_SOCKET, SO_RCVBUF, &buffer_bytes, sizeof buffer_bytes),
+        "SO_RCVBUF");
+  const int flags = ::fcntl(s.fd(), F_GETFL, 0);
+  check(flags < 0 ? -1 : ::fcntl(s.fd(), F_SETFL, flags | O_NONBLOCK), "O_NONBLOCK");
 }
 
 void write_fully(const Socket& s, const void* data, size_t bytes, Clock::time_point deadline,

@@ -1,5 +1,5 @@
 // Reduction loops, one template per storage type, dispatched once per call (never per element).
-#include "comm/reduce/reduce_kernels.h"
+#include "comm/reduce_ops/reduce_kernels.h"
 
 #include <type_traits>
 

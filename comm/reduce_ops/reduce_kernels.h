@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "comm/reduce/reduce_op.h"
+#include "comm/reduce_ops/reduce_op.h"
 #include "core/dtype.h"
 
 namespace ringgrad::comm {
