@@ -38,15 +38,15 @@ void check_pair(const Tensor& in, const Tensor& out, const char* operation, int6
              in.numel() * out_per_in_num / out_per_in_den, " (input has ", in.numel(), ")");
 }
 
-// RINGGRAD_TRANSPORT: how ranks on this host are reached (net::SameHostLink): "auto" (the
+// RINGGRAD_TRANSPORT: how ranks on this host are reached (SameHostLink): "auto" (the
 // default: shared memory, else unix sockets), "shm", "unix" or "tcp" (as to compare with Gloo
 // or Open MPI over TCP). Ranks on other hosts are reached over TCP whatever it says.
-net::SameHostLink same_host_link() {
+SameHostLink same_host_link() {
   const std::string setting = env_str("RINGGRAD_TRANSPORT", "auto");
-  if (setting == "auto") return net::SameHostLink::automatic;
-  if (setting == "shm") return net::SameHostLink::shm;
-  if (setting == "unix") return net::SameHostLink::unix_socket;
-  if (setting == "tcp") return net::SameHostLink::tcp;
+  if (setting == "auto") return SameHostLink::automatic;
+  if (setting == "shm") return SameHostLink::shm;
+  if (setting == "unix") return SameHostLink::unix_socket;
+  if (setting == "tcp") return SameHostLink::tcp;
   RG_THROW(InvalidArgument, "RINGGRAD_TRANSPORT='", setting,
            "' is not one of: auto, shm, unix, tcp");
 }
@@ -75,7 +75,7 @@ RingProcessGroup::RingProcessGroup(std::shared_ptr<Store> store, int rank, int s
       forced_algorithm_(options.allreduce_algorithm.empty() ? env_str("RINGGRAD_ALGO", "")
                                                             : options.allreduce_algorithm),
       transport_([&] {
-        net::SocketTransportOptions t;
+        MeshTransportOptions t;
         t.run_id = options.run_id;
         t.generation = options.generation;
         t.setup_timeout = options.setup_timeout.count() > 0 ? options.setup_timeout : timeout_;
@@ -84,7 +84,7 @@ RingProcessGroup::RingProcessGroup(std::shared_ptr<Store> store, int rank, int s
         t.same_host = same_host_link();
         const std::string prefix =
             "ringpg/" + options.group_name + "/g" + std::to_string(options.generation) + "/";
-        return std::make_unique<net::SocketTransport>(store, prefix, rank, size, t);
+        return std::make_unique<MeshTransport>(store, prefix, rank, size, t);
       }()),
       checked_(*transport_),
       p2p_(std::make_unique<PointToPoint>(

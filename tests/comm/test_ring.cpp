@@ -10,7 +10,7 @@
 #include <mutex>
 
 #include "comm/collectives/ring_step.h"
-#include "comm/transport/socket/socket_transport.h"
+#include "comm/transport/mesh_transport.h"
 #include "tests/comm/ring_fixtures.h"
 
 namespace ringgrad::comm::testing {
@@ -544,7 +544,7 @@ TEST_CASE(
     auto store = std::make_shared<HashStore>();
     std::vector<std::vector<std::string>> errors(static_cast<size_t>(world));
     spawn(world, [&](int rank) {
-      net::SocketTransport socket(store, "hier/", rank, world, net::SocketTransportOptions{});
+      MeshTransport socket(store, "hier/", rank, world, MeshTransportOptions{});
       PretendHosts t(socket, hosts);
       collectives::Scratch scratch;
       check_every_allreduce(

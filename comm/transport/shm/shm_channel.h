@@ -9,7 +9,8 @@
 // receive may take part of a frame, or parts of several. A reducing receive folds the bytes
 // into its destination where they lie in the ring, or, from the sender's memory, a
 // cache-sized piece at a time, so they cross memory once (docs/shared-memory.md).
-// Single-threaded, non-blocking; the owner (SocketTransport) calls progress() and sleeps.
+// Single-threaded, non-blocking; the owner (ShmLink, in MeshTransport's loop) calls progress()
+// and sleeps.
 #pragma once
 #include <sys/types.h>
 
