@@ -7,6 +7,7 @@
 #include "comm/collectives/cuda_staging_copier.h"
 #include "comm/collectives/direct_exchange.h"
 #include "comm/process_group/argument_checks.h"
+#include "comm/transport/wait_policy.h"
 #include "core/env.h"
 #include "core/error.h"
 #include "core/logging.h"
@@ -14,10 +15,6 @@
 namespace ringgrad::comm {
 
 namespace {
-
-// How long the idle worker spins for the next task before it sleeps on the condition variable:
-// a wake-up costs several microseconds, so a task that follows at once is taken sooner.
-constexpr auto kWorkerSpin = std::chrono::microseconds(5);
 
 void check_tensor(const Tensor& t, const char* operation, const char* role) {
   if (!t.defined()) RG_THROW(InvalidArgument, operation, ": the ", role, " tensor is undefined");
@@ -193,12 +190,9 @@ collectives::Staging RingProcessGroup::staging(Device device, collectives::Scrat
 // ---- run: on the worker thread ----
 
 // Waits until a task may run (true, lock held) or the group is stopping with nothing left
-// (false). Spins briefly first, see kWorkerSpin.
+// (false). Spins briefly first (kWorkerSpin, wait_policy.h).
 bool RingProcessGroup::wait_for_task(std::unique_lock<std::mutex>& lock) {
-  const auto spin_until = std::chrono::steady_clock::now() + kWorkerSpin;
-  while (queued_.load(std::memory_order_acquire) == 0 &&
-         std::chrono::steady_clock::now() < spin_until) {
-  }
+  spin_until([&] { return queued_.load(std::memory_order_acquire) > 0; }, kWorkerSpin);
   lock.lock();
   wake_.wait(lock, [&] { return (!queue_.empty() && !busy_) || (stopping_ && queue_.empty()); });
   return !queue_.empty();

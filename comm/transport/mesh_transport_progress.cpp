@@ -3,39 +3,16 @@
 // the wait ladder (wait_policy.h) and at its top sleeps in poll() on the links' fds until one
 // is ready or the deadline passes.
 #include <poll.h>
-#include <sched.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 #include "comm/transport/mesh_transport.h"
+#include "comm/transport/wait_policy.h"
 #include "core/error.h"
 
 namespace ringgrad::comm {
-
-namespace {
-
-// How long a wait keeps retrying, yielding the CPU between passes, before it sleeps in poll().
-// Small messages on loopback arrive within microseconds, and a wake-up from poll() costs more
-// than that. With more ranks than cores the yield also hands our core to the peer we wait
-// for, which halves small-message latency there (docs/measurements.md).
-constexpr auto kSpin = std::chrono::microseconds(200);
-// Idle passes made before the first yield when every peer is on shared memory: a few
-// microseconds of pure spinning, in which bytes from a peer spinning on another core arrive
-// without a system call (docs/measurements.md). A pass over sockets is itself system calls,
-// so with socket peers the yield starts at once. The clock is read every kPassesPerClockRead
-// passes only.
-constexpr uint32_t kBusyPasses = 64;
-constexpr uint32_t kPassesPerClockRead = 16;
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
-
-}  // namespace
 
 void MeshTransport::begin(OperationName operation, Clock::time_point deadline) {
   operation_ = std::move(operation);
@@ -129,21 +106,13 @@ void MeshTransport::throw_timeout(const std::vector<int>& waiting) {
 
 template <class Done>
 void MeshTransport::progress_until(Done done) {
-  const uint32_t busy_passes = passes_are_cheap_ ? kBusyPasses : 1;
-  Clock::time_point spin_until;  // set when the busy passes are over
-  for (uint32_t idle = 0; !done();) {
+  WaitLadder ladder(passes_are_cheap_);
+  while (!done()) {
     if (progress_all()) {
-      idle = 0;
-    } else if (++idle < busy_passes) {
-      cpu_relax();
-    } else if (idle == busy_passes) {
-      spin_until = Clock::now() + kSpin;
-    } else if (idle % kPassesPerClockRead == 0 && Clock::now() > spin_until) {
+      ladder.moved();
+    } else if (ladder.idle()) {
       block_until_ready();
-      idle = busy_passes;  // after a wake-up, straight back to yielding, then to poll()
-      spin_until = Clock::now();
-    } else {
-      sched_yield();
+      ladder.woke();
     }
   }
 }

@@ -71,13 +71,12 @@ class WaitLadder {
 // is taken sooner.
 constexpr auto kWorkerSpin = std::chrono::microseconds(5);
 
-// Spins until `ready()` or `how_long` passed; returns ready().
+// Spins until `ready()` or `how_long` passed.
 template <class Ready>
-bool spin_until(Ready ready, std::chrono::microseconds how_long) {
+void spin_until(Ready ready, std::chrono::microseconds how_long) {
   const auto until = WaitClock::now() + how_long;
   while (!ready() && WaitClock::now() < until) {
   }
-  return ready();
 }
 
 }  // namespace ringgrad::comm
