@@ -28,11 +28,6 @@ constexpr size_t kJoinBytes = 4 << 10;
 // (docs/measurements.md).
 constexpr size_t kFoldPieceBytes = 128 << 10;
 
-struct FrameHeader {
-  uint64_t bytes;
-  uint64_t address;  // 0: the bytes follow in the ring; else where they are in the sender
-};
-
 // Whether the kernel can read `data` on a peer's behalf: memory mapped from a device (CUDA's
 // pinned staging slots may be) refuses process_vm_readv, so such a send goes through the ring.
 // One byte of our own memory, about a microsecond: small next to the 64 KiB copy it decides.

@@ -1,5 +1,7 @@
 // ShmChannel: this rank's end of the shared-memory link with one peer on the host: its send and
 // receive queues, framed onto two ShmRings (out: in the peer's inbox; in: in this rank's).
+// Read shm_reference_channel.h first: this is the same channel (the same frames, the same byte
+// stream), tuned, and tests/comm/test_shm_reference.cpp holds the two to the same bytes.
 // Sends become frames: a FrameHeader, then either the bytes themselves (through the ring: two
 // copies, one on each side; small sends queued together share one frame) or, for a large send
 // when the peer may read this process's memory, nothing more: the receiver copies the bytes
@@ -19,6 +21,7 @@
 #include <deque>
 #include <vector>
 
+#include "comm/transport/shm/shm_reference_channel.h"
 #include "comm/transport/shm/shm_ring.h"
 #include "comm/transport/shm/shm_segment.h"
 #include "comm/transport/transport.h"
