@@ -35,17 +35,18 @@ void check_pair(const Tensor& in, const Tensor& out, const char* operation, int6
              in.numel() * out_per_in_num / out_per_in_den, " (input has ", in.numel(), ")");
 }
 
-// RINGGRAD_TRANSPORT: how ranks on this host are reached (SameHostLink): "auto" (the
-// default: shared memory, else unix sockets), "shm", "unix" or "tcp" (as to compare with Gloo
-// or Open MPI over TCP). Ranks on other hosts are reached over TCP whatever it says.
-SameHostLink same_host_link() {
-  const std::string setting = env_str("RINGGRAD_TRANSPORT", "auto");
+// RINGGRAD_TRANSPORT, or ProcessGroupOptions::transport: how ranks on this host are reached
+// (SameHostLink): "auto" (the default: shared memory, else unix sockets), "shm", "unix" or "tcp"
+// (as to compare with Gloo or Open MPI over TCP). Ranks on other hosts are reached over TCP
+// whatever it says.
+SameHostLink same_host_link(const std::string& option) {
+  const std::string setting = option.empty() ? env_str("RINGGRAD_TRANSPORT", "auto") : option;
   if (setting == "auto") return SameHostLink::automatic;
   if (setting == "shm") return SameHostLink::shm;
   if (setting == "unix") return SameHostLink::unix_socket;
   if (setting == "tcp") return SameHostLink::tcp;
-  RG_THROW(InvalidArgument, "RINGGRAD_TRANSPORT='", setting,
-           "' is not one of: auto, shm, unix, tcp");
+  RG_THROW(InvalidArgument, option.empty() ? "RINGGRAD_TRANSPORT" : "the transport option", "='",
+           setting, "' is not one of: auto, shm, unix, tcp");
 }
 
 }  // namespace
@@ -78,7 +79,7 @@ RingProcessGroup::RingProcessGroup(std::shared_ptr<Store> store, int rank, int s
         t.setup_timeout = options.setup_timeout.count() > 0 ? options.setup_timeout : timeout_;
         t.ifname = env_get("RINGGRAD_SOCKET_IFNAME");
         t.store_host = options.store_host.empty() ? env_str("MASTER_ADDR", "") : options.store_host;
-        t.same_host = same_host_link();
+        t.same_host = same_host_link(options.transport);
         const std::string prefix =
             "ringpg/" + options.group_name + "/g" + std::to_string(options.generation) + "/";
         return std::make_unique<MeshTransport>(store, prefix, rank, size, t);
