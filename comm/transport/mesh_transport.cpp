@@ -203,7 +203,7 @@ void MeshTransport::choose_links(SameHostLink mode, Clock::time_point deadline) 
                          : "they are connected over TCP (no unix socket between them)");
   }
   if (!shm_peers.empty())
-    shm_ = std::make_unique<shm::ShmMesh>(rank(), shm_peers, shm::kRingBytes,
+    shm_ = std::make_unique<shm::ShmMesh>(rank(), shm_peers, shm::kShmRingBytes,
                                           mode == SameHostLink::shm, deadline);
   passes_are_cheap_ = true;
   for (int r = 0; r < size(); ++r) {

@@ -31,7 +31,7 @@
 namespace ringgrad::comm::shm {
 
 // Bytes of each ring (one per direction and pair of ranks on a host).
-constexpr size_t kRingBytes = 1 << 20;
+constexpr size_t kShmRingBytes = 1 << 20;
 
 struct ShmPeerLink {
   int peer;
