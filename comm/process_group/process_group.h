@@ -137,6 +137,9 @@ struct ProcessGroupOptions {
   int64_t generation = 0;
   std::string
       allreduce_algorithm;  // ring | recursive_doubling | direct; "": RINGGRAD_ALGO, else by size
+  // ring: how ranks on this host are reached: auto | shm | unix | tcp; "": RINGGRAD_TRANSPORT,
+  // else auto (docs/shared-memory.md). Ranks may differ (their pairs then agree on a socket).
+  std::string transport;
   // The store's host, which the ring routes towards to pick its network interface; "":
   // MASTER_ADDR, else this host (an in-process store).
   std::string store_host;

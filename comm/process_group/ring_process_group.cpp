@@ -7,6 +7,7 @@
 #include "comm/collectives/cuda_staging_copier.h"
 #include "comm/collectives/direct_exchange.h"
 #include "comm/process_group/argument_checks.h"
+#include "comm/transport/wait_policy.h"
 #include "core/env.h"
 #include "core/error.h"
 #include "core/logging.h"
@@ -15,21 +16,18 @@ namespace ringgrad::comm {
 
 namespace {
 
-// How long the idle worker spins for the next task before it sleeps on the condition variable:
-// a wake-up costs several microseconds, so a task that follows at once is taken sooner.
-constexpr auto kWorkerSpin = std::chrono::microseconds(5);
-
-// RINGGRAD_TRANSPORT: how ranks on this host are reached (net::SameHostLink): "auto" (the
-// default: shared memory, else unix sockets), "shm", "unix" or "tcp" (as to compare with Gloo
-// or Open MPI over TCP). Ranks on other hosts are reached over TCP whatever it says.
-net::SameHostLink same_host_link() {
-  const std::string setting = env_str("RINGGRAD_TRANSPORT", "auto");
-  if (setting == "auto") return net::SameHostLink::automatic;
-  if (setting == "shm") return net::SameHostLink::shm;
-  if (setting == "unix") return net::SameHostLink::unix_socket;
-  if (setting == "tcp") return net::SameHostLink::tcp;
-  RG_THROW(InvalidArgument, "RINGGRAD_TRANSPORT='", setting,
-           "' is not one of: auto, shm, unix, tcp");
+// RINGGRAD_TRANSPORT, or ProcessGroupOptions::transport: how ranks on this host are reached
+// (SameHostLink): "auto" (the default: shared memory, else unix sockets), "shm", "unix" or "tcp"
+// (as to compare with Gloo or Open MPI over TCP). Ranks on other hosts are reached over TCP
+// whatever it says.
+SameHostLink same_host_link(const std::string& option) {
+  const std::string setting = option.empty() ? env_str("RINGGRAD_TRANSPORT", "auto") : option;
+  if (setting == "auto") return SameHostLink::automatic;
+  if (setting == "shm") return SameHostLink::shm;
+  if (setting == "unix") return SameHostLink::unix_socket;
+  if (setting == "tcp") return SameHostLink::tcp;
+  RG_THROW(InvalidArgument, option.empty() ? "RINGGRAD_TRANSPORT" : "the transport option", "='",
+           setting, "' is not one of: auto, shm, unix, tcp");
 }
 
 }  // namespace
@@ -56,16 +54,16 @@ RingProcessGroup::RingProcessGroup(std::shared_ptr<Store> store, int rank, int s
       forced_algorithm_(options.allreduce_algorithm.empty() ? env_str("RINGGRAD_ALGO", "")
                                                             : options.allreduce_algorithm),
       transport_([&] {
-        net::SocketTransportOptions t;
+        MeshTransportOptions t;
         t.run_id = options.run_id;
         t.generation = options.generation;
         t.setup_timeout = options.setup_timeout.count() > 0 ? options.setup_timeout : timeout_;
         t.ifname = env_get("RINGGRAD_SOCKET_IFNAME");
         t.store_host = options.store_host.empty() ? env_str("MASTER_ADDR", "") : options.store_host;
-        t.same_host = same_host_link();
+        t.same_host = same_host_link(options.transport);
         const std::string prefix =
             "ringpg/" + options.group_name + "/g" + std::to_string(options.generation) + "/";
-        return std::make_unique<net::SocketTransport>(store, prefix, rank, size, t);
+        return std::make_unique<MeshTransport>(store, prefix, rank, size, t);
       }()),
       checked_(*transport_),
       p2p_(std::make_unique<PointToPoint>(
@@ -174,12 +172,9 @@ collectives::Staging RingProcessGroup::staging(Device device, collectives::Scrat
 // ---- run: on the worker thread ----
 
 // Waits until a task may run (true, lock held) or the group is stopping with nothing left
-// (false). Spins briefly first, see kWorkerSpin.
+// (false). Spins briefly first (kWorkerSpin, wait_policy.h).
 bool RingProcessGroup::wait_for_task(std::unique_lock<std::mutex>& lock) {
-  const auto spin_until = std::chrono::steady_clock::now() + kWorkerSpin;
-  while (queued_.load(std::memory_order_acquire) == 0 &&
-         std::chrono::steady_clock::now() < spin_until) {
-  }
+  spin_until([&] { return queued_.load(std::memory_order_acquire) > 0; }, kWorkerSpin);
   lock.lock();
   wake_.wait(lock, [&] { return (!queue_.empty() && !busy_) || (stopping_ && queue_.empty()); });
   return !queue_.empty();

@@ -1,4 +1,4 @@
-// RingProcessGroup: the "ring" backend. A SocketTransport full mesh, the algorithms of
+// RingProcessGroup: the "ring" backend. A MeshTransport full mesh, the algorithms of
 // comm/collectives/, and one worker thread that runs the group's collectives in issue order.
 // Every call does three things: validate its tensors on the caller's thread (throwing
 // InvalidArgument), enqueue a task (returning its Work at once), and, on the worker, run an
@@ -25,7 +25,7 @@
 #include "comm/process_group/point_to_point.h"
 #include "comm/process_group/process_group.h"
 #include "comm/process_group/progress_watchdog.h"
-#include "comm/transport/socket/socket_transport.h"
+#include "comm/transport/mesh_transport.h"
 
 namespace ringgrad::comm {
 
@@ -106,7 +106,7 @@ class RingProcessGroup : public ProcessGroup {
   Milliseconds timeout_;
   std::string forced_algorithm_;  // RINGGRAD_ALGO
   int hosts_ = 1;                 // how many hosts the group spans
-  std::unique_ptr<net::SocketTransport> transport_;
+  std::unique_ptr<MeshTransport> transport_;
   CheckedTransport checked_;
   collectives::Scratch scratch_;
   std::unique_ptr<collectives::StagingCopier> copier_;  // for CUDA tensors, on copier_device_

@@ -2,7 +2,7 @@
 // peers and ordered byte streams; of reductions only the receive that folds what it receives
 // into a buffer (recv_reduce), so a transport that can read the peer's bytes where they lie
 // (shared memory) reduces from there instead of copying them out first. Implementations:
-// socket/SocketTransport (TCP, unix sockets, and shared memory through shm/ within a host);
+// MeshTransport (a Link per peer: a TCP or unix socket, or shared memory within a host);
 // collectives/SubsetTransport (some ranks of another as a group).
 // Contract: single-threaded (the process group's worker thread); every wait honours the
 // deadline set by begin() and throws IoError / TimeoutError naming the operation and the peer.

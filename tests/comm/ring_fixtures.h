@@ -38,15 +38,35 @@ inline void spawn(int world, const std::function<void(int)>& fn) {
   if (first) std::rethrow_exception(first);
 }
 
+// Which links the ranks of a test group talk over (they share a host): as RINGGRAD_TRANSPORT
+// says (by default shared memory), every pair on shared memory, every pair on a unix socket
+// (SocketLink: TCP moves bytes with the same code, test_transport.cpp covers its connect), or a
+// mixed mesh: rank 0 offers no shared memory, so its pairs use unix sockets, while the others
+// share memory among themselves.
+enum class Links { automatic, shm, socket, mixed };
+inline const char* links_name(Links links) {
+  const char* names[] = {"automatic", "shm", "socket", "mixed"};
+  return names[static_cast<int>(links)];
+}
+// The ProcessGroupOptions::transport that gives `rank` its part of `links`.
+inline std::string transport_for(Links links, int rank) {
+  if (links == Links::automatic) return "";
+  if (links == Links::shm) return "shm";
+  if (links == Links::socket) return "unix";  // SocketLink, as TCP, with a cheaper connect
+  return rank == 0 ? "unix" : "auto";
+}
+
 inline std::unique_ptr<ProcessGroup> make_ring_group(std::shared_ptr<Store> store, int rank,
                                                      int world, const std::string& name,
                                                      Milliseconds timeout = Milliseconds(20000),
-                                                     const std::string& algorithm = "") {
+                                                     const std::string& algorithm = "",
+                                                     Links links = Links::automatic) {
   set_log_level(LogLevel::warn);
   ProcessGroupOptions o;
   o.group_name = name;
   o.timeout = timeout;
   o.allreduce_algorithm = algorithm;
+  o.transport = transport_for(links, rank);
   return create_process_group(Backend::ring, std::move(store), rank, world, o);
 }
 
@@ -116,15 +136,15 @@ inline void compare(const Tensor& got, const Tensor& want, const std::string& wh
 }
 
 // Runs `body(rank, pg, errors)` on every rank of a fresh ring group (`algorithm`: "" or a
-// forced all-reduce algorithm) and fails with any errors.
+// forced all-reduce algorithm; `links`: what the ranks talk over) and fails with any errors.
 inline void run_group(
     int world, const std::string& name, const std::string& algorithm,
     const std::function<void(int, ProcessGroup&, std::vector<std::string>&)>& body,
-    Milliseconds timeout = Milliseconds(20000)) {
+    Milliseconds timeout = Milliseconds(20000), Links links = Links::automatic) {
   auto store = std::make_shared<HashStore>();
   std::vector<std::vector<std::string>> errors(static_cast<size_t>(world));
   spawn(world, [&](int rank) {
-    auto pg = make_ring_group(store, rank, world, name, timeout, algorithm);
+    auto pg = make_ring_group(store, rank, world, name, timeout, algorithm, links);
     body(rank, *pg, errors[rank]);
   });
   for (const auto& per_rank : errors)

@@ -1,6 +1,6 @@
 // Ring process group correctness: every collective x op x dtype x size x world size 1-5,
-// in place and out of place, against a plain reference, with ranks as threads on one host
-// (so over shared memory, unless a case forces a socket).
+// in place and out of place, against a plain reference, with ranks as threads on one host,
+// over each kind of link: shared memory, sockets, and a mesh that mixes the two.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -10,7 +10,7 @@
 #include <mutex>
 
 #include "comm/collectives/ring_step.h"
-#include "comm/transport/socket/socket_transport.h"
+#include "comm/transport/mesh_transport.h"
 #include "tests/comm/ring_fixtures.h"
 
 namespace ringgrad::comm::testing {
@@ -28,6 +28,9 @@ constexpr DType kDTypes[] = {DType::u8, DType::bf16, DType::f32, DType::i64};
 constexpr ReduceOp kOps[] = {ReduceOp::sum, ReduceOp::avg};
 constexpr int kMaxWorld = 3;
 constexpr bool kSanitized = true;
+// The mixed mesh of 3 ranks has both kinds (rank 0's pairs are sockets), so socket-only adds
+// nothing a sanitizer would see.
+constexpr Links kLinks[] = {Links::shm, Links::mixed};
 #else
 constexpr DType kDTypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16,
                              DType::i32, DType::i64, DType::u8};
@@ -35,12 +38,43 @@ constexpr ReduceOp kOps[] = {ReduceOp::sum, ReduceOp::avg, ReduceOp::prod, Reduc
                              ReduceOp::max};
 constexpr int kMaxWorld = 5;
 constexpr bool kSanitized = false;
+constexpr Links kLinks[] = {Links::shm, Links::socket, Links::mixed};
 #endif
 
 // 0, 1, fewer than the ranks, odd, and more than one pipeline segment but not a multiple of it.
 std::vector<int64_t> counts_for(int world, DType dtype) {
   const int64_t segment = static_cast<int64_t>(collectives::kSegmentBytes / dtype_size(dtype));
   return {0, 1, world - 1, 7, 1001, segment * world + world + 1};
+}
+
+// Whether `links` over `world` ranks is a case of its own: with no peer every kind is the same,
+// and a mixed mesh needs two ranks besides rank 0.
+bool distinct(Links links, int world) {
+  return links == Links::shm || (links == Links::socket && world >= 2) || world >= 3;
+}
+
+// How rank `rank` must describe its links (ProcessGroup::describe_links) in a group on `links`:
+// so that a sweep cannot pass on links other than the ones it names.
+std::string expected_links(Links links, int rank, int world) {
+  auto ranks = [&](int from) {
+    std::string out;
+    for (int r = from; r < world; ++r)
+      if (r != rank) out += (out.empty() ? "" : ",") + std::to_string(r);
+    return out;
+  };
+  if (world == 1) return "no peers";
+  if (links == Links::shm) return "shm to " + ranks(0);
+  if (links == Links::socket) return "unix to " + ranks(0);
+  if (rank == 0) return "unix to " + ranks(1);
+  return world == 2 ? "unix to 0" : "shm to " + ranks(1) + "; unix to 0";
+}
+
+void check_links(Links links, int rank, int world, const ProcessGroup& pg,
+                 std::vector<std::string>& errors) {
+  const std::string want = expected_links(links, rank, world);
+  if (pg.describe_links() != want)
+    errors.push_back(str_cat(links_name(links), ": rank ", rank, " has links '",
+                             pg.describe_links(), "', expected '", want, "'"));
 }
 
 std::string label(const char* what, ReduceOp op, DType dtype, int64_t count, bool in_place) {
@@ -78,118 +112,140 @@ void check_every_allreduce(int rank, int world, std::vector<std::string>& errors
 }  // namespace
 
 TEST_CASE("ring allreduce: every op, dtype and size matches the reference") {
-  // Ranks here share a host, so "auto" moves their bytes through shared memory (as every other
-  // case in this file does); TCP is forced once (unix sockets move bytes with the same code,
-  // only their connect differs: test_transport.cpp and test_shm.cpp cover that).
+  // Every algorithm over shared memory; over sockets and the mixed mesh the one chosen by size
+  // (direct or recursive doubling for the small counts, the ring for the large one).
   struct Variant {
     const char* algorithm;
-    const char* transport;
+    Links links;
   };
-  for (const Variant v :
-       {Variant{"ring", "auto"}, Variant{"recursive_doubling", "auto"}, Variant{"direct", "auto"},
-        Variant{"hierarchical", "auto"}, Variant{"ring", "tcp"}})
+  for (const Variant v : {Variant{"ring", Links::shm}, Variant{"recursive_doubling", Links::shm},
+                          Variant{"direct", Links::shm}, Variant{"hierarchical", Links::shm},
+                          Variant{"", Links::socket}, Variant{"", Links::mixed}})
     for (int world = 1; world <= kMaxWorld; ++world) {
+      if (!distinct(v.links, world)) continue;
+      if (kSanitized && v.links == Links::socket) continue;  // see kLinks
       const char* algorithm = v.algorithm;
       CAPTURE(algorithm);
-      CAPTURE(v.transport);
+      CAPTURE(links_name(v.links));
       CAPTURE(world);
-      ::setenv("RINGGRAD_TRANSPORT", v.transport, 1);
-      run_group(world, "allreduce", algorithm, [&](int rank, ProcessGroup& pg, auto& errors) {
-        check_every_allreduce(rank, world, errors, [&](const Tensor& in, Tensor& out, ReduceOp op) {
-          AllreduceOptions o;
-          o.op = op;
-          pg.allreduce(in, out, o)->wait();
-        });
-      });
-      ::unsetenv("RINGGRAD_TRANSPORT");
+      run_group(
+          world, "allreduce", algorithm,
+          [&](int rank, ProcessGroup& pg, auto& errors) {
+            check_links(v.links, rank, world, pg, errors);
+            check_every_allreduce(rank, world, errors,
+                                  [&](const Tensor& in, Tensor& out, ReduceOp op) {
+                                    AllreduceOptions o;
+                                    o.op = op;
+                                    pg.allreduce(in, out, o)->wait();
+                                  });
+          },
+          Milliseconds(20000), v.links);
     }
 }
 
 TEST_CASE("ring reduce and reduce_scatter: every op and dtype match the reference") {
-  for (int world = 1; world <= kMaxWorld; ++world) {
-    CAPTURE(world);
-    run_group(world, "reduce", "", [&](int rank, ProcessGroup& pg, auto& errors) {
-      for (DType dtype : kDTypes)
-        for (ReduceOp op : kOps)
-          for (int64_t count : counts_for(world, dtype))
-            for (bool in_place : {true, false}) {
-              const int root = static_cast<int>(count % world);
-              Tensor input =
-                  filled(count, dtype, [&](int64_t i) { return input_value(op, dtype, rank, i); });
-              Tensor out = in_place ? input : Tensor::empty({count}, dtype);
-              ReduceOptions ro;
-              ro.op = op;
-              ro.root = root;
-              pg.reduce(input, out, ro)->wait();
-              if (rank == root)
-                compare(out,
-                        filled(count, dtype,
-                               [&](int64_t i) { return expected_value(op, dtype, world, i); }),
-                        label("reduce", op, dtype, count, in_place), errors);
+  for (Links links : kLinks)
+    for (int world = 1; world <= kMaxWorld; ++world) {
+      if (!distinct(links, world)) continue;
+      CAPTURE(links_name(links));
+      CAPTURE(world);
+      run_group(
+          world, "reduce", "",
+          [&](int rank, ProcessGroup& pg, auto& errors) {
+            check_links(links, rank, world, pg, errors);
+            for (DType dtype : kDTypes)
+              for (ReduceOp op : kOps)
+                for (int64_t count : counts_for(world, dtype))
+                  for (bool in_place : {true, false}) {
+                    const int root = static_cast<int>(count % world);
+                    Tensor input = filled(
+                        count, dtype, [&](int64_t i) { return input_value(op, dtype, rank, i); });
+                    Tensor out = in_place ? input : Tensor::empty({count}, dtype);
+                    ReduceOptions ro;
+                    ro.op = op;
+                    ro.root = root;
+                    pg.reduce(input, out, ro)->wait();
+                    if (rank == root)
+                      compare(
+                          out,
+                          filled(count, dtype,
+                                 [&](int64_t i) { return expected_value(op, dtype, world, i); }),
+                          label("reduce", op, dtype, count, in_place), errors);
 
-              // reduce_scatter: `count` elements per rank; rank r gets block r of the reduction.
-              Tensor full = filled(count * world, dtype,
-                                   [&](int64_t i) { return input_value(op, dtype, rank, i); });
-              Tensor want = filled(count, dtype, [&](int64_t i) {
-                return expected_value(op, dtype, world, rank * count + i);
-              });
-              ReduceScatterOptions so;
-              so.op = op;
-              if (in_place) {
-                pg.reduce_scatter_inplace(full, so)->wait();
-                compare(full.narrow(rank * count, count), want,
-                        label("reduce_scatter", op, dtype, count, true), errors);
-              } else {
-                Tensor block = Tensor::empty({count}, dtype);
-                pg.reduce_scatter(full, block, so)->wait();
-                compare(block, want, label("reduce_scatter", op, dtype, count, false), errors);
-              }
-            }
-    });
-  }
+                    // reduce_scatter: `count` elements per rank; rank r gets block r of the
+                    // reduction.
+                    Tensor full = filled(count * world, dtype, [&](int64_t i) {
+                      return input_value(op, dtype, rank, i);
+                    });
+                    Tensor want = filled(count, dtype, [&](int64_t i) {
+                      return expected_value(op, dtype, world, rank * count + i);
+                    });
+                    ReduceScatterOptions so;
+                    so.op = op;
+                    if (in_place) {
+                      pg.reduce_scatter_inplace(full, so)->wait();
+                      compare(full.narrow(rank * count, count), want,
+                              label("reduce_scatter", op, dtype, count, true), errors);
+                    } else {
+                      Tensor block = Tensor::empty({count}, dtype);
+                      pg.reduce_scatter(full, block, so)->wait();
+                      compare(block, want, label("reduce_scatter", op, dtype, count, false),
+                              errors);
+                    }
+                  }
+          },
+          Milliseconds(20000), links);
+    }
 }
 
 TEST_CASE("ring broadcast and allgather: every dtype and size, every root") {
-  for (int world = 1; world <= kMaxWorld; ++world) {
-    CAPTURE(world);
-    run_group(world, "bcast", "", [&](int rank, ProcessGroup& pg, auto& errors) {
-      for (DType dtype : kDTypes)
-        for (int64_t count : counts_for(world, dtype))
-          for (int root = 0; root < world; ++root)
-            for (bool in_place : {true, false}) {
-              auto value = [&](int r, int64_t i) {
-                return input_value(ReduceOp::sum, dtype, r, i);
-              };
-              Tensor input = filled(count, dtype, [&](int64_t i) { return value(rank, i); });
-              Tensor out = in_place ? input : Tensor::zeros({count}, dtype);
-              BroadcastOptions bo;
-              bo.root = root;
-              pg.broadcast(input, out, bo)->wait();
-              compare(out, filled(count, dtype, [&](int64_t i) { return value(root, i); }),
-                      str_cat("broadcast root ", root, " ",
-                              label("", ReduceOp::sum, dtype, count, in_place)),
-                      errors);
-              if (root != 0) continue;
-              Tensor mine = filled(count, dtype, [&](int64_t i) { return value(rank, i); });
-              Tensor want = filled(count * world, dtype, [&](int64_t i) {
-                return value(static_cast<int>(i / std::max<int64_t>(count, 1)),
-                             i % std::max<int64_t>(count, 1));
-              });
-              if (in_place) {
-                Tensor gathered = Tensor::zeros({count * world}, dtype);
-                gathered.narrow(rank * count, count).copy_from(mine);
-                pg.allgather_inplace(gathered)->wait();
-                compare(gathered, want, label("allgather", ReduceOp::sum, dtype, count, true),
-                        errors);
-              } else {
-                Tensor gathered = Tensor::zeros({count * world}, dtype);
-                pg.allgather(mine, gathered)->wait();
-                compare(gathered, want, label("allgather", ReduceOp::sum, dtype, count, false),
-                        errors);
-              }
-            }
-    });
-  }
+  for (Links links : kLinks)
+    for (int world = 1; world <= kMaxWorld; ++world) {
+      if (!distinct(links, world)) continue;
+      CAPTURE(links_name(links));
+      CAPTURE(world);
+      run_group(
+          world, "bcast", "",
+          [&](int rank, ProcessGroup& pg, auto& errors) {
+            check_links(links, rank, world, pg, errors);
+            for (DType dtype : kDTypes)
+              for (int64_t count : counts_for(world, dtype))
+                for (int root = 0; root < world; ++root)
+                  for (bool in_place : {true, false}) {
+                    auto value = [&](int r, int64_t i) {
+                      return input_value(ReduceOp::sum, dtype, r, i);
+                    };
+                    Tensor input = filled(count, dtype, [&](int64_t i) { return value(rank, i); });
+                    Tensor out = in_place ? input : Tensor::zeros({count}, dtype);
+                    BroadcastOptions bo;
+                    bo.root = root;
+                    pg.broadcast(input, out, bo)->wait();
+                    compare(out, filled(count, dtype, [&](int64_t i) { return value(root, i); }),
+                            str_cat("broadcast root ", root, " ",
+                                    label("", ReduceOp::sum, dtype, count, in_place)),
+                            errors);
+                    if (root != 0) continue;
+                    Tensor mine = filled(count, dtype, [&](int64_t i) { return value(rank, i); });
+                    Tensor want = filled(count * world, dtype, [&](int64_t i) {
+                      return value(static_cast<int>(i / std::max<int64_t>(count, 1)),
+                                   i % std::max<int64_t>(count, 1));
+                    });
+                    if (in_place) {
+                      Tensor gathered = Tensor::zeros({count * world}, dtype);
+                      gathered.narrow(rank * count, count).copy_from(mine);
+                      pg.allgather_inplace(gathered)->wait();
+                      compare(gathered, want, label("allgather", ReduceOp::sum, dtype, count, true),
+                              errors);
+                    } else {
+                      Tensor gathered = Tensor::zeros({count * world}, dtype);
+                      pg.allgather(mine, gathered)->wait();
+                      compare(gathered, want,
+                              label("allgather", ReduceOp::sum, dtype, count, false), errors);
+                    }
+                  }
+          },
+          Milliseconds(20000), links);
+    }
 }
 
 TEST_CASE("ring allreduce: a 64 MiB buffer on 3 ranks") {
@@ -544,7 +600,7 @@ TEST_CASE(
     auto store = std::make_shared<HashStore>();
     std::vector<std::vector<std::string>> errors(static_cast<size_t>(world));
     spawn(world, [&](int rank) {
-      net::SocketTransport socket(store, "hier/", rank, world, net::SocketTransportOptions{});
+      MeshTransport socket(store, "hier/", rank, world, MeshTransportOptions{});
       PretendHosts t(socket, hosts);
       collectives::Scratch scratch;
       check_every_allreduce(

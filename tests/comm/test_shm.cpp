@@ -1,6 +1,6 @@
 // Tests for comm/transport/shm: the SPSC byte ring (order, wrap-around, full and empty, two
 // threads and two processes), the segment (its reservation failing with needed vs available),
-// the doorbell (a sleeper is woken, a spinner costs no write), SocketTransport picking
+// the doorbell (a sleeper is woken, a spinner costs no write), MeshTransport picking
 // shared memory for ranks on this host as RINGGRAD_TRANSPORT says, and the reducing receive
 // (recv_reduce) giving the bytes of a receive followed by reduce_into on every link.
 #include <doctest/doctest.h>
@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "comm/reduce_ops/reduce_kernels.h"
+#include "comm/transport/mesh_transport.h"
 #include "comm/transport/shm/shm_mesh.h"
-#include "comm/transport/socket/socket_transport.h"
 #include "core/error.h"
 #include "tests/comm/ring_fixtures.h"
 
@@ -214,7 +214,7 @@ TEST_CASE(
   ShmChannel* to0 = pair.mesh[1]->channel(0);
   auto& mesh = pair.mesh;
   auto doorbell_rang = [&](int timeout_ms) {
-    pollfd p{mesh[1]->doorbell_fd(), POLLIN, 0};
+    pollfd p{mesh[1]->fd(), POLLIN, 0};
     return ::poll(&p, 1, timeout_ms) == 1;
   };
   // Rank 1 is not sleeping: rank 0's bytes arrive without a write to its eventfd.
@@ -241,7 +241,7 @@ TEST_CASE(
   to0->post_recv(got, 3);
   CHECK(to0->progress());
   CHECK(std::string(got, 3) == "xyz");
-  pollfd p{mesh[0]->doorbell_fd(), POLLIN, 0};
+  pollfd p{mesh[0]->fd(), POLLIN, 0};
   CHECK(::poll(&p, 1, 0) == 1);
   mesh[0]->end_sleep();
 }
@@ -307,14 +307,14 @@ TEST_CASE(
 
 TEST_CASE("transport: ranks on this host share memory unless RINGGRAD_TRANSPORT says otherwise") {
   struct Case {
-    net::SameHostLink mode;
-    net::Link want;
+    SameHostLink mode;
+    LinkKind want;
   };
-  for (const Case c : {Case{net::SameHostLink::automatic, net::Link::shm},
-                       Case{net::SameHostLink::shm, net::Link::shm},
-                       Case{net::SameHostLink::unix_socket, net::Link::unix_socket},
-                       Case{net::SameHostLink::tcp, net::Link::tcp}}) {
-    CAPTURE(net::link_name(c.want));
+  for (const Case c :
+       {Case{SameHostLink::automatic, LinkKind::shm}, Case{SameHostLink::shm, LinkKind::shm},
+        Case{SameHostLink::unix_socket, LinkKind::unix_socket},
+        Case{SameHostLink::tcp, LinkKind::tcp}}) {
+    CAPTURE(link_name(c.want));
     auto store = std::make_shared<HashStore>();
     const int world = 3;
     // Each rank sends 3 MiB (three rings' worth) to both others at once and receives theirs:
@@ -323,13 +323,13 @@ TEST_CASE("transport: ranks on this host share memory unless RINGGRAD_TRANSPORT 
     std::vector<std::string> links(world);
     std::vector<int> wrong(world, 0);
     testing::spawn(world, [&](int rank) {
-      net::SocketTransportOptions o;
+      MeshTransportOptions o;
       o.same_host = c.mode;
       o.setup_timeout = Milliseconds(20000);
-      net::SocketTransport t(store, "shm/", rank, world, o);
+      MeshTransport t(store, "shm/", rank, world, o);
       links[rank] = t.describe_links();
       for (int r = 0; r < world; ++r)
-        if (r != rank) CHECK(t.link(r) == c.want);
+        if (r != rank) CHECK(t.link_kind(r) == c.want);
       std::vector<std::vector<unsigned char>> out(world), in(world);
       t.begin("exchange", Clock::now() + std::chrono::seconds(20));
       for (int r = 0; r < world; ++r) {
@@ -350,8 +350,8 @@ TEST_CASE("transport: ranks on this host share memory unless RINGGRAD_TRANSPORT 
             }
     });
     CHECK(wrong == std::vector<int>(world, 0));
-    CHECK(links[0] == std::string(net::link_name(c.want)) + " to 1,2");
-    CHECK(links[2] == std::string(net::link_name(c.want)) + " to 0,1");
+    CHECK(links[0] == std::string(link_name(c.want)) + " to 1,2");
+    CHECK(links[2] == std::string(link_name(c.want)) + " to 0,1");
   }
 }
 
@@ -360,32 +360,32 @@ TEST_CASE(
     "why") {
   // Rank 1 does not offer shared memory; rank 0 must not wait for its offer (the setup timeout
   // would show as a TimeoutError), and with shm required it names the reason.
-  for (const auto mode : {net::SameHostLink::automatic, net::SameHostLink::shm}) {
-    const bool required = mode == net::SameHostLink::shm;
+  for (const auto mode : {SameHostLink::automatic, SameHostLink::shm}) {
+    const bool required = mode == SameHostLink::shm;
     CAPTURE(required);
     auto store = std::make_shared<HashStore>();
     std::string error[2];
-    net::Link links[2] = {net::Link::tcp, net::Link::tcp};
+    LinkKind links[2] = {LinkKind::tcp, LinkKind::tcp};
     testing::spawn(2, [&](int rank) {
-      net::SocketTransportOptions o;
-      o.same_host = rank == 0 ? mode : net::SameHostLink::unix_socket;
+      MeshTransportOptions o;
+      o.same_host = rank == 0 ? mode : SameHostLink::unix_socket;
       o.setup_timeout = Milliseconds(5000);
       try {
-        net::SocketTransport t(store, "mixed/", rank, 2, o);
-        links[rank] = t.link(1 - rank);
+        MeshTransport t(store, "mixed/", rank, 2, o);
+        links[rank] = t.link_kind(1 - rank);
       } catch (const Error& e) {
         error[rank] = e.what();
       }
     });
     CHECK(error[1] == "");
-    CHECK(links[1] == net::Link::unix_socket);
+    CHECK(links[1] == LinkKind::unix_socket);
     if (required) {
       CHECK(error[0].find("RINGGRAD_TRANSPORT=shm: rank 0 cannot share memory with rank 1") !=
             std::string::npos);
       CHECK(error[0].find("does not offer it") != std::string::npos);
     } else {
       CHECK(error[0] == "");
-      CHECK(links[0] == net::Link::unix_socket);
+      CHECK(links[0] == LinkKind::unix_socket);
     }
   }
 }
@@ -435,15 +435,14 @@ TEST_CASE(
 }
 
 TEST_CASE("transport: recv_reduce equals post_recv, wait_recv, reduce_into on every link") {
-  for (const auto mode :
-       {net::SameHostLink::shm, net::SameHostLink::unix_socket, net::SameHostLink::tcp}) {
+  for (const auto mode : {SameHostLink::shm, SameHostLink::unix_socket, SameHostLink::tcp}) {
     CAPTURE(static_cast<int>(mode));
     auto store = std::make_shared<HashStore>();
     testing::spawn(2, [&](int rank) {
-      net::SocketTransportOptions o;
+      MeshTransportOptions o;
       o.same_host = mode;
       o.setup_timeout = Milliseconds(20000);
-      net::SocketTransport t(store, "reduce/", rank, 2, o);
+      MeshTransport t(store, "reduce/", rank, 2, o);
       std::mt19937 random(5);  // the same stream on both ranks
       for (DType dtype : kDTypes)
         for (ReduceOp op : kOps) {

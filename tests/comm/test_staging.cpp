@@ -9,7 +9,7 @@
 #include <map>
 
 #include "comm/collectives/staged_collectives.h"
-#include "comm/transport/socket/socket_transport.h"
+#include "comm/transport/mesh_transport.h"
 #include "tests/comm/ring_fixtures.h"
 
 namespace ringgrad::comm::testing {
@@ -152,11 +152,10 @@ TEST_CASE("staging: the copy in of chunk k+1 and the copy out of k-1 overlap the
 
 namespace {
 
-std::unique_ptr<net::SocketTransport> make_transport(std::shared_ptr<Store> store, int rank,
-                                                     int world) {
-  net::SocketTransportOptions o;
+std::unique_ptr<MeshTransport> make_transport(std::shared_ptr<Store> store, int rank, int world) {
+  MeshTransportOptions o;
   o.setup_timeout = Milliseconds(20000);
-  return std::make_unique<net::SocketTransport>(std::move(store), "staging/", rank, world, o);
+  return std::make_unique<MeshTransport>(std::move(store), "staging/", rank, world, o);
 }
 
 // Buffer bytes of `count` values v(i) in `dtype`.
@@ -186,7 +185,7 @@ TEST_CASE("staging: staged collectives equal the reference, sizes not divisible 
     std::vector<std::vector<std::string>> errors(static_cast<size_t>(world));
     spawn(world, [&](int rank) {
       auto transport = make_transport(store, rank, world);
-      net::SocketTransport& t = *transport;
+      MeshTransport& t = *transport;
       DeferringCopier copier;
       collectives::Scratch scratch;
       collectives::Staging staging{copier, scratch, kChunkBytes};

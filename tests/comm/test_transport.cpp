@@ -10,8 +10,8 @@
 
 #include "comm/store/prefix_store.h"
 #include "comm/store/tcp_store_server.h"
+#include "comm/transport/mesh_transport.h"
 #include "comm/transport/socket/socket.h"
-#include "comm/transport/socket/socket_transport.h"
 #include "core/error.h"
 #include "core/hostname.h"
 #include "tests/comm/ring_fixtures.h"
@@ -85,7 +85,7 @@ TEST_CASE("interface: loopback is refused on every rank when the ranks span host
 
 TEST_CASE("transport: a peer on this host is reached over a unix socket, others over TCP") {
   // Rank 0 is faked: it publishes an address entry, listens on TCP and on a unix socket, and
-  // reports which one rank 1 (a real SocketTransport) connected to.
+  // reports which one rank 1 (a real MeshTransport) connected to.
   struct Case {
     const char* what;
     bool same_identity, real_unix_name, unix_allowed, want_unix;
@@ -113,23 +113,23 @@ TEST_CASE("transport: a peer on this host is reached over a unix socket, others 
         const auto deadline = Clock::now() + std::chrono::seconds(10);
         net::Socket s = net::accept_until({&tcp_listener, &unix_listener}, deadline, "fake rank 0");
         fake_saw_unix = s.is_unix();
-        char hello[32];  // SocketTransport's handshake record, then its one-byte acknowledgement
+        char hello[32];  // MeshTransport's handshake record, then its one-byte acknowledgement
         net::read_fully(s, hello, sizeof hello, deadline, "fake rank 0 reading the handshake");
         net::write_fully(s, "k", 1, deadline, "fake rank 0 acknowledging");
       } catch (const std::exception& e) {
         fake_error = e.what();
       }
     });
-    net::SocketTransportOptions options;
+    MeshTransportOptions options;
     options.setup_timeout = Milliseconds(10000);
     // Unix sockets only: shared memory needs a real rank 0 at the other end (tested below).
-    options.same_host = c.unix_allowed ? net::SameHostLink::unix_socket : net::SameHostLink::tcp;
-    std::unique_ptr<net::SocketTransport> rank1;
-    CHECK_NOTHROW(rank1 = std::make_unique<net::SocketTransport>(store, "t/", 1, 2, options));
+    options.same_host = c.unix_allowed ? SameHostLink::unix_socket : SameHostLink::tcp;
+    std::unique_ptr<MeshTransport> rank1;
+    CHECK_NOTHROW(rank1 = std::make_unique<MeshTransport>(store, "t/", 1, 2, options));
     fake.join();
     CHECK(fake_error == "");
     CHECK(fake_saw_unix == c.want_unix);
-    if (rank1) CHECK(rank1->link(0) == (c.want_unix ? net::Link::unix_socket : net::Link::tcp));
+    if (rank1) CHECK(rank1->link_kind(0) == (c.want_unix ? LinkKind::unix_socket : LinkKind::tcp));
   }
   CHECK(net::host_identity().find("/net:[") != std::string::npos);
 }

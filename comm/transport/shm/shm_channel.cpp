@@ -28,11 +28,6 @@ constexpr size_t kJoinBytes = 4 << 10;
 // (docs/measurements.md).
 constexpr size_t kFoldPieceBytes = 128 << 10;
 
-struct FrameHeader {
-  uint64_t bytes;
-  uint64_t address;  // 0: the bytes follow in the ring; else where they are in the sender
-};
-
 // Whether the kernel can read `data` on a peer's behalf: memory mapped from a device (CUDA's
 // pinned staging slots may be) refuses process_vm_readv, so such a send goes through the ring.
 // One byte of our own memory, about a microsecond: small next to the 64 KiB copy it decides.
@@ -66,7 +61,8 @@ void ShmChannel::post_recv_reduce(const Reduction& into, size_t bytes) {
   RG_CHECK(bytes % dtype_size(into.dtype) == 0, "recv_reduce of ", bytes,
            " bytes: not whole elements of ", dtype_size(into.dtype), " bytes");
   Recv r{static_cast<char*>(into.dst), bytes, static_cast<const char*>(into.local)};
-  r.dtype = into.dtype, r.op = into.op;
+  r.dtype = into.dtype;
+  r.op = into.op;
   recvs_.push_back(r);
 }
 
@@ -111,22 +107,30 @@ bool ShmChannel::push_sends() {
       for (size_t k = 0; k < joined; ++k) header.bytes += sends_[framed_ + k].left;
       out_.write(&header, sizeof header);
       s.framed = moved = true;
-      if (from_me) s.frame = ++frames_sent_, s.left = 0;
+      if (from_me) {
+        s.frame = ++frames_sent_;
+        s.left = 0;
+      }
       for (size_t k = 0; joined > 1 && k < joined; ++k) {  // all fit: joinable() checked
         Send& j = sends_[framed_ + k];
         out_.write(j.data, j.left);
-        j.data += j.left, j.left = 0, j.framed = true;
+        j.data += j.left;
+        j.left = 0;
+        j.framed = true;
       }
       framed_ += joined - 1;  // `s` is done too then; the last joined one is the current entry
     }
     const size_t n = out_.write(s.data, s.left);
-    s.data += n, s.left -= n, moved |= n > 0;
+    s.data += n;
+    s.left -= n;
+    moved |= n > 0;
     if (s.left > 0) break;  // the ring is full
   }
   const uint64_t copied = frames_sent_ ? out_.frames_copied() : 0;
   while (!sends_.empty() && framed_ > 0 && sends_.front().left == 0 &&
          sends_.front().frame <= copied) {
-    sends_.pop_front(), --framed_;
+    sends_.pop_front();
+    --framed_;
     moved = true;
   }
   return moved;
@@ -138,14 +142,16 @@ bool ShmChannel::pull_recvs() {
   while (!recvs_.empty()) {
     Recv& r = recvs_.front();
     if (r.left == 0) {
-      recvs_.pop_front(), ++recvs_done_;
+      recvs_.pop_front();
+      ++recvs_done_;
       continue;
     }
     if (frame_left_ == 0) {
       if (!in_.align_for(sizeof(FrameHeader))) break;
       FrameHeader header{};
       in_.read(&header, sizeof header);
-      frame_left_ = header.bytes, frame_address_ = header.address,
+      frame_left_ = header.bytes;
+      frame_address_ = header.address;
       frame_in_place_ = header.address != 0;
       moved = true;  // its room is free (published at the end of the pass)
       continue;
@@ -153,9 +159,13 @@ bool ShmChannel::pull_recvs() {
     const size_t want = static_cast<size_t>(std::min<uint64_t>(r.left, frame_left_));
     const size_t n = r.local ? fold(r, want) : receive(r, want);
     if (n == 0) break;  // the ring is empty
-    frame_left_ -= n, frame_address_ += n;
+    frame_left_ -= n;
+    frame_address_ += n;
     moved = true;
-    if (frame_in_place_ && frame_left_ == 0) in_.count_frame_copied(), frame_in_place_ = false;
+    if (frame_in_place_ && frame_left_ == 0) {
+      in_.count_frame_copied();
+      frame_in_place_ = false;
+    }
   }
   return moved;
 }
@@ -163,7 +173,8 @@ bool ShmChannel::pull_recvs() {
 size_t ShmChannel::receive(Recv& r, size_t bytes) {
   const size_t n =
       frame_in_place_ ? copy_from_peer(r.data, frame_address_, bytes) : in_.read(r.data, bytes);
-  r.data += n, r.left -= n;
+  r.data += n;
+  r.left -= n;
   return n;
 }
 
@@ -182,14 +193,19 @@ void ShmChannel::fold_bytes(Recv& r, const char* from, size_t n) {
       const char* operand = received;
       if (misaligned) operand = static_cast<const char*>(std::memcpy(aligned, received, k * elem));
       reduce_into(r.data, r.local, operand, k, r.dtype, r.op);
-      r.data += k * elem, r.local += k * elem, received += k * elem, elements -= k;
+      r.data += k * elem;
+      r.local += k * elem;
+      received += k * elem;
+      elements -= k;
     }
   };
   r.left -= n;
   if (r.carried > 0) {
     const size_t take = std::min(n, elem - r.carried);
     std::memcpy(r.carry + r.carried, from, take);
-    r.carried += take, from += take, n -= take;
+    r.carried += take;
+    from += take;
+    n -= take;
     if (r.carried < elem) return;
     fold_elements(r.carry, 1);
     r.carried = 0;
@@ -233,7 +249,8 @@ size_t ShmChannel::copy_from_peer(char* to, uint64_t from, size_t bytes) {
 }
 
 void ShmChannel::abort() {
-  sends_.clear(), recvs_.clear();
+  sends_.clear();
+  recvs_.clear();
   framed_ = 0;
   out_.mark_aborted();
   wake_peer();

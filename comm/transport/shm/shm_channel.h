@@ -1,5 +1,7 @@
 // ShmChannel: this rank's end of the shared-memory link with one peer on the host: its send and
 // receive queues, framed onto two ShmRings (out: in the peer's inbox; in: in this rank's).
+// Read shm_reference_channel.h first: this is the same channel (the same frames, the same byte
+// stream), tuned, and tests/comm/test_shm_reference.cpp holds the two to the same bytes.
 // Sends become frames: a FrameHeader, then either the bytes themselves (through the ring: two
 // copies, one on each side; small sends queued together share one frame) or, for a large send
 // when the peer may read this process's memory, nothing more: the receiver copies the bytes
@@ -9,7 +11,8 @@
 // receive may take part of a frame, or parts of several. A reducing receive folds the bytes
 // into its destination where they lie in the ring, or, from the sender's memory, a
 // cache-sized piece at a time, so they cross memory once (docs/shared-memory.md).
-// Single-threaded, non-blocking; the owner (SocketTransport) calls progress() and sleeps.
+// Single-threaded, non-blocking; the owner (ShmLink, in MeshTransport's loop) calls progress()
+// and sleeps.
 #pragma once
 #include <sys/types.h>
 
@@ -18,6 +21,7 @@
 #include <deque>
 #include <vector>
 
+#include "comm/transport/shm/shm_reference_channel.h"
 #include "comm/transport/shm/shm_ring.h"
 #include "comm/transport/shm/shm_segment.h"
 #include "comm/transport/transport.h"

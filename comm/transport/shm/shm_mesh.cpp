@@ -38,18 +38,6 @@ void* slot_at(const ShmSegment& inbox, size_t slot, size_t ring_bytes) {
   return static_cast<char*>(inbox.data()) + kSlotsOffset + slot * slot_bytes(ring_bytes);
 }
 
-// What each side of a pair sends the other; the memfd and the eventfd travel with it.
-struct Offer {
-  uint32_t magic;
-  uint32_t ok;  // 0: this rank has no inbox (it said why), the pair stays on the socket
-  uint64_t inbox_bytes;
-  uint64_t ring_bytes;
-  uint32_t slot;  // the receiver's ring in the sender's inbox
-  uint32_t unused;
-  uint64_t probe_address;  // where the sender keeps probe_token
-  uint64_t probe_token;
-};
-
 // The peer at the other end of a unix socket as this process sees it (0: in another pid
 // namespace, or unknown), so that process_vm_readv reaches the right process.
 pid_t peer_pid(const net::Socket& s) {
@@ -76,11 +64,45 @@ std::string rank_list(const std::vector<ShmPeerLink>& links) {
 
 }  // namespace
 
+// What each side of a pair sends the other; the memfd and the eventfd travel with it.
+struct ShmMesh::Offer {
+  uint32_t magic;
+  uint32_t ok;  // 0: this rank has no inbox (it said why), the pair stays on the socket
+  uint64_t inbox_bytes;
+  uint64_t ring_bytes;
+  uint32_t slot;  // the receiver's ring in the sender's inbox
+  uint32_t unused;
+  uint64_t probe_address;  // where the sender keeps probe_token
+  uint64_t probe_token;
+};
+
+struct ShmMesh::Pairing {
+  ShmPeerLink link;
+  Offer offer;        // theirs
+  UniqueFd doorbell;  // their eventfd
+  size_t slot;        // their ring in this rank's inbox
+};
+
+// Four steps, each over every peer before the next, so that no rank waits on a read while the
+// peer waits on one too: make this rank's inbox, offer it, read the peers' offers (mapping
+// theirs), then tell each whether its memory can be read and make the channels.
 ShmMesh::ShmMesh(int rank, const std::vector<ShmPeerLink>& links, size_t ring_bytes, bool required,
                  Clock::time_point deadline) {
-  const size_t bytes = inbox_bytes(links.size(), ring_bytes);
+  make_inbox(rank, links, ring_bytes, required);
+  send_offers(rank, links, ring_bytes, deadline);
+  std::vector<Pairing> pairings = read_offers(rank, links, ring_bytes, required, deadline);
+  make_channels(rank, pairings, ring_bytes, deadline);
+  // The peers hold their own descriptors (or mappings) now; a mapping outlives its descriptor.
+  inbox_.close_fd();
+}
+
+// An inbox with one ring per peer, and the eventfd that wakes this rank. Without them (no
+// memory, say) every pair stays on its unix socket, unless shared memory is `required`.
+void ShmMesh::make_inbox(int rank, const std::vector<ShmPeerLink>& links, size_t ring_bytes,
+                         bool required) {
   try {
-    inbox_ = ShmSegment::create(bytes, "ringgrad-inbox-rank" + std::to_string(rank));
+    inbox_ = ShmSegment::create(inbox_bytes(links.size(), ring_bytes),
+                                "ringgrad-inbox-rank" + std::to_string(rank));
     doorbell_ = UniqueFd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
     if (!doorbell_.valid()) RG_THROW(IoError, "eventfd failed: ", std::strerror(errno));
   } catch (const IoError& e) {
@@ -89,21 +111,24 @@ ShmMesh::ShmMesh(int rank, const std::vector<ShmPeerLink>& links, size_t ring_by
     if (required) RG_THROW(IoError, "RINGGRAD_TRANSPORT=shm on rank ", rank, ": ", why);
     log_warn("ring transport: rank ", rank, ": no ", why, "; they use unix sockets instead");
     inbox_ = ShmSegment();
+    return;
   }
+  auto* header = static_cast<InboxHeader*>(inbox_.data());
+  *header = {kOfferMagic, static_cast<uint32_t>(links.size()), ring_bytes};
+  sleeping_ =
+      reinterpret_cast<std::atomic<uint32_t>*>(static_cast<char*>(inbox_.data()) + kSleepingOffset);
+}
+
+// Every offer goes out before any is read: each is a few bytes, so no send waits on a read.
+void ShmMesh::send_offers(int rank, const std::vector<ShmPeerLink>& links, size_t ring_bytes,
+                          Clock::time_point deadline) {
   const bool ok = inbox_.data() != nullptr;
   probe_token_ = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}() ^
                  static_cast<uint64_t>(Clock::now().time_since_epoch().count());
-  if (ok) {
-    auto* header = static_cast<InboxHeader*>(inbox_.data());
-    *header = {kOfferMagic, static_cast<uint32_t>(links.size()), ring_bytes};
-    sleeping_ = reinterpret_cast<std::atomic<uint32_t>*>(static_cast<char*>(inbox_.data()) +
-                                                         kSleepingOffset);
-  }
-  // Every offer goes out before any is read: each is a few bytes, so no send waits on a read.
   for (size_t slot = 0; slot < links.size(); ++slot) {
     const Offer mine{kOfferMagic,
                      ok ? 1u : 0u,
-                     bytes,
+                     inbox_bytes(links.size(), ring_bytes),
                      ring_bytes,
                      static_cast<uint32_t>(slot),
                      0,
@@ -117,10 +142,14 @@ ShmMesh::ShmMesh(int rank, const std::vector<ShmPeerLink>& links, size_t ring_by
     else
       net::write_fully(*links[slot].socket, &mine, sizeof mine, deadline, what);
   }
-  std::vector<ShmPeerLink> paired;  // the links that share memory
-  std::vector<Offer> offers;
-  std::vector<UniqueFd> doorbells;
-  std::vector<size_t> slots;
+}
+
+// The peers' offers; those where both sides made an inbox pair up, and theirs is mapped.
+std::vector<ShmMesh::Pairing> ShmMesh::read_offers(int rank, const std::vector<ShmPeerLink>& links,
+                                                   size_t ring_bytes, bool required,
+                                                   Clock::time_point deadline) {
+  const bool ok = inbox_.data() != nullptr;
+  std::vector<Pairing> pairings;
   for (size_t slot = 0; slot < links.size(); ++slot) {
     const int peer = links[slot].peer;
     Offer theirs{};
@@ -139,37 +168,40 @@ ShmMesh::ShmMesh(int rank, const std::vector<ShmPeerLink>& links, size_t ring_by
       continue;
     }
     peer_inboxes_.push_back(ShmSegment::map(fds[0], theirs.inbox_bytes));
-    paired.push_back(links[slot]);
-    offers.push_back(theirs);
-    doorbells.push_back(std::move(fds[1]));
-    slots.push_back(slot);
+    pairings.push_back({links[slot], theirs, std::move(fds[1]), slot});
   }
-  // Second round: each side tells the other whether it can read its memory.
+  return pairings;
+}
+
+// Second round: each side tells the other whether it can read its memory (so may take large
+// sends straight from it); then each pair's channel joins the ring in the peer's inbox (out)
+// with the one in this rank's (in).
+void ShmMesh::make_channels(int rank, std::vector<Pairing>& pairings, size_t ring_bytes,
+                            Clock::time_point deadline) {
   std::vector<pid_t> pids;
-  for (size_t i = 0; i < paired.size(); ++i) {
-    pids.push_back(peer_pid(*paired[i].socket));
+  for (const Pairing& p : pairings) {
+    pids.push_back(peer_pid(*p.link.socket));
     const char can_read =
-        can_read_memory_of(pids[i], offers[i].probe_address, offers[i].probe_token) ? 1 : 0;
-    net::write_fully(*paired[i].socket, &can_read, 1, deadline,
-                     str_cat("rank ", rank, " answering the offer of rank ", paired[i].peer));
+        can_read_memory_of(pids.back(), p.offer.probe_address, p.offer.probe_token) ? 1 : 0;
+    net::write_fully(*p.link.socket, &can_read, 1, deadline,
+                     str_cat("rank ", rank, " answering the offer of rank ", p.link.peer));
   }
-  for (size_t i = 0; i < paired.size(); ++i) {
+  for (size_t i = 0; i < pairings.size(); ++i) {
+    Pairing& p = pairings[i];
     char reads_me = 0;
-    net::read_fully(*paired[i].socket, &reads_me, 1, deadline,
-                    str_cat("rank ", rank, " reading the answer of rank ", paired[i].peer));
+    net::read_fully(*p.link.socket, &reads_me, 1, deadline,
+                    str_cat("rank ", rank, " reading the answer of rank ", p.link.peer));
     const ShmSegment& theirs_inbox = peer_inboxes_[i];
     auto* peer_sleeping = reinterpret_cast<const std::atomic<uint32_t>*>(
         static_cast<const char*>(theirs_inbox.data()) + kSleepingOffset);
     channels_.emplace_back(
-        paired[i].peer,
+        p.link.peer,
         std::make_unique<ShmChannel>(
-            ShmRing(slot_at(theirs_inbox, offers[i].slot, ring_bytes), ring_bytes,
+            ShmRing(slot_at(theirs_inbox, p.offer.slot, ring_bytes), ring_bytes,
                     ShmRing::End::producer),
-            ShmRing(slot_at(inbox_, slots[i], ring_bytes), ring_bytes, ShmRing::End::consumer),
-            peer_sleeping, std::move(doorbells[i]), pids[i], reads_me == 1));
+            ShmRing(slot_at(inbox_, p.slot, ring_bytes), ring_bytes, ShmRing::End::consumer),
+            peer_sleeping, std::move(p.doorbell), pids[i], reads_me == 1));
   }
-  // The peers hold their own descriptors (or mappings) now; a mapping outlives its descriptor.
-  inbox_.close_fd();
 }
 
 ShmMesh::~ShmMesh() = default;
