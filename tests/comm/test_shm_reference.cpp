@@ -48,7 +48,9 @@ struct Script {
 };
 
 // Fixed sizes at each limit, then random ones; receives cut the same stream at other places,
-// some of them reducing (f32, bf16 or i64, so also at offsets that are not aligned for them).
+// some of them reducing (f32, bf16 or i64). A reducing receive starts where its elements are
+// aligned in the receiver's buffer, as a tensor's are (a short plain receive first if need be),
+// while the bytes it reads may follow an odd-sized send, unaligned in the ring.
 Script make_script(uint32_t seed) {
   Script s;
   s.sends = {1,     8,     32,    7,     4095, 4096,   4097, 3,      3,    3,    kRing - 1,
@@ -60,17 +62,26 @@ Script make_script(uint32_t seed) {
                       : kind == 1 ? 1 + random() % 8192
                                   : 60000 + random() % 140000);
   }
-  size_t left = 0;
+  size_t left = 0, at = 0;
   for (size_t n : s.sends) left += n;
   const DType dtypes[] = {DType::f32, DType::bf16, DType::i64};
   while (left > 0) {
     const bool reduce = random() % 2 == 0;
     const DType dtype = reduce ? dtypes[random() % 3] : DType::u8;
+    const size_t misaligned = at % dtype_size(dtype);
+    if (misaligned != 0) {
+      const size_t pad = std::min(left, dtype_size(dtype) - misaligned);
+      s.recvs.push_back({pad, DType::u8, false});
+      left -= pad;
+      at += pad;
+      continue;
+    }
     size_t n = std::min<size_t>(left, 1 + random() % (random() % 2 ? 100 : 150000));
     n -= n % dtype_size(dtype);
     if (n == 0) continue;
     s.recvs.push_back({n, dtype, reduce});
     left -= n;
+    at += n;
   }
   return s;
 }
