@@ -57,16 +57,12 @@ std::vector<AxisClass> axis_classes(int64_t taps, int64_t pad, int64_t stride, i
   return classes;
 }
 
-// Rows of a matrix that our AVX-512 GEMM reads in place as its B operand must not be a multiple
-// of 512 floats apart (Note [AVX-512 sgemm]: it would copy them first), so such a row length
-// gets a gap of one vector.
-int64_t leading(int64_t columns) { return columns % 512 == 0 ? columns + 16 : columns; }
-
 struct PositionClass {
   AxisClass h, w;
   int64_t depth;      // D = C x taps
   int64_t positions;  // outputs of one image in the class
-  int64_t lead;       // leading(depth)
+  int64_t lead;       // row stride of A_c: the class matrices and weights are B operands of our
+                 // AVX-512 GEMM, read in place where their stride allows (harmless for OpenBLAS)
 };
 
 std::vector<PositionClass> position_classes(const ConvGeometry& g) {
@@ -74,7 +70,7 @@ std::vector<PositionClass> position_classes(const ConvGeometry& g) {
   for (const AxisClass& h : axis_classes(g.R, g.pad_h, g.stride_h, g.H, g.P))
     for (const AxisClass& w : axis_classes(g.S, g.pad_w, g.stride_w, g.W, g.Q)) {
       const int64_t depth = g.C * h.taps() * w.taps();
-      classes.push_back({h, w, depth, h.outputs() * w.outputs(), leading(depth)});
+      classes.push_back({h, w, depth, h.outputs() * w.outputs(), sgemm_in_place_stride(depth)});
     }
   return classes;
 }
@@ -256,7 +252,7 @@ template <class T>
 void position_classes_forward(T* y, const T* x, const T* w, const T* bias, int64_t N,
                               const ConvGeometry& g) {
   const std::vector<PositionClass> classes = position_classes(g);
-  const int64_t lead_k = leading(g.K);
+  const int64_t lead_k = sgemm_in_place_stride(g.K);
   Tensor wt_space = Tensor::empty({g.patch_size() * lead_k}, DTypeOf<T>::value);
   T* wt = wt_space.data<T>();  // (RSC x K)
   weights_rsc_transposed(wt, w, g, lead_k);
@@ -296,7 +292,7 @@ template <class T>
 void position_classes_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, int64_t N,
                                const ConvGeometry& g) {
   const std::vector<PositionClass> classes = position_classes(g);
-  const int64_t rsc = g.patch_size(), lead_rsc = leading(rsc);
+  const int64_t rsc = g.patch_size(), lead_rsc = sgemm_in_place_stride(rsc);
   Tensor w_space = Tensor::empty({dx ? g.K * lead_rsc : 0}, DTypeOf<T>::value);
   if (dx) weights_rsc(w_space.data<T>(), w, g, lead_rsc);  // (K x RSC)
   const ClassPlan plan = plan_class_chunks(N, classes, sizeof(T));

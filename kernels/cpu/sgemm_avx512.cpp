@@ -248,17 +248,15 @@ void dot_gemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int6
 }
 
 // C = A B^T either way: the dot-product tiles read both in place; the tiles transpose B into
-// strips first, which pays once each strip serves enough row tiles of A (measured on the
-// weight-gradient shapes of ResNet's convs: from 64 rows, 1.2-1.9x the dot tiles; with 32 rows or
-// a single strip they lose).
+// strips first, which pays once each strip serves enough row tiles of A and B fills more than
+// one strip (measured on the weight-gradient shapes of ResNet's convs: docs/measurements.md).
 bool tiles_pay_for_transposing(int64_t m, int64_t n) { return m >= 64 && n >= 2 * kColumns; }
 
 using TileFn = void (*)(int64_t, const float*, const float*, int64_t, __mmask16, int64_t, float,
                         float, float*, int64_t);
 constexpr TileFn kTiles[kVectors] = {tile<1>, tile<2>, tile<3>};
 
-// Rows a multiple of 512 floats apart map every row of a tile to the same L1 cache sets.
-bool read_b_in_place(Op op_b, int64_t ldb) { return op_b == Op::none && ldb % 512 != 0; }
+bool read_b_in_place(Op op_b, int64_t ldb) { return op_b == Op::none && ldb % kSetAliasing != 0; }
 
 // k == 0: C = beta * C (the product is empty), with C not read when beta == 0.
 void scale(float* c, int64_t ldc, int64_t m, int64_t n, float beta) {
@@ -269,6 +267,10 @@ void scale(float* c, int64_t ldc, int64_t m, int64_t n, float beta) {
 }  // namespace
 
 bool cpu_has_avx512() { return cpu_has(Isa::avx512); }
+
+int64_t sgemm_in_place_stride(int64_t columns) {
+  return columns % kSetAliasing == 0 ? columns + kLanes : columns;
+}
 
 bool avx512_sgemm_enabled() {
   static const bool enabled = [] {

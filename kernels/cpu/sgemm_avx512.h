@@ -9,6 +9,13 @@ namespace ringgrad::kernels::cpu {
 
 enum class Op : bool { none = false, transpose = true };
 
+// Rows of B a multiple of kSetAliasing floats (2 KiB) apart map every row of a tile to the same
+// L1 cache sets, so the kernel copies such a B into a strip instead of reading it in place.
+constexpr int64_t kSetAliasing = 512;
+// The row stride for a matrix of `columns` floats that the kernel will read in place as its B
+// operand: `columns`, or one vector more where that is a multiple of kSetAliasing.
+int64_t sgemm_in_place_stride(int64_t columns);
+
 // True when this CPU runs AVX-512F and RINGGRAD_SGEMM is not "openblas" (read once).
 bool avx512_sgemm_enabled();
 // True when this CPU runs AVX-512F at all (the tests' skip condition), after RINGGRAD_CPU_ISA.
