@@ -77,6 +77,25 @@ void check_links(Links links, int rank, int world, const ProcessGroup& pg,
                              pg.describe_links(), "', expected '", want, "'"));
 }
 
+// Runs `body` on every rank of a `name` group over `links`, at every world size where that
+// mesh is a case of its own, after checking that the group has the links it names.
+void over_worlds(const char* name, const char* algorithm, Links links,
+                 const std::function<void(int rank, int world, ProcessGroup&,
+                                          std::vector<std::string>&)>& body) {
+  for (int world = 1; world <= kMaxWorld; ++world) {
+    if (!distinct(links, world)) continue;
+    CAPTURE(links_name(links));
+    CAPTURE(world);
+    run_group(
+        world, name, algorithm,
+        [&](int rank, ProcessGroup& pg, std::vector<std::string>& errors) {
+          check_links(links, rank, world, pg, errors);
+          body(rank, world, pg, errors);
+        },
+        Milliseconds(20000), links);
+  }
+}
+
 std::string label(const char* what, ReduceOp op, DType dtype, int64_t count, bool in_place) {
   return str_cat(what, " ", reduce_op_name(op), " ", dtype_name(dtype), " count ", count,
                  in_place ? " in place" : " out of place");
@@ -120,132 +139,108 @@ TEST_CASE("ring allreduce: every op, dtype and size matches the reference") {
   };
   for (const Variant v : {Variant{"ring", Links::shm}, Variant{"recursive_doubling", Links::shm},
                           Variant{"direct", Links::shm}, Variant{"hierarchical", Links::shm},
-                          Variant{"", Links::socket}, Variant{"", Links::mixed}})
-    for (int world = 1; world <= kMaxWorld; ++world) {
-      if (!distinct(v.links, world)) continue;
-      if (kSanitized && v.links == Links::socket) continue;  // see kLinks
-      const char* algorithm = v.algorithm;
-      CAPTURE(algorithm);
-      CAPTURE(links_name(v.links));
-      CAPTURE(world);
-      run_group(
-          world, "allreduce", algorithm,
-          [&](int rank, ProcessGroup& pg, auto& errors) {
-            check_links(v.links, rank, world, pg, errors);
-            check_every_allreduce(rank, world, errors,
-                                  [&](const Tensor& in, Tensor& out, ReduceOp op) {
-                                    AllreduceOptions o;
-                                    o.op = op;
-                                    pg.allreduce(in, out, o)->wait();
-                                  });
-          },
-          Milliseconds(20000), v.links);
-    }
+                          Variant{"", Links::socket}, Variant{"", Links::mixed}}) {
+    if (kSanitized && v.links == Links::socket) continue;  // see kLinks
+    const char* algorithm = v.algorithm;
+    CAPTURE(algorithm);
+    over_worlds("allreduce", algorithm, v.links,
+                [&](int rank, int world, ProcessGroup& pg, std::vector<std::string>& errors) {
+                  check_every_allreduce(rank, world, errors,
+                                        [&](const Tensor& in, Tensor& out, ReduceOp op) {
+                                          AllreduceOptions o;
+                                          o.op = op;
+                                          pg.allreduce(in, out, o)->wait();
+                                        });
+                });
+  }
 }
 
 TEST_CASE("ring reduce and reduce_scatter: every op and dtype match the reference") {
   for (Links links : kLinks)
-    for (int world = 1; world <= kMaxWorld; ++world) {
-      if (!distinct(links, world)) continue;
-      CAPTURE(links_name(links));
-      CAPTURE(world);
-      run_group(
-          world, "reduce", "",
-          [&](int rank, ProcessGroup& pg, auto& errors) {
-            check_links(links, rank, world, pg, errors);
-            for (DType dtype : kDTypes)
-              for (ReduceOp op : kOps)
-                for (int64_t count : counts_for(world, dtype))
-                  for (bool in_place : {true, false}) {
-                    const int root = static_cast<int>(count % world);
-                    Tensor input = filled(
-                        count, dtype, [&](int64_t i) { return input_value(op, dtype, rank, i); });
-                    Tensor out = in_place ? input : Tensor::empty({count}, dtype);
-                    ReduceOptions ro;
-                    ro.op = op;
-                    ro.root = root;
-                    pg.reduce(input, out, ro)->wait();
-                    if (rank == root)
-                      compare(
-                          out,
-                          filled(count, dtype,
-                                 [&](int64_t i) { return expected_value(op, dtype, world, i); }),
-                          label("reduce", op, dtype, count, in_place), errors);
+    over_worlds(
+        "reduce", "", links,
+        [&](int rank, int world, ProcessGroup& pg, std::vector<std::string>& errors) {
+          for (DType dtype : kDTypes)
+            for (ReduceOp op : kOps)
+              for (int64_t count : counts_for(world, dtype))
+                for (bool in_place : {true, false}) {
+                  const int root = static_cast<int>(count % world);
+                  Tensor input = filled(count, dtype,
+                                        [&](int64_t i) { return input_value(op, dtype, rank, i); });
+                  Tensor out = in_place ? input : Tensor::empty({count}, dtype);
+                  ReduceOptions ro;
+                  ro.op = op;
+                  ro.root = root;
+                  pg.reduce(input, out, ro)->wait();
+                  if (rank == root)
+                    compare(out,
+                            filled(count, dtype,
+                                   [&](int64_t i) { return expected_value(op, dtype, world, i); }),
+                            label("reduce", op, dtype, count, in_place), errors);
 
-                    // reduce_scatter: `count` elements per rank; rank r gets block r of the
-                    // reduction.
-                    Tensor full = filled(count * world, dtype, [&](int64_t i) {
-                      return input_value(op, dtype, rank, i);
-                    });
-                    Tensor want = filled(count, dtype, [&](int64_t i) {
-                      return expected_value(op, dtype, world, rank * count + i);
-                    });
-                    ReduceScatterOptions so;
-                    so.op = op;
-                    if (in_place) {
-                      pg.reduce_scatter_inplace(full, so)->wait();
-                      compare(full.narrow(rank * count, count), want,
-                              label("reduce_scatter", op, dtype, count, true), errors);
-                    } else {
-                      Tensor block = Tensor::empty({count}, dtype);
-                      pg.reduce_scatter(full, block, so)->wait();
-                      compare(block, want, label("reduce_scatter", op, dtype, count, false),
-                              errors);
-                    }
+                  // reduce_scatter: `count` elements per rank; rank r gets block r of the
+                  // reduction.
+                  Tensor full = filled(count * world, dtype,
+                                       [&](int64_t i) { return input_value(op, dtype, rank, i); });
+                  Tensor want = filled(count, dtype, [&](int64_t i) {
+                    return expected_value(op, dtype, world, rank * count + i);
+                  });
+                  ReduceScatterOptions so;
+                  so.op = op;
+                  if (in_place) {
+                    pg.reduce_scatter_inplace(full, so)->wait();
+                    compare(full.narrow(rank * count, count), want,
+                            label("reduce_scatter", op, dtype, count, true), errors);
+                  } else {
+                    Tensor block = Tensor::empty({count}, dtype);
+                    pg.reduce_scatter(full, block, so)->wait();
+                    compare(block, want, label("reduce_scatter", op, dtype, count, false), errors);
                   }
-          },
-          Milliseconds(20000), links);
-    }
+                }
+        });
 }
 
 TEST_CASE("ring broadcast and allgather: every dtype and size, every root") {
   for (Links links : kLinks)
-    for (int world = 1; world <= kMaxWorld; ++world) {
-      if (!distinct(links, world)) continue;
-      CAPTURE(links_name(links));
-      CAPTURE(world);
-      run_group(
-          world, "bcast", "",
-          [&](int rank, ProcessGroup& pg, auto& errors) {
-            check_links(links, rank, world, pg, errors);
-            for (DType dtype : kDTypes)
-              for (int64_t count : counts_for(world, dtype))
-                for (int root = 0; root < world; ++root)
-                  for (bool in_place : {true, false}) {
-                    auto value = [&](int r, int64_t i) {
-                      return input_value(ReduceOp::sum, dtype, r, i);
-                    };
-                    Tensor input = filled(count, dtype, [&](int64_t i) { return value(rank, i); });
-                    Tensor out = in_place ? input : Tensor::zeros({count}, dtype);
-                    BroadcastOptions bo;
-                    bo.root = root;
-                    pg.broadcast(input, out, bo)->wait();
-                    compare(out, filled(count, dtype, [&](int64_t i) { return value(root, i); }),
-                            str_cat("broadcast root ", root, " ",
-                                    label("", ReduceOp::sum, dtype, count, in_place)),
+    over_worlds(
+        "bcast", "", links,
+        [&](int rank, int world, ProcessGroup& pg, std::vector<std::string>& errors) {
+          for (DType dtype : kDTypes)
+            for (int64_t count : counts_for(world, dtype))
+              for (int root = 0; root < world; ++root)
+                for (bool in_place : {true, false}) {
+                  auto value = [&](int r, int64_t i) {
+                    return input_value(ReduceOp::sum, dtype, r, i);
+                  };
+                  Tensor input = filled(count, dtype, [&](int64_t i) { return value(rank, i); });
+                  Tensor out = in_place ? input : Tensor::zeros({count}, dtype);
+                  BroadcastOptions bo;
+                  bo.root = root;
+                  pg.broadcast(input, out, bo)->wait();
+                  compare(out, filled(count, dtype, [&](int64_t i) { return value(root, i); }),
+                          str_cat("broadcast root ", root, " ",
+                                  label("", ReduceOp::sum, dtype, count, in_place)),
+                          errors);
+                  if (root != 0) continue;
+                  Tensor mine = filled(count, dtype, [&](int64_t i) { return value(rank, i); });
+                  Tensor want = filled(count * world, dtype, [&](int64_t i) {
+                    return value(static_cast<int>(i / std::max<int64_t>(count, 1)),
+                                 i % std::max<int64_t>(count, 1));
+                  });
+                  if (in_place) {
+                    Tensor gathered = Tensor::zeros({count * world}, dtype);
+                    gathered.narrow(rank * count, count).copy_from(mine);
+                    pg.allgather_inplace(gathered)->wait();
+                    compare(gathered, want, label("allgather", ReduceOp::sum, dtype, count, true),
                             errors);
-                    if (root != 0) continue;
-                    Tensor mine = filled(count, dtype, [&](int64_t i) { return value(rank, i); });
-                    Tensor want = filled(count * world, dtype, [&](int64_t i) {
-                      return value(static_cast<int>(i / std::max<int64_t>(count, 1)),
-                                   i % std::max<int64_t>(count, 1));
-                    });
-                    if (in_place) {
-                      Tensor gathered = Tensor::zeros({count * world}, dtype);
-                      gathered.narrow(rank * count, count).copy_from(mine);
-                      pg.allgather_inplace(gathered)->wait();
-                      compare(gathered, want, label("allgather", ReduceOp::sum, dtype, count, true),
-                              errors);
-                    } else {
-                      Tensor gathered = Tensor::zeros({count * world}, dtype);
-                      pg.allgather(mine, gathered)->wait();
-                      compare(gathered, want,
-                              label("allgather", ReduceOp::sum, dtype, count, false), errors);
-                    }
+                  } else {
+                    Tensor gathered = Tensor::zeros({count * world}, dtype);
+                    pg.allgather(mine, gathered)->wait();
+                    compare(gathered, want, label("allgather", ReduceOp::sum, dtype, count, false),
+                            errors);
                   }
-          },
-          Milliseconds(20000), links);
-    }
+                }
+        });
 }
 
 TEST_CASE("ring allreduce: a 64 MiB buffer on 3 ranks") {
