@@ -182,9 +182,10 @@ RG_AVX512 void tile(int64_t depth, const float* a, const float* b, int64_t ldb, 
 
 // C = alpha A B^T + beta C where A's rows (m of them) and B's rows (n) both run along the
 // product, so C[i][j] is the dot product of row i of A and row j of B: the shape of dw = dY
-// col^T and of a linear layer's forward. Such a tile reads both operands in place (no packing,
-// which here would be a transposing copy of the whole column matrix) with the products in the
-// vector lanes: kDotRows x kDotColumns accumulators, each summed across its lanes at the end.
+// col^T and of a linear layer's forward, taken here when A has too few rows to pay for
+// transposing B into strips (tiles_pay_for_transposing). Such a tile reads both operands in
+// place with the products in the vector lanes: kDotRows x kDotColumns accumulators, each summed
+// across its lanes at the end.
 // Rows and columns past the edge repeat the last real one and are not stored.
 constexpr int kDotRows = 4, kDotColumns = 6;
 
