@@ -33,6 +33,7 @@ using std::chrono::milliseconds;
 
 constexpr milliseconds kHeartbeatPeriod{1'000};
 constexpr milliseconds kLeaveTimeout{10'000};
+constexpr milliseconds kJoinAttempt{2'000};  // joining a store on this host, before hosting again
 
 // The launchers' store: hosted here (static node rank 0, or the c10d endpoint is this host
 // and no other launcher here hosts it yet) or joined as a client.
@@ -42,39 +43,68 @@ struct LauncherStore {
   std::string endpoint;
 };
 
+// The store's server for this launcher, listening where the nodes reach `host`.
+std::unique_ptr<TcpStoreServer> host_store(const LaunchConfig& c, const std::string& host, int port,
+                                           const std::string& token) {
+  // Listening where nobody connects would show only as a connect timeout a minute later.
+  if (!c.bind_addr.empty() && c.bind_addr != "0.0.0.0" && !resolves_to(host, c.bind_addr))
+    RG_THROW(InvalidArgument, "--rdzv-conf bind_addr=", c.bind_addr,
+             ": the store would listen on that address only, but the nodes (this one too) reach "
+             "it at ",
+             host, ", which is not that address; give bind_addr=<the address of ", host,
+             ">, or 0.0.0.0");
+  TcpStoreServerOptions so;
+  so.host = !c.bind_addr.empty() ? c.bind_addr : is_loopback_host(host) ? "127.0.0.1" : "0.0.0.0";
+  so.port = port;
+  so.token = token;
+  return std::make_unique<TcpStoreServer>(so);
+}
+
 LauncherStore open_launcher_store(const LaunchConfig& c, const std::string& token) {
   const bool is_static = c.rdzv_backend == "static";
   const std::string host = is_static ? c.master_addr : c.rdzv_host;
   const int port = is_static ? c.master_port : c.rdzv_port;
-  const bool loopback = is_loopback_host(host);
-  LauncherStore s;
-  if (is_static ? c.node_rank == 0 : is_local_host(host)) {
-    // Listening where nobody connects would show only as a connect timeout a minute later.
-    if (!c.bind_addr.empty() && c.bind_addr != "0.0.0.0" && !resolves_to(host, c.bind_addr))
-      RG_THROW(InvalidArgument, "--rdzv-conf bind_addr=", c.bind_addr,
-               ": the store would listen on that address only, but the nodes (this one too) reach "
-               "it at ",
-               host, ", which is not that address; give bind_addr=<the address of ", host,
-               ">, or 0.0.0.0");
-    TcpStoreServerOptions so;
-    so.host = !c.bind_addr.empty() ? c.bind_addr : loopback ? "127.0.0.1" : "0.0.0.0";
-    so.port = port;
-    so.token = token;
-    try {
-      s.server = std::make_unique<TcpStoreServer>(so);
-    } catch (const AddressInUseError&) {
-      if (is_static) throw;  // c10d: another launcher on this host hosts it; join it instead
-    }
-  }
   TcpStoreOptions co;
-  co.host = s.server && loopback ? "127.0.0.1" : host;
-  co.port = s.server ? s.server->port() : port;
+  co.host = host;
+  co.port = port;
   co.token = token;
   co.connect_timeout = c.connect_timeout;
   co.timeout = c.rdzv_timeout;
+  LauncherStore s;
+  if (is_static ? c.node_rank == 0 : is_local_host(host)) {
+    // c10d: every launcher on the endpoint's host tries to host, and the others join. Two that
+    // start together can each be refused the port (Linux's listen() sees the other's socket
+    // half-way into listening; it happened in CI), leaving nobody to host: a launcher that finds
+    // nobody answering tries to host again, until the connect timeout.
+    const auto deadline = Clock::now() + c.connect_timeout;
+    for (;;) {
+      try {
+        s.server = host_store(c, host, port, token);
+        break;
+      } catch (const AddressInUseError&) {
+        if (is_static) throw;
+      }
+      TcpStoreOptions join = co;
+      join.connect_timeout = std::min<milliseconds>(kJoinAttempt, c.connect_timeout);
+      try {
+        s.client = std::make_shared<TcpStore>(join);
+        break;
+      } catch (const TimeoutError&) {
+        if (Clock::now() >= deadline)
+          RG_THROW(TimeoutError, "could neither host nor join the store at ", host, ":", port,
+                   " within ", format_duration(c.connect_timeout),
+                   ": the port is taken on this host, and no store answers there; is another "
+                   "program holding it? Choose another port in --rdzv-endpoint");
+      }
+    }
+  }
+  if (s.server) {
+    if (is_loopback_host(host)) co.host = "127.0.0.1";
+    co.port = s.server->port();
+    log_info("rendezvous store listening on ", s.server->address());
+  }
+  if (!s.client) s.client = std::make_shared<TcpStore>(co);
   s.endpoint = str_cat(host, ":", co.port);
-  s.client = std::make_shared<TcpStore>(co);
-  if (s.server) log_info("rendezvous store listening on ", s.server->address());
   return s;
 }
 

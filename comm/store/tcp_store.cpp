@@ -83,7 +83,10 @@ void TcpStore::Impl::connect() {
     auto endpoints = resolver.resolve(options.host, std::to_string(options.port), ec);
     if (!ec) {
       bool timed_out = false;
-      ec = run_until(deadline, timed_out,
+      // The last attempt starts at the deadline: a moment of its own lets it report its cause
+      // (a refused connection, say) rather than a timeout it never had a chance to avoid.
+      const auto attempt_deadline = std::max(deadline, Clock::now() + kMaxBackoff);
+      ec = run_until(attempt_deadline, timed_out,
                      [&](auto handler) { asio::async_connect(socket, endpoints, handler); });
       if (!ec && !timed_out) break;
       last_error = timed_out ? "connect attempt timed out" : ec.message();

@@ -1,12 +1,16 @@
 // Several ringgrad-run launchers on one host acting as the nodes of one job: static node ranks
 // and c10d-assigned ones, a failure on one node stopping the other, job-wide restarts, a stop
 // signal reaching the other node, and the rendezvous and connection errors a user sees.
+#include <arpa/inet.h>
 #include <doctest/doctest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 
 #include <set>
 #include <thread>
 
+#include "comm/transport/unique_fd.h"
 #include "tests/integration/launch_harness.h"
 
 using namespace ringgrad;
@@ -86,6 +90,59 @@ TEST_CASE("two nodes, c10d backend without --node-rank: node ranks assigned in j
   for (int r = 1; r < 3; ++r)
     if (envs[r]["GROUP_RANK"] == envs[r - 1]["GROUP_RANK"])
       CHECK(std::stoi(envs[r]["LOCAL_RANK"]) == std::stoi(envs[r - 1]["LOCAL_RANK"]) + 1);
+}
+
+// A port on 127.0.0.1 bound without SO_REUSEADDR and not listening: no store can listen there
+// and connects to it are refused, the state two launchers are left in when their listen()
+// calls race and both lose.
+class PortHeldShut {
+ public:
+  PortHeldShut() : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    REQUIRE(::bind(fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+    REQUIRE(::getsockname(fd_.get(), reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+    port_ = ntohs(addr.sin_port);
+  }
+  int port() const { return port_; }
+  void release() { fd_.reset(); }
+
+ private:
+  comm::UniqueFd fd_;
+  int port_ = 0;
+};
+
+TEST_CASE("two nodes, c10d: when neither launcher could host at first, one hosts once it can") {
+  TempDir dir;
+  PortHeldShut held;
+  const std::vector<std::string> conf = {"--rdzv-conf", "connect_timeout=20"};
+  Child a(node("c10d", held.port(), -1, 1, dir, {}, conf));
+  Child b(node("c10d", held.port(), -1, 1, dir, {}, conf));
+  std::this_thread::sleep_for(std::chrono::seconds(3));  // both tried to host, and joined nobody
+  held.release();
+  auto ra = a.wait(seconds(40));
+  auto rb = b.wait(seconds(40));
+  REQUIRE_MESSAGE(ra.status.ok(), ra.err);
+  REQUIRE_MESSAGE(rb.status.ok(), rb.err);
+  const std::string both = ra.err + rb.err;  // one of the two hosts the store
+  const auto hosted = both.find("rendezvous store listening on");
+  REQUIRE(hosted != std::string::npos);
+  CHECK(both.find("rendezvous store listening on", hosted + 1) == std::string::npos);
+}
+
+TEST_CASE("c10d: a port on this host that is taken and never answers is named after the timeout") {
+  TempDir dir;
+  PortHeldShut held;
+  auto r = run(node("c10d", held.port(), -1, 1, dir, {}, {"--rdzv-conf", "connect_timeout=3"}),
+               seconds(30));
+  REQUIRE_FALSE(r.timed_out);
+  CHECK(r.status.code == 1);
+  auto errors = lines_with(r.err, "ringgrad-run: error:");
+  REQUIRE(errors.size() == 1);
+  CHECK(errors[0].find("could neither host nor join the store at 127.0.0.1:" +
+                       std::to_string(held.port())) != std::string::npos);
 }
 
 TEST_CASE("two nodes: a worker failing on node 1 stops node 0's workers too") {
