@@ -72,10 +72,10 @@ LauncherStore open_launcher_store(const LaunchConfig& c, const std::string& toke
   co.timeout = c.rdzv_timeout;
   LauncherStore s;
   if (is_static ? c.node_rank == 0 : is_local_host(host)) {
-    // c10d: every launcher on the endpoint's host tries to host, and the others join. Two that
-    // start together can each be refused the port (Linux's listen() sees the other's socket
-    // half-way into listening; it happened in CI), leaving nobody to host: a launcher that finds
-    // nobody answering tries to host again, until the connect timeout.
+    // c10d: every launcher on the endpoint's host tries to host, and the others join. Where the
+    // port is taken and yet nobody answers there (a CI run saw a launcher refused for its whole
+    // minute), the launcher tries to host again rather than wait on nobody, until the connect
+    // timeout.
     const auto deadline = Clock::now() + c.connect_timeout;
     for (;;) {
       try {
