@@ -3,6 +3,7 @@
 // resnet18 at batch 64. `conv_bench --list-shapes` prints the shape table that
 // conv_compare_torch.py times in PyTorch; compare_conv.sh runs both and prints the ratios.
 // `--threads N` (default 2) sets the thread count; 1 gives steadier numbers on a busy machine.
+// `--bf16` after it times the same work in bf16 (the kernels `--amp bf16` trains with).
 // `conv_bench --threads N --peak` prints the f32 multiply-add peak of N cores, measured with a
 // loop of independent vector FMAs at the widest width the CPU has (the roofline each shape's
 // GFLOP/s is set against).
@@ -26,6 +27,7 @@ namespace {
 
 constexpr int64_t kBatch = 64;
 int threads = 2;
+DType dtype = DType::f32;
 
 // One distinct conv of a network; `count` says how often it occurs there. The stem reads the
 // data batch, which needs no gradient (input_grad false).
@@ -75,7 +77,7 @@ Tensor random_tensor(const Shape& shape, Generator& gen) {
   Tensor t = Tensor::empty(shape);
   float* p = t.data<float>();
   for (int64_t i = 0; i < t.numel(); ++i) p[i] = gen.normal();
-  return t;
+  return t.to(dtype);
 }
 
 void conv_step(benchmark::State& state, const ConvShape& s) {
@@ -87,8 +89,9 @@ void conv_step(benchmark::State& state, const ConvShape& s) {
   Tensor x = random_tensor({kBatch, s.C, s.H, s.W}, gen),
          w = random_tensor({s.K, s.C, s.R, s.S}, gen);
   const Shape out = kernels::conv2d_output_shape(x.shape(), w.shape(), p);
-  Tensor y = Tensor::empty(out), dy = random_tensor(out, gen);
-  Tensor dx = s.input_grad ? Tensor::empty(x.shape()) : Tensor(), dw = Tensor::empty(w.shape());
+  Tensor y = Tensor::empty(out, dtype), dy = random_tensor(out, gen);
+  Tensor dx = s.input_grad ? Tensor::empty(x.shape(), dtype) : Tensor();
+  Tensor dw = Tensor::empty(w.shape(), dtype);
   Tensor no_bias;
   for (auto _ : state) {
     kernels::conv2d_forward(y, x, w, no_bias, p);
@@ -163,6 +166,12 @@ int main(int argc, char** argv) {
     argv[2] = argv[0];  // drop the two arguments before Google Benchmark parses the rest
     argc -= 2;
     argv += 2;
+  }
+  if (argc >= 2 && std::strcmp(argv[1], "--bf16") == 0) {
+    dtype = DType::bf16;
+    argv[1] = argv[0];
+    argc -= 1;
+    argv += 1;
   }
   if (argc == 2 && std::strcmp(argv[1], "--peak") == 0) {
     std::printf("%.1f\n", peak_gflops());

@@ -161,17 +161,9 @@ void im2col_conv_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, int
       }
     }
     // Every thread had at least one chunk (plan.threads <= plan.chunks), so every partial is set.
-    if (dw) {
-      const int team = omp_get_num_threads();
-      const R* partials = r_space.data<R>() + plan.threads * (dcol_size + dx_size);
-#pragma omp for schedule(static)
-      for (int64_t i = 0; i < dw_size; ++i) {
-        const int64_t at = outer_at<T>(i / g.patch_size(), i % g.patch_size(), g.K, g.patch_size());
-        R sum = 0;
-        for (int t = 0; t < team; ++t) sum += partials[t * dw_size + at];
-        dw[i] = narrow<T>(sum);
-      }
-    }
+    if (dw)
+      sum_weight_partials(dw, r_space.data<R>() + plan.threads * (dcol_size + dx_size),
+                          omp_get_num_threads(), g.K, g.patch_size());
   }
 }
 

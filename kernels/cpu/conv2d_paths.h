@@ -107,6 +107,43 @@ int64_t outer_at(int64_t i, int64_t j, int64_t m, int64_t n) {
   return kWeightSumTransposed<T> ? j * m + i : i * n + j;
 }
 
+// dw (m x n) = the sum of `team` such sums, each m * n apart, rounded once into T. An orphaned
+// omp for: every thread of the caller's parallel region calls it. Transposed sums go through a
+// tile that fits L1, so that reading the sums and writing dw both run along rows (a strided
+// read per element cost a cache miss each: the largest dw is 2.4 M elements).
+template <class T>
+void sum_weight_partials(T* dw, const GemmResult<T>* partials, int team, int64_t m, int64_t n) {
+  using R = GemmResult<T>;
+  const int64_t size = m * n;
+  if constexpr (!kWeightSumTransposed<T>) {
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < size; ++i) {
+      R sum = 0;
+      for (int t = 0; t < team; ++t) sum += partials[t * size + i];
+      dw[i] = narrow<T>(sum);
+    }
+  } else {
+    constexpr int64_t kTile = 32;
+#pragma omp for schedule(static)
+    for (int64_t j0 = 0; j0 < n; j0 += kTile) {
+      const int64_t rows = std::min(kTile, n - j0);
+      for (int64_t i0 = 0; i0 < m; i0 += kTile) {
+        const int64_t cols = std::min(kTile, m - i0);
+        R tile[kTile][kTile];  // tile[j][i]: sums (j0 + j, i0 + i)
+        for (int64_t j = 0; j < rows; ++j) {
+          for (int64_t i = 0; i < cols; ++i) tile[j][i] = 0;
+          for (int t = 0; t < team; ++t) {
+            const R* row = partials + t * size + (j0 + j) * m + i0;
+            for (int64_t i = 0; i < cols; ++i) tile[j][i] += row[i];
+          }
+        }
+        for (int64_t i = 0; i < cols; ++i)
+          for (int64_t j = 0; j < rows; ++j) dw[(i0 + i) * n + j0 + j] = narrow<T>(tile[j][i]);
+      }
+    }
+  }
+}
+
 // y (N, K, P, Q) = conv(x, w) + bias (bias may be null), by im2col + GEMM.
 template <class T>
 void im2col_conv_forward(T* y, const T* x, const T* w, const T* bias, int64_t N,
