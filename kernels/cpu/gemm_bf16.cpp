@@ -5,6 +5,7 @@
 #include "kernels/cpu/gemm_bf16.h"
 
 #include <immintrin.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cstring>
@@ -21,6 +22,8 @@ namespace {
 int64_t tiles_of(int64_t rows) { return (rows + kTileRows - 1) / kTileRows; }
 int64_t blocks_of(int64_t depth) { return (depth + kTileDepth - 1) / kTileDepth; }
 
+constexpr int64_t kParallelPacking = 1 << 16;  // elements of A: below this, forking costs more
+
 const uint16_t* bits(const BFloat16* p) { return reinterpret_cast<const uint16_t*>(p); }
 
 // A buffer per thread, grown to the largest call and then reused (no allocation per step).
@@ -32,24 +35,6 @@ uint16_t* buffer(std::vector<uint16_t>& storage, int64_t size) {
 __mmask32 first_lanes32(int64_t n) { return n >= 32 ? ~__mmask32(0) : (__mmask32(1) << n) - 1; }
 __mmask16 first_lanes16(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : (__mmask16(1) << n) - 1; }
 
-// A tile (row tile starting at row i0, k block starting at p0) of op(A) (m x k).
-RG_AVX512_BW void pack_a_tile(uint16_t* tile, Op op, const uint16_t* a, int64_t lda, int64_t m,
-                              int64_t k, int64_t i0, int64_t p0) {
-  const int64_t rows = std::min(kTileRows, m - i0), depth = std::min(kTileDepth, k - p0);
-  if (op == Op::none) {
-    const __mmask32 mask = first_lanes32(depth);
-    for (int64_t i = 0; i < kTileRows; ++i) {
-      const __m512i row = i < rows ? _mm512_maskz_loadu_epi16(mask, a + (i0 + i) * lda + p0)
-                                   : _mm512_setzero_si512();
-      _mm512_storeu_si512(tile + i * kTileDepth, row);
-    }
-    return;
-  }
-  for (int64_t i = 0; i < kTileRows; ++i)  // op(A)[i][p] = A[p][i]: a transposing copy
-    for (int64_t p = 0; p < kTileDepth; ++p)
-      tile[i * kTileDepth + p] = i < rows && p < depth ? a[(p0 + p) * lda + i0 + i] : 0;
-}
-
 // Row p of a B tile's products, its 16 columns widened to 32 bits (zero past depth or mask).
 // The all-lanes masked forms of the widening and the shift avoid GCC 12's plain ones, which
 // start from an undefined vector and warn that it may be used uninitialised.
@@ -58,6 +43,17 @@ RG_AVX512_BW __m512i widened_row(const uint16_t* b, int64_t ldb, int64_t p, int6
   return p < depth
              ? _mm512_maskz_cvtepu16_epi32(0xFFFF, _mm256_maskz_loadu_epi16(mask, b + p * ldb))
              : _mm512_setzero_si512();
+}
+
+// Rows p and p+1 (16 columns each) widened and joined: the low half of each 32-bit lane is row
+// p, the high half row p+1, the pair layout of Note [bf16 GEMM].
+RG_AVX512_BW inline __attribute__((always_inline)) __m512i joined_rows(const uint16_t* b,
+                                                                       int64_t ldb, int64_t p,
+                                                                       int64_t depth,
+                                                                       __mmask16 mask) {
+  const __m512i low = widened_row(b, ldb, p, depth, mask);
+  const __m512i high = widened_row(b, ldb, p + 1, depth, mask);
+  return _mm512_or_si512(low, _mm512_maskz_slli_epi32(0xFFFF, high, 16));
 }
 
 // rows (16 vectors of 16 32-bit values) becomes its transpose, in four rounds that each swap
@@ -92,16 +88,12 @@ RG_AVX512_BW void pack_b_tile(uint16_t* tile, Op op, const uint16_t* b, int64_t 
                               int64_t n, int64_t p0, int64_t j0) {
   const int64_t depth = std::min(kTileDepth, k - p0), columns = std::min(kTileRows, n - j0);
   if (op == Op::none) {
-    // Rows p and p+1, 16 columns each, widened to 32 bits and joined: the low half of each
-    // 32-bit lane is row p, the high half row p+1, which is the pair layout.
+    // Pairs of rows, joined: already the pair layout.
     const __mmask16 mask = first_lanes16(columns);
     const uint16_t* corner = b + p0 * ldb + j0;
-    for (int64_t pair = 0; pair < kTileDepth / 2; ++pair) {
-      const __m512i low = widened_row(corner, ldb, 2 * pair, depth, mask);
-      const __m512i high = widened_row(corner, ldb, 2 * pair + 1, depth, mask);
-      const __m512i joined = _mm512_or_si512(low, _mm512_maskz_slli_epi32(0xFFFF, high, 16));
-      _mm512_storeu_si512(tile + pair * 2 * kTileRows, joined);
-    }
+    for (int64_t pair = 0; pair < kTileDepth / 2; ++pair)
+      _mm512_storeu_si512(tile + pair * 2 * kTileRows,
+                          joined_rows(corner, ldb, 2 * pair, depth, mask));
     return;
   }
   // op(B)[p][j] = B[j][p]: column j's 32 products are one row of B, 16 pairs of 32 bits, which
@@ -116,9 +108,37 @@ RG_AVX512_BW void pack_b_tile(uint16_t* tile, Op op, const uint16_t* b, int64_t 
     _mm512_storeu_si512(tile + pair * 2 * kTileRows, rows[pair]);
 }
 
-// Every tile of op(A) (m x k) into `tiles`, in (row tile, k block) order.
+// A tile (row tile starting at row i0, k block starting at p0) of op(A) (m x k). A transposed
+// A is read as B is (pack_b_tile): pairs of its rows joined into 32-bit values, then a 16 x 16
+// transpose, since op(A)[i][p] = A[p][i] puts A's rows p, p+1 into 32-bit value p/2 of row i.
+RG_AVX512_BW void pack_a_tile(uint16_t* tile, Op op, const uint16_t* a, int64_t lda, int64_t m,
+                              int64_t k, int64_t i0, int64_t p0) {
+  const int64_t rows = std::min(kTileRows, m - i0), depth = std::min(kTileDepth, k - p0);
+  if (op == Op::none) {
+    const __mmask32 mask = first_lanes32(depth);
+    for (int64_t i = 0; i < kTileRows; ++i) {
+      const __m512i row = i < rows ? _mm512_maskz_loadu_epi16(mask, a + (i0 + i) * lda + p0)
+                                   : _mm512_setzero_si512();
+      _mm512_storeu_si512(tile + i * kTileDepth, row);
+    }
+    return;
+  }
+  const __mmask16 mask = first_lanes16(rows);
+  const uint16_t* corner = a + p0 * lda + i0;
+  __m512i pairs[16];
+  for (int64_t pair = 0; pair < kTileDepth / 2; ++pair)
+    pairs[pair] = joined_rows(corner, lda, 2 * pair, depth, mask);
+  transpose_16x16(pairs);
+  for (int64_t i = 0; i < kTileRows; ++i) _mm512_storeu_si512(tile + i * kTileDepth, pairs[i]);
+}
+
+// Every tile of op(A) (m x k) into `tiles`, in (row tile, k block) order. A large A (a conv's
+// weights, up to 4.7 MB, packed once by PackedBf16A) is mostly packed before the caller's
+// threads fork, so the packing forks itself; inside a parallel region it runs on the calling
+// thread.
 void pack_a(uint16_t* tiles, Op op, const uint16_t* a, int64_t lda, int64_t m, int64_t k) {
   const int64_t blocks = blocks_of(k);
+#pragma omp parallel for schedule(static) if (!omp_in_parallel() && m * k >= kParallelPacking)
   for (int64_t t = 0; t < tiles_of(m); ++t)
     for (int64_t kb = 0; kb < blocks; ++kb)
       pack_a_tile(tiles + (t * blocks + kb) * kTileElements, op, a, lda, m, k, t * kTileRows,

@@ -81,6 +81,13 @@ TEST_CASE("gemm_bf16 matches an f64 reference across transposes and tile edges")
       CAPTURE(testing::describe(cases[i]));
       CHECK(errors[i] == "");
     }
+    // Large enough that packing A forks threads of its own (outside a parallel region).
+    for (Op op_a : {Op::none, Op::transpose}) {
+      const GemmCase large{op_a, Op::none, 300, 50, 261, 2, 0, 1.0f, 0.0f};
+      CAPTURE(testing::describe(large));
+      CHECK(run(large, 7, kernel, /*prepacked=*/true) == "");
+      CHECK(run(large, 8, kernel, /*prepacked=*/false) == "");
+    }
   }
 }
 
