@@ -44,6 +44,7 @@ inline const Choices<ConvImpl> kConvImpls{{"im2col", ConvImpl::im2col}, {"cudnn"
 void conv2d_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias,
                     const Conv2dParams& p);
 // From dy: (N, K, P, Q) computes dx (N,C,H,W), dw (K,C,R,S), dbias (K); any may be undefined.
+// On the CPU a half x may have an f32 dw: the weight gradient's f32 sums, not rounded to half.
 void conv2d_backward(Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& dy, const Tensor& x,
                      const Tensor& w, const Conv2dParams& p);
 

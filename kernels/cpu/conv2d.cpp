@@ -95,7 +95,7 @@ void bias_grad(T* dbias, const T* dy, int64_t N, const ConvGeometry& g) {
 //   dcol (CRS, columns) = w^T dY,  dx = col2im(dcol)
 // For bf16, dcol and the col2im sums are f32 (R), rounded once into dx.
 template <class T>
-void im2col_conv_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, int64_t N,
+void im2col_conv_backward(T* dx, GemmResult<T>* dw, const T* dy, const T* x, const T* w, int64_t N,
                           const ConvGeometry& g) {
   using R = GemmResult<T>;
   constexpr bool kRounded = !std::is_same_v<T, R>;
@@ -162,24 +162,24 @@ void im2col_conv_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, int
     }
     // Every thread had at least one chunk (plan.threads <= plan.chunks), so every partial is set.
     if (dw)
-      sum_weight_partials(dw, r_space.data<R>() + plan.threads * (dcol_size + dx_size),
-                          omp_get_num_threads(), g.K, g.patch_size());
+      sum_weight_partials<T>(dw, r_space.data<R>() + plan.threads * (dcol_size + dx_size),
+                             omp_get_num_threads(), g.K, g.patch_size());
   }
 }
 
 }  // namespace
 
 template <class T>
-void uncropped_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, int64_t N,
+void uncropped_backward(T* dx, GemmResult<T>* dw, const T* dy, const T* x, const T* w, int64_t N,
                         const ConvGeometry& g) {
   if (dx && input_grad_is_conv(g)) return flipped_conv_backward(dx, dw, dy, x, w, N, g);
   im2col_conv_backward(dx, dw, dy, x, w, N, g);
 }
 
-#define RG_INSTANTIATE(T)                                                            \
-  template void im2col_conv_forward<T>(T*, const T*, const T*, const T*, int64_t,    \
-                                       const ConvGeometry&);                         \
-  template void uncropped_backward<T>(T*, T*, const T*, const T*, const T*, int64_t, \
+#define RG_INSTANTIATE(T)                                                                        \
+  template void im2col_conv_forward<T>(T*, const T*, const T*, const T*, int64_t,                \
+                                       const ConvGeometry&);                                     \
+  template void uncropped_backward<T>(T*, GemmResult<T>*, const T*, const T*, const T*, int64_t, \
                                       const ConvGeometry&);
 RG_INSTANTIATE(float)
 RG_INSTANTIATE(double)
@@ -191,6 +191,12 @@ namespace {
 // Whether a conv in dtype t runs its own paths: f32, f64, and bf16 on a CPU with a bf16 GEMM
 // (AMX or AVX512-BF16). Elsewhere bf16, like f16, goes through f32 (half_via_f32.h).
 bool runs_in_own_dtype(DType t) { return !is_half(t) || (t == DType::bf16 && cpu_has_bf16_gemm()); }
+
+// The dtype dw must have: x's, or f32 for a half x (the f32 sums as they are, for autocast's
+// f32 master weights).
+DType weight_grad_dtype(const Tensor& x, const Tensor& dw) {
+  return is_half(x.dtype()) && dw.dtype() == DType::f32 ? DType::f32 : x.dtype();
+}
 
 // x and w defined, 4-D with matching channels (conv_geometry), x on the CPU and w of x's dtype.
 ConvGeometry checked_geometry(const Tensor& x, const Tensor& w, const Conv2dParams& p,
@@ -218,7 +224,7 @@ ConvGeometry checked_backward_geometry(const Tensor& dx, const Tensor& dw, const
   const ConvGeometry g = checked_geometry(x, w, p, op);
   check_operand(dy, conv2d_output_shape(x.shape(), w.shape(), p), x.dtype(), op, "dy");
   if (dx.defined()) check_operand(dx, x.shape(), x.dtype(), op, "dx");
-  if (dw.defined()) check_operand(dw, w.shape(), x.dtype(), op, "dw");
+  if (dw.defined()) check_operand(dw, w.shape(), weight_grad_dtype(x, dw), op, "dw");
   if (dbias.defined()) check_operand(dbias, {g.K}, x.dtype(), op, "dbias");
   return g;
 }
@@ -254,18 +260,22 @@ void conv2d_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b
 void conv2d_backward(Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& dy, const Tensor& x,
                      const Tensor& w, const Conv2dParams& p) {
   constexpr const char* op = "conv2d_backward";
+  const bool dw_in_f32 = x.defined() && dw.defined() && dw.dtype() != x.dtype() &&
+                         weight_grad_dtype(x, dw) == DType::f32;
   if (x.defined() && !runs_in_own_dtype(x.dtype())) {
-    check_half_operands(op, x, {&w, &dy, &dx, &dw, &dbias});
-    Tensor dx32 = f32_output(dx), dw32 = f32_output(dw), db32 = f32_output(dbias);
+    check_half_operands(op, x, {&w, &dy, &dx, &dbias});
+    if (!dw_in_f32) check_half_operands(op, x, {&dw});
+    Tensor dx32 = f32_output(dx), dw32 = dw_in_f32 ? dw : f32_output(dw), db32 = f32_output(dbias);
     cpu::conv2d_backward(dx32, dw32, db32, widened(dy), widened(x), widened(w), p);
     round_into(dx, dx32);
-    round_into(dw, dw32);
+    if (!dw_in_f32) round_into(dw, dw32);
     return round_into(dbias, db32);
   }
   const ConvGeometry g = checked_backward_geometry(dx, dw, dbias, dy, x, w, p, op);
   const int64_t N = x.size(0);
   dispatch_float_or_bf16(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
+    using R = GemmResult<T>;
     if (dbias.defined()) bias_grad(dbias.data<T>(), dy.data<T>(), N, g);
     if (N == 0) {
       if (dw.defined()) dw.zero_();  // an empty batch contributes nothing
@@ -273,15 +283,22 @@ void conv2d_backward(Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& dy, co
     }
     if (!dx.defined() && !dw.defined()) return;
     use_single_threaded_blas();
+    // The paths give dw in R; a bf16 dw is rounded from scratch at the end.
+    const bool rounds_dw = dw.defined() && dw.dtype() != DTypeOf<R>::value;
+    Tensor dw_sums = rounds_dw ? Tensor::empty(dw.shape(), DTypeOf<R>::value) : dw;
     T* dxp = dx.defined() ? dx.data<T>() : nullptr;
-    T* dwp = dw.defined() ? dw.data<T>() : nullptr;
-    const TapWindow taps = active_taps(g);
-    if (!covers_kernel(taps, g))
-      return tap_cropped_backward(dxp, dwp, dy.data<T>(), x.data<T>(), w.data<T>(), N, g, taps);
-    if constexpr (!std::is_same_v<T, BFloat16>)
-      if (position_classes_apply(g))
-        return position_classes_backward(dxp, dwp, dy.data<T>(), x.data<T>(), w.data<T>(), N, g);
-    uncropped_backward(dxp, dwp, dy.data<T>(), x.data<T>(), w.data<T>(), N, g);
+    R* dwp = dw.defined() ? dw_sums.data<R>() : nullptr;
+    auto run_path = [&] {
+      const TapWindow taps = active_taps(g);
+      if (!covers_kernel(taps, g))
+        return tap_cropped_backward(dxp, dwp, dy.data<T>(), x.data<T>(), w.data<T>(), N, g, taps);
+      if constexpr (!std::is_same_v<T, BFloat16>)
+        if (position_classes_apply(g))
+          return position_classes_backward(dxp, dwp, dy.data<T>(), x.data<T>(), w.data<T>(), N, g);
+      uncropped_backward(dxp, dwp, dy.data<T>(), x.data<T>(), w.data<T>(), N, g);
+    };
+    run_path();
+    if (rounds_dw) cast(dw, dw_sums);
   });
 }
 

@@ -54,7 +54,7 @@ Tensor flipped_transposed_kernel(const T* w, const ConvGeometry& g) {
 // so per chunk dw^T (C, KRS) += X col(dy)^T with X the chunk's x as (C, columns), and one im2col
 // serves both products instead of one of dy and another of x.
 template <class T>
-void flipped_conv_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, int64_t N,
+void flipped_conv_backward(T* dx, GemmResult<T>* dw, const T* dy, const T* x, const T* w, int64_t N,
                            const ConvGeometry& g) {
   using R = GemmResult<T>;
   const ConvGeometry f = input_grad_geometry(g);  // the conv over dy: f.K == g.C, f.C == g.K
@@ -130,16 +130,16 @@ void flipped_conv_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, in
           const int64_t from = outer_at<T>(c, k * RS + (RS - 1 - rs), g.C, KRS);
           R sum = 0;
           for (int t = 0; t < team; ++t) sum += partials[t * dw_size + from];
-          dw[kc * RS + rs] = narrow<T>(sum);
+          dw[kc * RS + rs] = sum;
         }
       }
     }
   }
 }
 
-#define RG_INSTANTIATE(T)                                                               \
-  template void flipped_conv_backward<T>(T*, T*, const T*, const T*, const T*, int64_t, \
-                                         const ConvGeometry&);
+#define RG_INSTANTIATE(T)                                                                  \
+  template void flipped_conv_backward<T>(T*, GemmResult<T>*, const T*, const T*, const T*, \
+                                         int64_t, const ConvGeometry&);
 RG_INSTANTIATE(float)
 RG_INSTANTIATE(double)
 RG_INSTANTIATE(BFloat16)

@@ -1,6 +1,8 @@
 // The paths of the CPU convolution, private to kernels/cpu/conv2d*.cpp: raw pointers, N images,
 // the sizes in a ConvGeometry, T float, double or (on CPUs with a bf16 GEMM) BFloat16, whose
 // GEMMs accumulate into f32 buffers (GemmResult<T>) that are rounded once into the bf16 output.
+// Weight gradients stay in GemmResult<T> (f32 for bf16): autocast's f32 master weights take them
+// as they are, and conv2d_backward rounds them only for a caller who asks for a bf16 dw.
 // conv2d.cpp's entry points pick one:
 //   conv2d.cpp                   im2col + GEMM forward and backward, the textbook path, and the
 //                                chunking and output moves the other paths reuse;
@@ -107,12 +109,13 @@ int64_t outer_at(int64_t i, int64_t j, int64_t m, int64_t n) {
   return kWeightSumTransposed<T> ? j * m + i : i * n + j;
 }
 
-// dw (m x n) = the sum of `team` such sums, each m * n apart, rounded once into T. An orphaned
+// dw (m x n) = the sum of `team` such sums, each m * n apart. An orphaned
 // omp for: every thread of the caller's parallel region calls it. Transposed sums go through a
 // tile that fits L1, so that reading the sums and writing dw both run along rows (a strided
 // read per element cost a cache miss each: the largest dw is 2.4 M elements).
 template <class T>
-void sum_weight_partials(T* dw, const GemmResult<T>* partials, int team, int64_t m, int64_t n) {
+void sum_weight_partials(GemmResult<T>* dw, const GemmResult<T>* partials, int team, int64_t m,
+                         int64_t n) {
   using R = GemmResult<T>;
   const int64_t size = m * n;
   if constexpr (!kWeightSumTransposed<T>) {
@@ -120,7 +123,7 @@ void sum_weight_partials(T* dw, const GemmResult<T>* partials, int team, int64_t
     for (int64_t i = 0; i < size; ++i) {
       R sum = 0;
       for (int t = 0; t < team; ++t) sum += partials[t * size + i];
-      dw[i] = narrow<T>(sum);
+      dw[i] = sum;
     }
   } else {
     constexpr int64_t kTile = 32;
@@ -138,7 +141,7 @@ void sum_weight_partials(T* dw, const GemmResult<T>* partials, int team, int64_t
           }
         }
         for (int64_t i = 0; i < cols; ++i)
-          for (int64_t j = 0; j < rows; ++j) dw[(i0 + i) * n + j0 + j] = narrow<T>(tile[j][i]);
+          for (int64_t j = 0; j < rows; ++j) dw[(i0 + i) * n + j0 + j] = tile[j][i];
       }
     }
   }
@@ -152,7 +155,7 @@ void im2col_conv_forward(T* y, const T* x, const T* w, const T* bias, int64_t N,
 // dx and dw (either may be null) of a conv every tap of which meets the image: through the
 // flipped conv where input_grad_is_conv, else by im2col + GEMM + col2im.
 template <class T>
-void uncropped_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, int64_t N,
+void uncropped_backward(T* dx, GemmResult<T>* dw, const T* dy, const T* x, const T* w, int64_t N,
                         const ConvGeometry& g);
 
 // ---- conv2d_tap_crop.cpp -------------------------------------------------------------------
@@ -175,7 +178,7 @@ template <class T>
 void tap_cropped_forward(T* y, const T* x, const T* w, const T* bias, int64_t N,
                          const ConvGeometry& g, const TapWindow& taps);
 template <class T>
-void tap_cropped_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, int64_t N,
+void tap_cropped_backward(T* dx, GemmResult<T>* dw, const T* dy, const T* x, const T* w, int64_t N,
                           const ConvGeometry& g, const TapWindow& taps);
 
 // ---- conv2d_position_classes.cpp -----------------------------------------------------------
@@ -201,7 +204,7 @@ bool input_grad_is_conv(const ConvGeometry& g);
 
 // dx (not null) and dw (may be null) when input_grad_is_conv.
 template <class T>
-void flipped_conv_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, int64_t N,
+void flipped_conv_backward(T* dx, GemmResult<T>* dw, const T* dy, const T* x, const T* w, int64_t N,
                            const ConvGeometry& g);
 
 // ---- conv2d_direct_bf16.cpp ----------------------------------------------------------------

@@ -53,14 +53,15 @@ Tensor crop_kernel(const T* w, const ConvGeometry& g, const TapWindow& t) {
   return crop;
 }
 
-// dw (K, C, R, S) from the cropped kernel's gradient: zero outside the window.
-template <class T>
-void uncrop_kernel_grad(T* dw, const T* dcrop, const ConvGeometry& g, const TapWindow& t) {
+// dw (K, C, R, S) from the cropped kernel's gradient (both G: GemmResult): zero outside the
+// window.
+template <class G>
+void uncrop_kernel_grad(G* dw, const G* dcrop, const ConvGeometry& g, const TapWindow& t) {
   const int64_t R = t.r1 - t.r0, S = t.s1 - t.s0;
 #pragma omp parallel for schedule(static)
   for (int64_t kc = 0; kc < g.K * g.C; ++kc) {
-    T* taps = dw + kc * g.R * g.S;
-    std::fill_n(taps, g.R * g.S, T{});
+    G* taps = dw + kc * g.R * g.S;
+    std::fill_n(taps, g.R * g.S, G{});
     for (int64_t r = 0; r < R; ++r)
       for (int64_t s = 0; s < S; ++s)
         taps[(t.r0 + r) * g.S + t.s0 + s] = dcrop[(kc * R + r) * S + s];
@@ -82,24 +83,25 @@ void tap_cropped_forward(T* y, const T* x, const T* w, const T* bias, int64_t N,
 }
 
 template <class T>
-void tap_cropped_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, int64_t N,
+void tap_cropped_backward(T* dx, GemmResult<T>* dw, const T* dy, const T* x, const T* w, int64_t N,
                           const ConvGeometry& g, const TapWindow& taps) {
+  using R = GemmResult<T>;
   if (taps.empty()) {
     if (dx) std::fill_n(dx, N * g.image_size(), T{});
-    if (dw) std::fill_n(dw, g.K * g.patch_size(), T{});
+    if (dw) std::fill_n(dw, g.K * g.patch_size(), R{});
     return;
   }
   const Tensor crop = crop_kernel(w, g, taps);
-  Tensor dcrop = dw ? Tensor::empty(crop.shape(), crop.dtype()) : Tensor();
-  uncropped_backward(dx, dw ? dcrop.data<T>() : nullptr, dy, x, crop.data<T>(), N,
+  Tensor dcrop = dw ? Tensor::empty(crop.shape(), DTypeOf<R>::value) : Tensor();
+  uncropped_backward(dx, dw ? dcrop.data<R>() : nullptr, dy, x, crop.data<T>(), N,
                      cropped(g, taps));
-  if (dw) uncrop_kernel_grad(dw, dcrop.data<T>(), g, taps);
+  if (dw) uncrop_kernel_grad(dw, dcrop.data<R>(), g, taps);
 }
 
-#define RG_INSTANTIATE(T)                                                              \
-  template void tap_cropped_forward<T>(T*, const T*, const T*, const T*, int64_t,      \
-                                       const ConvGeometry&, const TapWindow&);         \
-  template void tap_cropped_backward<T>(T*, T*, const T*, const T*, const T*, int64_t, \
+#define RG_INSTANTIATE(T)                                                                          \
+  template void tap_cropped_forward<T>(T*, const T*, const T*, const T*, int64_t,                  \
+                                       const ConvGeometry&, const TapWindow&);                     \
+  template void tap_cropped_backward<T>(T*, GemmResult<T>*, const T*, const T*, const T*, int64_t, \
                                         const ConvGeometry&, const TapWindow&);
 RG_INSTANTIATE(float)
 RG_INSTANTIATE(double)

@@ -4,7 +4,8 @@
 //   half ops (conv2d, linear): f32 inputs, weights and bias are cast to the autocast dtype, so
 //     the GEMMs run in half and save half activations for backward. The casts are recorded ops,
 //     so the gradient of an f32 master weight comes back to it in f32 (what the optimiser and
-//     the DDP buckets expect).
+//     the DDP buckets expect). A CPU conv2d takes its f32 weight itself and gives that gradient
+//     as its GEMM's f32 sums, unrounded (nn/autograd/ops_linear.cpp).
 //   fp32 ops (sync_batch_norm, cross_entropy): half inputs are cast up to f32; the softmax and
 //     the all-reduced statistics are reductions that half precision would spoil.
 //   batch_norm (and batch_norm_relu) keeps a bf16 input on the CPU, as PyTorch's CPU autocast

@@ -1,6 +1,7 @@
 // conv2d and linear: GEMM-shaped ops whose backward gives the input, weight and bias gradients.
 // Both are on autocast's half list: under an AutocastGuard they compute on half casts of their
-// operands (and the casts route the gradients back to the f32 originals).
+// operands (and the casts route the gradients back to the f32 originals). A CPU conv takes its
+// f32 master weight itself (takes_master_weight).
 #include "nn/amp/autocast.h"
 #include "nn/autograd/ops.h"
 
@@ -12,12 +13,14 @@ Tensor empty_like(const Tensor& t) { return Tensor::empty(t.shape(), t.dtype(), 
 Tensor empty_if(bool needed, const Tensor& like) { return needed ? empty_like(like) : Tensor(); }
 
 // The gradients of a weighted op (conv2d, linear) with inputs x, w and maybe a bias: buffers
-// only for the inputs that want one, handed back in input order.
+// only for the inputs that want one (dw in dw_dtype), handed back in input order.
 struct WeightGrads {
   Tensor dx, dw, db;
   WeightGrads(const Node& node, const Tensor& x, const Tensor& w, bool has_bias)
+      : WeightGrads(node, x, w, has_bias, w.dtype()) {}
+  WeightGrads(const Node& node, const Tensor& x, const Tensor& w, bool has_bias, DType dw_dtype)
       : dx(empty_if(node.inputs[0] != nullptr, x)),
-        dw(empty_if(node.inputs[1] != nullptr, w)),
+        dw(node.inputs[1] ? Tensor::empty(w.shape(), dw_dtype, w.device()) : Tensor()),
         db(has_bias && node.inputs[2] ? Tensor::empty({w.size(0)}, w.dtype(), w.device())
                                       : Tensor()) {}
   void hand_back(std::vector<Tensor>& grads, bool has_bias) const {
@@ -29,11 +32,12 @@ struct WeightGrads {
 
 struct Conv2dNode : Node {
   Tensor x, w;
+  DType weight_grad_dtype = DType::f32;  // w's, or f32 for a master weight
   bool has_bias = false;
   kernels::Conv2dParams params;
   const char* name() const override { return "conv2d"; }
   void backward(const Tensor& dy, std::vector<Tensor>& grads) override {
-    WeightGrads g(*this, x, w, has_bias);
+    WeightGrads g(*this, x, w, has_bias, weight_grad_dtype);
     kernels::conv2d_backward(g.dx, g.dw, g.db, dy, x, w, params);
     g.hand_back(grads, has_bias);
   }
@@ -50,23 +54,36 @@ struct LinearNode : Node {
   }
 };
 
+// Under autocast on the CPU, conv2d takes an f32 master weight as its own input rather than
+// through a recorded cast: it multiplies a half copy, and hands the weight gradient back in f32
+// straight from the GEMM's f32 sums (kernels::conv2d_backward allows that dw). A cast node would
+// round the gradient to half and widen it again: a pass over every weight gradient each step.
+bool takes_master_weight(const Variable& w) {
+  return amp::autocast_dtype() && w.requires_grad() && w.value().dtype() == DType::f32 &&
+         w.value().is_cpu();
+}
+
 }  // namespace
 
 Variable conv2d(const Variable& x_in, const Variable& w_in, const Variable& bias_in,
                 const kernels::Conv2dParams& p) {
-  const Variable x = amp::cast_for_half_op(x_in), w = amp::cast_for_half_op(w_in),
-                 bias = amp::cast_for_half_op(bias_in);
+  const bool master = takes_master_weight(w_in);
+  const Variable x = amp::cast_for_half_op(x_in), bias = amp::cast_for_half_op(bias_in);
+  const Variable w =
+      master ? amp::cast_for_half_op(Variable(w_in.value())) : amp::cast_for_half_op(w_in);
+  const Variable& w_input = master ? w_in : w;  // the graph's input: master or the cast
   const Tensor& xv = x.value();
   Tensor y = Tensor::empty(kernels::conv2d_output_shape(xv.shape(), w.shape(), p), xv.dtype(),
                            xv.device());
   kernels::conv2d_forward(y, xv, w.value(), bias.defined() ? bias.value() : Tensor(), p);
-  if (!any_requires_grad({&x, &w, &bias})) return Variable(y);
+  if (!any_requires_grad({&x, &w_input, &bias})) return Variable(y);
   auto node = std::make_shared<Conv2dNode>();
   node->x = xv;
   node->w = w.value();
+  node->weight_grad_dtype = w_input.value().dtype();
   node->has_bias = bias.defined();
   node->params = p;
-  return make_result(y, node, {&x, &w, &bias});
+  return make_result(y, node, {&x, &w_input, &bias});
 }
 
 Variable linear(const Variable& x_in, const Variable& w_in, const Variable& bias_in) {

@@ -251,6 +251,32 @@ TEST_CASE("conv2d in bf16 matches the f64 reference of the same bf16 values over
   check_against_reference({1, 3}, cases, DType::bf16, std::ldexp(1.0, -8) * 1.01, 17);
 }
 
+TEST_CASE("conv2d in half may give dw in f32: the f32 sums, never rounded to half") {
+  // Autocast's f32 master weights take it so (nn/autograd/ops_linear.cpp). Within f32 summation
+  // error of the f64 reference, where a gradient rounded to half would be ~2^-9 off.
+  Generator gen(23);
+  ThreadCountGuard guard;
+  for (const DType half : {DType::bf16, DType::f16}) {
+    for (const int threads : {1, 3}) {
+      kernels::set_num_threads(threads);
+      for (const ConvCase& c : sweep_cases()) {
+        CAPTURE(std::string(dtype_name(half)));
+        CAPTURE(threads);
+        CAPTURE(c.x);
+        CAPTURE(c.w);
+        const kernels::Conv2dParams p = conv_params(c.stride_h, c.stride_w, c.pad_h, c.pad_w);
+        Tensor x = random_tensor(c.x, gen, half), w = random_tensor(c.w, gen, half);
+        Tensor dy = random_tensor(kernels::conv2d_output_shape(c.x, c.w, p), gen, half);
+        Tensor dx = Tensor::empty(c.x, half), dw = Tensor::empty(c.w, DType::f32), none;
+        kernels::conv2d_backward(dx, dw, none, dy, x, w, p);
+        ConvGrads want = reference_grads(dy.to(DType::f64), x.to(DType::f64), w.to(DType::f64), p);
+        check_close(dw, want.dw, 1e-5, "dw");
+        check_close(dx, want.dx, std::ldexp(1.0, -8) * 1.01, "dx");
+      }
+    }
+  }
+}
+
 TEST_CASE("conv2d on small images (position classes) matches the reference in f64 and f32") {
   // Outputs grouped by the kernel taps they read (Note [Position classes]): three classes per
   // axis (4x4), two (2x2), stride 2 with a last class of two taps, mixed strides, a 5x5 kernel,
