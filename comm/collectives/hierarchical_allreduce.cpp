@@ -79,8 +79,8 @@ class SlicedHierarchy {
     slices_ = count == 0 ? 0 : (count + slice_count_ - 1) / slice_count_;
     // One landing place per other rank of the host, as large as this rank's biggest chunk.
     const size_t biggest = ChunkLayout{slice_count_, mates_.size()}.size(0) * elem_;
-    if (scratch_.staged.size() < biggest * mates_.size())
-      scratch_.staged.resize(biggest * mates_.size());
+    if (scratch_.host_mate_chunks.size() < biggest * mates_.size())
+      scratch_.host_mate_chunks.resize(biggest * mates_.size());
     landing_bytes_ = biggest;
   }
 
@@ -109,7 +109,7 @@ class SlicedHierarchy {
                  layout.size(j) * elem_};
   }
   char* landing(int j) {
-    return reinterpret_cast<char*>(scratch_.staged.data()) + j * landing_bytes_;
+    return reinterpret_cast<char*>(scratch_.host_mate_chunks.data()) + j * landing_bytes_;
   }
 
   void post_reduce_scatter(size_t k) {
