@@ -1,5 +1,6 @@
 // ringgrad-train: trains a ResNet on MNIST-format data. Flag parsing only, into a typed
-// TrainConfig (each named choice becomes its enum here); the loop is nn/train/trainer.cpp.
+// TrainConfig (each named choice becomes its enum here); the loop is nn/train/trainer.cpp
+// (its outline) and training_run.cpp (its steps).
 // Exit codes: 0 success, 1 runtime failure, 2 bad flags.
 #include <CLI/CLI.hpp>
 #include <cstdio>

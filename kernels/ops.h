@@ -55,6 +55,7 @@ void linear_backward(Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& dy, co
                      const Tensor& w);
 
 // ---- batch normalisation (x: (N, C, H, W), per-channel tensors: (C)) ------------------------
+// The per-channel tensors may be float32 or float64, whatever x's dtype.
 // Split into statistics and application so SyncBatchNorm can all-reduce the sums in between.
 // Per-channel sum and sum of squares over N, H, W (accumulated in double on the CPU).
 void batchnorm_channel_sums(Tensor& sum, Tensor& sum_sq, const Tensor& x);
@@ -129,7 +130,7 @@ void global_avgpool_backward(Tensor& dx, const Tensor& dy);
 
 // ---- loss ------------------------------------------------------------------------------
 // Fused log-softmax + NLL, mean over the batch: logits (N, C), labels (N) int64.
-// loss: () scalar; log_probs: (N, C) saved for backward.
+// loss: () scalar on the logits' device; log_probs: (N, C) saved for backward.
 void cross_entropy_forward(Tensor& loss, Tensor& log_probs, const Tensor& logits,
                            const Tensor& labels);
 // dlogits = (softmax - onehot(labels)) * dloss / N

@@ -16,10 +16,13 @@ namespace ringgrad::comm::collectives {
 
 struct Scratch {
   using Buffer = std::vector<unsigned char>;
-  Buffer segments;  // received buffers waiting to be combined, or partial results
+  // Whole-buffer copies for the small-message all-reduces: recursive doubling's second
+  // partial result, the direct all-reduce's n ranks' buffers side by side.
+  Buffer whole_buffers;
   Buffer partials;  // out-of-place reduce-scatter's running sums
-  Buffer staged;    // the hierarchical all-reduce's chunks from host mates, landing while the
-                    // all-reduce across hosts uses the other two
+  // The hierarchical all-reduce's landing places for the chunks of its host mates, filled
+  // while the all-reduce across hosts uses the other two.
+  Buffer host_mate_chunks;
 };
 
 // Reduce-scatter then all-gather over n chunks, 2(n-1) pipelined steps; sends 2(n-1)/n of the

@@ -18,8 +18,8 @@ void direct_allreduce(Transport& t, const void* input, void* output, size_t coun
     if (output != input && bytes > 0) std::memcpy(output, input, bytes);
     return;
   }
-  if (scratch.segments.size() < n * bytes) scratch.segments.resize(n * bytes);
-  unsigned char* blocks = scratch.segments.data();  // rank q's buffer at q * bytes
+  if (scratch.whole_buffers.size() < n * bytes) scratch.whole_buffers.resize(n * bytes);
+  unsigned char* blocks = scratch.whole_buffers.data();  // rank q's buffer at q * bytes
   std::memcpy(blocks + r * bytes, input, bytes);
   for (int q = 0; q < n; ++q) {
     if (q == r) continue;

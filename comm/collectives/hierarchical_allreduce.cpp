@@ -36,9 +36,9 @@ namespace {
 // Pipelining depth. Each slice costs one more all-reduce across hosts, 2(H-1) latency-bound
 // steps, and one fold outside the overlap; more slices hide more of the first reduce-scatter
 // and the last all-gather. So: at most kMaxCrossSteps such steps in all (16 slices on 2 hosts,
-// 2 on 8), and every step moves at least one ring segment per rank. On the simulated cluster
-// (docs/scaling.md, 64 MiB) 16 slices beat 8 and 32 on 2 hosts x 2 ranks; on 8 hosts, where 16
-// ranks share 2 CPUs and a step costs ~0.3 ms, 16 slices lost to one.
+// 2 on 8), and every step moves at least one ring segment per rank. The limit counts steps, not
+// slices, because a step's cost grows with the hosts: where each step is a scheduling round of
+// many processes (8 hosts on the simulated cluster, docs/scaling.md), 16 slices lost to one.
 constexpr size_t kMaxCrossSteps = 32;
 
 // The all-reduce among one rank per host, by size as a flat group would choose it.
@@ -79,8 +79,8 @@ class SlicedHierarchy {
     slices_ = count == 0 ? 0 : (count + slice_count_ - 1) / slice_count_;
     // One landing place per other rank of the host, as large as this rank's biggest chunk.
     const size_t biggest = ChunkLayout{slice_count_, mates_.size()}.size(0) * elem_;
-    if (scratch_.staged.size() < biggest * mates_.size())
-      scratch_.staged.resize(biggest * mates_.size());
+    if (scratch_.host_mate_chunks.size() < biggest * mates_.size())
+      scratch_.host_mate_chunks.resize(biggest * mates_.size());
     landing_bytes_ = biggest;
   }
 
@@ -109,7 +109,7 @@ class SlicedHierarchy {
                  layout.size(j) * elem_};
   }
   char* landing(int j) {
-    return reinterpret_cast<char*>(scratch_.staged.data()) + j * landing_bytes_;
+    return reinterpret_cast<char*>(scratch_.host_mate_chunks.data()) + j * landing_bytes_;
   }
 
   void post_reduce_scatter(size_t k) {

@@ -32,8 +32,8 @@ void recursive_doubling_allreduce(Transport& t, const void* input, void* output,
     t.post_recv(r - 1, output, bytes);
     return t.wait_all();
   }
-  if (scratch.segments.size() < bytes) scratch.segments.resize(bytes);
-  void* const spare = scratch.segments.data();
+  if (scratch.whole_buffers.size() < bytes) scratch.whole_buffers.resize(bytes);
+  void* const spare = scratch.whole_buffers.data();
   const int virtual_rank = r < 2 * extra ? r / 2 : r - extra;
   auto real_rank = [&](int v) { return v < extra ? 2 * v : v + extra; };
   int folds = 0;  // combining steps: the partner's fold, then one per mask

@@ -35,14 +35,15 @@ const char* collective_kind_name(CollectiveKind kind) {
 }
 
 Fingerprint make_fingerprint(CollectiveKind kind, uint64_t seq, DType dtype, uint64_t count,
-                             ReduceOp op, int32_t root) {
+                             ReduceOp op, int32_t root_or_tag) {
   Fingerprint f;
   f.kind = kind;
   f.seq = seq;
   f.dtype = kind == CollectiveKind::barrier ? DType::u8 : dtype;
   f.count = kind == CollectiveKind::barrier ? 0 : count;
   f.op = reduces(kind) ? op : ReduceOp::sum;
-  f.root = has_root(kind) || kind == CollectiveKind::send_recv ? root : -1;
+  f.root = has_root(kind) ? root_or_tag : -1;
+  f.tag = kind == CollectiveKind::send_recv ? root_or_tag : 0;
   return f;
 }
 
@@ -59,14 +60,15 @@ std::string describe(const Fingerprint& f) {
   s += std::string(dtype_name(f.dtype)) + ", " + std::to_string(f.count) +
        (f.count == 1 ? " element" : " elements");
   if (has_root(f.kind)) s += ", root " + std::to_string(f.root);
-  if (f.kind == CollectiveKind::send_recv) s += ", tag " + std::to_string(f.root);
+  if (f.kind == CollectiveKind::send_recv) s += ", tag " + std::to_string(f.tag);
   if (f.staged) s += ", CUDA buffers";
   return s + ")";
 }
 
 bool same_collective(const Fingerprint& a, const Fingerprint& b) {
   return a.magic == b.magic && a.kind == b.kind && a.op == b.op && a.dtype == b.dtype &&
-         a.seq == b.seq && a.count == b.count && a.root == b.root && a.staged == b.staged;
+         a.seq == b.seq && a.count == b.count && a.root == b.root && a.tag == b.tag &&
+         a.staged == b.staged;
 }
 
 }  // namespace ringgrad::comm

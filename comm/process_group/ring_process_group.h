@@ -74,7 +74,7 @@ class RingProcessGroup : public ProcessGroup {
     DType dtype = DType::u8;
     uint64_t count = 0;
     ReduceOp op = ReduceOp::sum;
-    int32_t root = -1;  // broadcast/reduce root
+    int32_t root = -1;  // broadcast, reduce, gather and scatter root
     Milliseconds timeout{0};
     bool staged = false;  // CUDA tensors, moved through pinned host slots
   };

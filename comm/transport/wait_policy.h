@@ -21,8 +21,8 @@ using WaitClock = std::chrono::steady_clock;
 //      with socket links the ladder starts at 2.
 //   2. yield (sched_yield between passes) for kSpin: small messages on loopback arrive within
 //      microseconds, and a wake-up from poll() costs more than that. With more ranks than
-//      cores the yield also hands our core to the peer we wait for, which halves
-//      small-message latency there.
+//      cores the yield also hands our core to the peer we wait for, so its message comes
+//      sooner (docs/measurements.md).
 //   3. the clock is read only every kPassesPerClockRead passes (it is not free either).
 //   4. sleep in poll() on the links' fds (and the shared-memory doorbell) until something is
 //      ready or the deadline; after a wake-up, straight back to rung 2.

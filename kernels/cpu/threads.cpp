@@ -12,9 +12,9 @@
 // Our CPU kernels parallelise with OpenMP and call BLAS from inside parallel regions, one
 // single-threaded GEMM per thread on disjoint data (conv2d: one per chunk of images). OpenBLAS
 // is the pthread build: allowed n threads, it hands every such call to its own thread pool,
-// which then fights the OpenMP team for the cores (an order of magnitude slower on the resnet
-// conv shapes, docs/measurements.md). So OpenBLAS is held at one thread and the n threads all
-// belong to OpenMP.
+// which then fights the OpenMP team for the cores (the cost on the resnet conv shapes is in
+// docs/measurements.md). So OpenBLAS is held at one thread and the n threads all belong to
+// OpenMP.
 
 namespace ringgrad::kernels {
 

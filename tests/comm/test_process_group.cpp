@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "comm/process_group/fingerprint.h"
 #include "core/cuda_memory.h"
 #include "ringgrad/config.h"
 #include "tests/comm/ring_fixtures.h"
@@ -74,6 +75,21 @@ TEST_CASE("mismatch: barrier on one rank while the others broadcast, and op or d
     CHECK(contains(m, "allreduce #1 (max, float64, 4 elements)"));
     CHECK(contains(m, "allreduce #1 (sum, float32, 4 elements)"));
   }
+}
+
+TEST_CASE("fingerprint: a send/recv's tag and a rooted collective's root each have their field") {
+  const Fingerprint send = make_fingerprint(CollectiveKind::send_recv, 3, DType::f32, 4,
+                                            ReduceOp::sum, /*root_or_tag=*/7);
+  CHECK(send.tag == 7);
+  CHECK(send.root == -1);
+  CHECK(describe(send) == "send/recv #3 (float32, 4 elements, tag 7)");
+  const Fingerprint broadcast = make_fingerprint(CollectiveKind::broadcast, 3, DType::f32, 4,
+                                                 ReduceOp::sum, /*root_or_tag=*/2);
+  CHECK(broadcast.root == 2);
+  CHECK(broadcast.tag == 0);
+  CHECK(describe(broadcast) == "broadcast #3 (float32, 4 elements, root 2)");
+  CHECK_FALSE(same_collective(
+      send, make_fingerprint(CollectiveKind::send_recv, 3, DType::f32, 4, ReduceOp::sum, 8)));
 }
 
 TEST_CASE("a failed group refuses later work with the first error") {

@@ -17,10 +17,10 @@ namespace ringgrad::comm::testing {
 
 namespace {
 
-// Under a sanitizer (RINGGRAD_SANITIZED: 4 to 15 times slower) the sweeps keep every algorithm,
+// Under a sanitizer (RINGGRAD_SANITIZED: several times slower) the sweeps keep every algorithm,
 // transport and count, but take one dtype of each width, the ops with and without the
 // averaging pass, and at most 3 ranks (more rank threads than the 2 cores CI has spin against
-// each other, 10 times slower again; the layouts of 4 and 5 ranks stay in the hierarchical
+// each other, much slower again; the layouts of 4 and 5 ranks stay in the hierarchical
 // case): what a sanitizer watches (chunk and segment bounds in bytes, the pipeline's hand-offs,
 // the transports' buffers) is the same for what is left out.
 #ifdef RINGGRAD_SANITIZED

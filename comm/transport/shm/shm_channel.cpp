@@ -23,14 +23,13 @@ constexpr size_t kCopyFromSenderBytes = 64 << 10;
 // Sends up to this size queued one after another may share a frame (ShmChannel::joinable).
 constexpr size_t kJoinBytes = 4 << 10;
 // A reducing receive copies a copy-from-peer frame in pieces this large and folds each while
-// it is in the core's L2 cache (1 MiB here, next to the piece of `local` and of the result):
-// 16 KiB pieces measured 15-40% slower, 128 KiB a little ahead of 64 and 256
-// (docs/measurements.md).
+// it is in the core's L2 cache (1 MiB here, next to the piece of `local` and of the result).
+// Smaller pieces pay the per-piece cost too often; the measured best is in docs/measurements.md.
 constexpr size_t kFoldPieceBytes = 128 << 10;
 
 // Whether the kernel can read `data` on a peer's behalf: memory mapped from a device (CUDA's
 // pinned staging slots may be) refuses process_vm_readv, so such a send goes through the ring.
-// One byte of our own memory, about a microsecond: small next to the 64 KiB copy it decides.
+// One byte of our own memory, one system call: small next to the 64 KiB copy it decides.
 bool kernel_can_read(const char* data) {
   char byte;
   iovec local{&byte, 1};

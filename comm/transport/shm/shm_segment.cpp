@@ -2,8 +2,8 @@
 // kernel take the pages now: a segment that does not fit (a memory cgroup limit, a file size
 // limit) fails at set-up, where the transport can still fall back to unix sockets. Every mapping
 // is populated (MAP_POPULATE) at set-up too: otherwise the first pass through a 1 MiB ring
-// takes 256 page faults in each of the two processes, which made the first thirty 32 KiB
-// all-reduces take 20-26 µs each instead of 4 (docs/measurements.md).
+// takes 256 page faults in each of the two processes, which made the first all-reduces of a
+// run several times slower than the rest (docs/measurements.md).
 #include "comm/transport/shm/shm_segment.h"
 
 #include <fcntl.h>

@@ -62,7 +62,8 @@ Socket connect_until(const Endpoint& to, Clock::time_point deadline, const std::
 
 // Same-host connections: AF_UNIX stream sockets in the abstract namespace. They reach the
 // processes of one kernel and one network namespace, which is the scope host_identity() names,
-// and carry a byte stream faster than loopback TCP, with no TCP/IP processing per packet.
+// and carry a byte stream faster than loopback TCP, with no TCP/IP processing per packet
+// (docs/measurements.md).
 // listen_unix binds a kernel-chosen name (autobind: unique, printable) and returns it in `name`.
 Socket listen_unix(std::string& name);
 Socket connect_unix(const std::string& name, const std::string& what);  // non-blocking
