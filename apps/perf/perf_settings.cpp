@@ -98,7 +98,7 @@ const char* statistic_label(TimeStatistic a) {
 std::optional<int> parse_settings(int argc, char** argv, const PerfCollective& c, Settings& s) {
   CLI::App app{str_cat(c.name, "_perf: nccl-tests' ", c.name, "_perf for ringgrad's ", c.name,
                        ", with its flags and table.\nalgbw = size / time; busbw = algbw * ",
-                       c.bus_formula,
+                       c.bus.formula,
                        " (n = world size): the per-link rate comparable to the link speed.\n"
                        "Start N ranks with ringgrad-run --nproc-per-node N, or mpirun -np N (with "
                        "MASTER_ADDR/MASTER_PORT).")};
