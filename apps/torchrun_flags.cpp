@@ -2,6 +2,7 @@
 // torchrun's PET_<NAME> environment variable as its default, as torchrun's do.
 #include "apps/torchrun_flags.h"
 
+#include <cctype>
 #include <cstdlib>
 
 #include "core/error.h"
@@ -22,6 +23,15 @@ void refuse(CLI::App& app, const std::string& names, const std::string& reason) 
       ->group(kRefused);
 }
 
+// `option` in `group`, with torchrun's PET_<NAME> environment variable as its default (for
+// --local-addr: PET_LOCAL_ADDR).
+void with_pet_env(CLI::Option* option, const char* group) {
+  std::string name = "PET_" + option->get_lnames().front();
+  for (char& c : name)
+    c = c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  option->envname(name)->group(group);
+}
+
 // The value-less flags and the options --hostfile passes on, as written on a command line.
 const char* const kRemoteFlags[] = {"--module", "--no-python", "--run-path", "--use-env",
                                     "--virtual-local-rank"};
@@ -33,18 +43,18 @@ const char* const kRemoteOptions[] = {"--launch-convention", "--role",
 
 void add_torchrun_flags(CLI::App& app, comm::LaunchConfig& c, InvocationFlags& f) {
   const char* how = "how PROGRAM runs";
-  app.add_flag("-m,--module", f.module, "run PROGRAM as a Python module: python -u -m PROGRAM")
-      ->envname("PET_MODULE")
-      ->group(how);
-  app.add_flag("--no-python,--no_python", f.no_python,
-               "execute PROGRAM directly instead of with python -u (default: .py files and "
-               "files that are not executable run with Python, executables run directly)")
-      ->envname("PET_NO_PYTHON")
-      ->group(how);
-  app.add_flag("--run-path,--run_path", f.run_path,
-               "run the script through runpy.run_path in a fresh Python, as torchrun does")
-      ->envname("PET_RUN_PATH")
-      ->group(how);
+  with_pet_env(
+      app.add_flag("-m,--module", f.module, "run PROGRAM as a Python module: python -u -m PROGRAM"),
+      how);
+  with_pet_env(
+      app.add_flag("--no-python,--no_python", f.no_python,
+                   "execute PROGRAM directly instead of with python -u (default: .py files and "
+                   "files that are not executable run with Python, executables run directly)"),
+      how);
+  with_pet_env(
+      app.add_flag("--run-path,--run_path", f.run_path,
+                   "run the script through runpy.run_path in a fresh Python, as torchrun does"),
+      how);
   app.add_option("--launch-convention", f.convention,
                  "torchrun (the local rank in LOCAL_RANK only), launch (also --local-rank=N "
                  "after the script, as torch.distributed.launch of PyTorch 2.x) or launch-1.x "
@@ -57,38 +67,37 @@ void add_torchrun_flags(CLI::App& app, comm::LaunchConfig& c, InvocationFlags& f
       ->group(how);
 
   const char* worker = "torchrun's worker settings";
-  app.add_option("--role", c.role, "the workers' ROLE_NAME")->envname("PET_ROLE")->group(worker);
-  app.add_option("--local-addr,--local_addr", c.local_addr,
-                 "this node's address as the other nodes reach it (node rank 0: MASTER_ADDR; "
-                 "default: the address it reaches the rendezvous store from)")
-      ->envname("PET_LOCAL_ADDR")
-      ->group(worker);
-  app.add_option("--log-line-prefix-template,--log_line_prefix_template",
-                 c.log_line_prefix_template,
-                 "--tee's console prefix with ${role_name} ${rank} ${local_rank} ${hostname} "
-                 "(default: [node:rank]: )")
-      ->envname("PET_LOG_LINE_PREFIX_TEMPLATE")
-      ->group(worker);
-  app.add_option("--signals-to-handle,--signals_to_handle", c.signals_to_handle,
-                 "signals that stop the job, forwarded to the workers first; also their "
-                 "TORCHELASTIC_SIGNALS_TO_HANDLE")
-      ->envname("PET_SIGNALS_TO_HANDLE")
-      ->group(worker);
-  app.add_flag("--virtual-local-rank,--virtual_local_rank", c.virtual_local_rank,
-               "every worker gets LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES its one GPU")
-      ->envname("PET_VIRTUAL_LOCAL_RANK")
-      ->group(worker);
-  app.add_option("--start-method,--start_method", f.start_method,
-                 "spawn, fork or forkserver: accepted, no effect (every worker is a new process "
-                 "running PROGRAM, as torchrun's are for a script)")
-      ->check(CLI::IsMember({"spawn", "fork", "forkserver"}))
-      ->envname("PET_START_METHOD")
-      ->group(worker);
-  app.add_option("--event-log-handler,--event_log_handler", f.event_log_handler,
-                 "null only (torchrun's other handlers are Python objects)")
-      ->check(CLI::IsMember({"null"}))
-      ->envname("PET_EVENT_LOG_HANDLER")
-      ->group(worker);
+  with_pet_env(app.add_option("--role", c.role, "the workers' ROLE_NAME"), worker);
+  with_pet_env(
+      app.add_option("--local-addr,--local_addr", c.local_addr,
+                     "this node's address as the other nodes reach it (node rank 0: MASTER_ADDR; "
+                     "default: the address it reaches the rendezvous store from)"),
+      worker);
+  with_pet_env(
+      app.add_option("--log-line-prefix-template,--log_line_prefix_template",
+                     c.log_line_prefix_template,
+                     "--tee's console prefix with ${role_name} ${rank} ${local_rank} ${hostname} "
+                     "(default: [node:rank]: )"),
+      worker);
+  with_pet_env(
+      app.add_option("--signals-to-handle,--signals_to_handle", c.signals_to_handle,
+                     "signals that stop the job, forwarded to the workers first; also their "
+                     "TORCHELASTIC_SIGNALS_TO_HANDLE"),
+      worker);
+  with_pet_env(app.add_flag("--virtual-local-rank,--virtual_local_rank", c.virtual_local_rank,
+                            "every worker gets LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES its one GPU"),
+               worker);
+  with_pet_env(
+      app.add_option(
+             "--start-method,--start_method", f.start_method,
+             "spawn, fork or forkserver: accepted, no effect (every worker is a new process "
+             "running PROGRAM, as torchrun's are for a script)")
+          ->check(CLI::IsMember({"spawn", "fork", "forkserver"})),
+      worker);
+  with_pet_env(app.add_option("--event-log-handler,--event_log_handler", f.event_log_handler,
+                              "null only (torchrun's other handlers are Python objects)")
+                   ->check(CLI::IsMember({"null"})),
+               worker);
 
   refuse(app, "--logs-specs,--logs_specs",
          "it names a Python LogsSpecs class to load from the torchrun.logs_specs entry points, "

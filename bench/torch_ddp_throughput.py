@@ -3,7 +3,6 @@
 # settings as ddp_throughput, with sync or with every step under no_sync(). Started once per
 # rank with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set. Rank 0 prints the same one-line
 # format. Any Python with torch (and torchvision, for resnet18) runs it.
-import argparse
 import contextlib
 import time
 
@@ -11,19 +10,13 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
-from torch_train_throughput import make_model
+from torch_train_throughput import make_model, throughput_args
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--model", default="resnet20")
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--steps", type=int, default=20)
+    p = throughput_args(threads=1)
     p.add_argument("--no-sync", action="store_true")
     p.add_argument("--backend", default="gloo", choices=["gloo", "ringgrad"])
-    p.add_argument("--amp", choices=["none", "bf16"], default="none")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     if a.backend == "ringgrad":

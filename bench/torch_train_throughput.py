@@ -14,15 +14,21 @@ import torch.nn as nn
 from torch_models import make_model
 
 
-def main():
+def throughput_args(threads):
+    """The flags this script and torch_ddp_throughput.py share, with ringgrad's defaults."""
     p = argparse.ArgumentParser()
     p.add_argument("--model", default="resnet20")
     p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--threads", type=int, default=threads)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--steps", type=int, default=20)
-    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--amp", choices=["none", "bf16"], default="none")
+    return p
+
+
+def main():
+    p = throughput_args(threads=2)
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--no-tf32", action="store_true",
                    help="float32 convolutions without TF32 (PyTorch allows it in cuDNN by default; "
                         "ours never use it)")

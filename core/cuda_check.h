@@ -8,24 +8,21 @@
 
 #include "core/error.h"
 
-#define CUDA_CHECK(expr)                                                                    \
-  do {                                                                                      \
-    const cudaError_t rg_cuda_err_ = (expr);                                                \
-    if (rg_cuda_err_ != cudaSuccess)                                                        \
-      RG_THROW(::ringgrad::Error, #expr, " failed: ", cudaGetErrorName(rg_cuda_err_), " (", \
-               cudaGetErrorString(rg_cuda_err_), ")");                                      \
+// A CUDA runtime status that is not cudaSuccess throws "<what...> failed: <name> (<text>)".
+#define RG_CUDA_STATUS_CHECK(status, ...)                                                         \
+  do {                                                                                            \
+    const cudaError_t rg_cuda_err_ = (status);                                                    \
+    if (rg_cuda_err_ != cudaSuccess)                                                              \
+      RG_THROW(::ringgrad::Error, __VA_ARGS__, " failed: ", cudaGetErrorName(rg_cuda_err_), " (", \
+               cudaGetErrorString(rg_cuda_err_), ")");                                            \
   } while (0)
+
+#define CUDA_CHECK(expr) RG_CUDA_STATUS_CHECK((expr), #expr)
 
 // After a kernel launch: launch-configuration errors are reported here, execution errors at
 // the next synchronising call (which CUDA_CHECK reports).
-#define CUDA_CHECK_LAUNCH(kernel_name)                            \
-  do {                                                            \
-    const cudaError_t rg_cuda_err_ = cudaGetLastError();          \
-    if (rg_cuda_err_ != cudaSuccess)                              \
-      RG_THROW(::ringgrad::Error, "launch of ", kernel_name,      \
-               " failed: ", cudaGetErrorName(rg_cuda_err_), " (", \
-               cudaGetErrorString(rg_cuda_err_), ")");            \
-  } while (0)
+#define CUDA_CHECK_LAUNCH(kernel_name) \
+  RG_CUDA_STATUS_CHECK(cudaGetLastError(), "launch of ", kernel_name)
 
 #define CUBLAS_CHECK(expr)                                                                      \
   do {                                                                                          \

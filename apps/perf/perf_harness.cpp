@@ -118,7 +118,7 @@ void print_preamble(const PerfCollective& c, const Settings& s, const comm::Proc
   std::printf("# Time: %s%s (-a %d), per collective%s\n", statistic_label(s.statistic),
               s.statistic == TimeStatistic::average ? ", as nccl-tests by default" : "",
               static_cast<int>(s.statistic), s.report_cputime ? ", to issue it (-C 1)" : "");
-  std::printf("# busbw = algbw * %s\n#\n# Using devices\n", c.bus_formula);
+  std::printf("# busbw = algbw * %s\n#\n# Using devices\n", c.bus.formula);
   for (const auto& l : rank_lines) std::printf("%s\n", l.c_str());
   if (world == 1)
     std::printf(
@@ -146,8 +146,8 @@ std::optional<size_t> next_size(const Settings& s, size_t bytes) {
 // this host, against what the host has, before anything is allocated: a sweep past its memory
 // would otherwise fail, or be killed, in the middle.
 void check_host_memory(const PerfCollective& c, const Settings& s, int world, int local_ranks) {
-  const double per_rank =
-      static_cast<double>(c.send_count(s.max_bytes, world) + 2 * c.recv_count(s.max_bytes, world));
+  const double per_rank = static_cast<double>(send_count(c, s.max_bytes, world) +
+                                              2 * recv_count(c, s.max_bytes, world));
   const double need = per_rank * local_ranks;
   const auto available = mem_available_bytes();
   if (available && need > static_cast<double>(*available))
@@ -177,7 +177,7 @@ void run_row(const PerfCollective& c, const Settings& s, comm::ProcessGroup& pg,
   result.busbw_sum += out.busbw + in.busbw;
   result.halves += 2;
   // nccl-tests' count column is the per-rank block for gather/scatter.
-  const size_t shown_count = c.count_in_rank_blocks ? row.count / pg.size() : row.count;
+  const size_t shown_count = c.rank_block != RankBlock::none ? row.count / pg.size() : row.count;
   const char* redop = c.has_op ? comm::reduce_op_name(row.op) : "none";
   const size_t bytes = row.count * dtype_size(row.dtype);
   if (printer) {

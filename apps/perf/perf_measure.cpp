@@ -31,7 +31,7 @@ Tensor unaligned(Tensor full, size_t unalign, size_t n) {
 
 Buffers make_buffers(const PerfCollective& c, const Settings& s, Device device, const RowSpec& row,
                      int rank, int world) {
-  const size_t send_n = c.send_count(row.count, world), recv_n = c.recv_count(row.count, world);
+  const size_t send_n = send_count(c, row.count, world), recv_n = recv_count(c, row.count, world);
   const size_t u = static_cast<size_t>(s.unalign);
   auto allocate = [&](size_t n, bool zero) {
     const int64_t total = static_cast<int64_t>(u + n);
@@ -44,8 +44,8 @@ Buffers make_buffers(const PerfCollective& c, const Settings& s, Device device, 
     std::tie(b.send_host, b.send) = allocate(std::max(send_n, recv_n), /*zero=*/true);
     b.recv_host = b.send_host;
     b.recv = b.send;
-    b.send_at = c.in_place_send_offset(row.count, rank, world);
-    b.recv_at = c.in_place_recv_offset(row.count, rank, world);
+    b.send_at = in_place_send_offset(c, row.count, rank, world);
+    b.recv_at = in_place_recv_offset(c, row.count, rank, world);
   } else {
     std::tie(b.send_host, b.send) = allocate(send_n, false);
     std::tie(b.recv_host, b.recv) = allocate(recv_n, true);
@@ -55,7 +55,7 @@ Buffers make_buffers(const PerfCollective& c, const Settings& s, Device device, 
 
 void fill_input(const PerfCollective& c, Buffers& b, Device device, const RowSpec& row, int rank,
                 int world) {
-  const size_t send_n = c.send_count(row.count, world);
+  const size_t send_n = send_count(c, row.count, world);
   for (size_t i = 0; i < send_n; ++i)
     b.send_host.set_element(b.send_at + i, input_value(row.op, row.dtype, rank, i));
   if (device.is_cuda()) b.send.copy_from(b.send_host);
@@ -65,7 +65,7 @@ void fill_input(const PerfCollective& c, Buffers& b, Device device, const RowSpe
 int64_t count_wrong(comm::ProcessGroup& pg, const PerfCollective& c, Device device,
                     const RowSpec& row, Buffers& b) {
   const int world = pg.size(), rank = pg.rank();
-  const size_t recv_n = c.recv_count(row.count, world);
+  const size_t recv_n = recv_count(c, row.count, world);
   if (device.is_cuda()) b.recv_host.copy_from(b.recv);
   if (rank == 0 && env_bool("RINGGRAD_PERF_INJECT_BITFLIP", false) && recv_n > 0)
     static_cast<uint8_t*>(b.recv_host.raw_data())[b.recv_at * dtype_size(row.dtype)] ^=
@@ -114,7 +114,7 @@ void run_on(Device device, Tensor& host, const std::function<comm::WorkPtr(const
 
 size_t row_count(const PerfCollective& c, size_t bytes, DType dtype, int world) {
   const size_t elem = dtype_size(dtype);
-  if (!c.count_in_rank_blocks) return bytes / elem;
+  if (c.rank_block == RankBlock::none) return bytes / elem;
   const size_t block_align = std::max<size_t>(1, 16 / elem);  // a block is whole 16-byte units
   const size_t per_rank = bytes / elem / world / block_align * block_align;
   return per_rank * world;
@@ -157,7 +157,7 @@ Measure measure(comm::ProcessGroup& pg, const PerfCollective& c, const Settings&
   // nccl-tests' algbw: the bytes of the row (the whole buffer for gather/scatter) per second.
   const double bytes = static_cast<double>(row.count * dtype_size(row.dtype));
   m.algbw = bytes / m.time_us / 1e3;  // GB/s = bytes / (us * 1e3)
-  m.busbw = m.algbw * c.bus_factor(world);
+  m.busbw = m.algbw * c.bus.factor(world);
   if (s.check > 0) m.wrong = 0;
   for (int k = 0; k < s.check && m.wrong == 0; ++k) {  // stops at the first wrong result
     fill_input(c, b, device, row, rank, world);

@@ -98,7 +98,7 @@ const char* statistic_label(TimeStatistic a) {
 std::optional<int> parse_settings(int argc, char** argv, const PerfCollective& c, Settings& s) {
   CLI::App app{str_cat(c.name, "_perf: nccl-tests' ", c.name, "_perf for ringgrad's ", c.name,
                        ", with its flags and table.\nalgbw = size / time; busbw = algbw * ",
-                       c.bus_formula,
+                       c.bus.formula,
                        " (n = world size): the per-link rate comparable to the link speed.\n"
                        "Start N ranks with ringgrad-run --nproc-per-node N, or mpirun -np N (with "
                        "MASTER_ADDR/MASTER_PORT).")};
@@ -109,15 +109,19 @@ std::optional<int> parse_settings(int argc, char** argv, const PerfCollective& c
   std::string minb = "32M", maxb = "32M", stepb = "1M", dtype = "float", op = "sum", root = "0";
   int blocking = 0, average = 1;
   std::string ignored;
+  // A flag that takes a whole number from `low` to `high`.
+  auto whole_number = [&](const char* flags, auto& value, const char* help, unsigned long long low,
+                          unsigned long long high, const char* group) {
+    app.add_option(flags, value, help)->check(cli::whole_number_in(low, high))->group(group);
+  };
   const char* sizes = "sizes";
   app.add_option("-b,--minbytes", minb, "smallest size (K/M/G suffixes; default 32M)")
       ->group(sizes);
   app.add_option("-e,--maxbytes", maxb, "largest size (default 32M)")->group(sizes);
   app.add_option("-i,--stepbytes", stepb, "additive step between sizes (default 1M)")->group(sizes);
-  app.add_option("-f,--stepfactor", s.step_factor,
-                 "multiplicative step, any whole number (> 1: used instead of -i)")
-      ->check(cli::whole_number_in(0, std::numeric_limits<int64_t>::max()))
-      ->group(sizes);
+  whole_number("-f,--stepfactor", s.step_factor,
+               "multiplicative step, any whole number (> 1: used instead of -i)", 0,
+               std::numeric_limits<int64_t>::max(), sizes);
 
   const char* coll = "the collective";
   app.add_option("-o,--op", op, "sum, prod, max, min, avg or all (reductions)")->group(coll);
@@ -128,94 +132,66 @@ std::optional<int> parse_settings(int argc, char** argv, const PerfCollective& c
       ->group(coll);
 
   const char* timing = "timing";
-  app.add_option("-n,--iters", s.iters, "timed iterations per size")
-      ->check(cli::whole_number_in(1, kMaxInt))
-      ->group(timing);
-  app.add_option("-m,--agg_iters", s.agg_iters, "collectives issued together per iteration")
-      ->check(cli::whole_number_in(1, kMaxInt))
-      ->group(timing);
-  app.add_option("-w,--warmup_iters", s.warmup,
-                 "untimed collectives at each size (sizes doubling from -b) before the sweep")
-      ->check(cli::whole_number_in(0, kMaxInt))
-      ->group(timing);
-  app.add_option("-N,--run_cycles", s.run_cycles, "sweeps, each printed (0: until stopped)")
-      ->check(cli::whole_number_in(0, kMaxInt))
-      ->group(timing);
-  app.add_option("-z,--blocking", blocking,
-                 "0: wait for the last collective only; 1: wait and barrier after each; 2: wait "
-                 "after each; 3: wait and barrier after each iteration, barrier not timed")
-      ->check(cli::whole_number_in(0, 3))
-      ->group(timing);
-  app.add_option("-a,--average", average,
-                 "the time reported: 0 rank 0's, 1 the average over ranks (nccl-tests' default), "
-                 "2 the minimum, 3 the maximum")
-      ->check(cli::whole_number_in(0, 3))
-      ->group(timing);
-  app.add_option("-C,--report_cputime", s.report_cputime,
-                 "1: report the time to issue the collectives instead of to complete them")
-      ->check(cli::whole_number_in(0, 1))
-      ->group(timing);
-  app.add_option("-S,--report_timestamps", s.report_timestamps,
-                 "1: a timestamp at the end of each row")
-      ->check(cli::whole_number_in(0, 1))
-      ->group(timing);
-  app.add_option("-T,--timeout", s.timeout_s,
-                 "seconds any collective may wait before the run fails (0: RINGGRAD_TIMEOUT_S, "
-                 "else 600)")
-      ->check(cli::whole_number_in(0, kMaxInt))
-      ->group(timing);
+  whole_number("-n,--iters", s.iters, "timed iterations per size", 1, kMaxInt, timing);
+  whole_number("-m,--agg_iters", s.agg_iters, "collectives issued together per iteration", 1,
+               kMaxInt, timing);
+  whole_number("-w,--warmup_iters", s.warmup,
+               "untimed collectives at each size (sizes doubling from -b) before the sweep", 0,
+               kMaxInt, timing);
+  whole_number("-N,--run_cycles", s.run_cycles, "sweeps, each printed (0: until stopped)", 0,
+               kMaxInt, timing);
+  whole_number("-z,--blocking", blocking,
+               "0: wait for the last collective only; 1: wait and barrier after each; 2: wait "
+               "after each; 3: wait and barrier after each iteration, barrier not timed",
+               0, 3, timing);
+  whole_number("-a,--average", average,
+               "the time reported: 0 rank 0's, 1 the average over ranks (nccl-tests' default), "
+               "2 the minimum, 3 the maximum",
+               0, 3, timing);
+  whole_number("-C,--report_cputime", s.report_cputime,
+               "1: report the time to issue the collectives instead of to complete them", 0, 1,
+               timing);
+  whole_number("-S,--report_timestamps", s.report_timestamps,
+               "1: a timestamp at the end of each row", 0, 1, timing);
+  whole_number("-T,--timeout", s.timeout_s,
+               "seconds any collective may wait before the run fails (0: RINGGRAD_TIMEOUT_S, "
+               "else 600)",
+               0, kMaxInt, timing);
 
   const char* checking = "checking and output";
-  app.add_option("-c,--check", s.check, "check the results this many times (0: off)")
-      ->check(cli::whole_number_in(0, kMaxInt))
-      ->group(checking);
-  app.add_option("-u,--unalign", s.unalign, "offset of the buffers' first element, in elements")
-      ->check(cli::whole_number_in(0, 1 << 20))
-      ->group(checking);
+  whole_number("-c,--check", s.check, "check the results this many times (0: off)", 0, kMaxInt,
+               checking);
+  whole_number("-u,--unalign", s.unalign, "offset of the buffers' first element, in elements", 0,
+               1 << 20, checking);
   app.add_option("-J,--output_file,--json", s.json_path,
                  "also write the results as JSON to this file (ringgrad's layout)")
       ->group(checking);
 
   const char* nccl = "nccl-tests' flags for NCCL or its threads: their default only";
-  app.add_option("-t,--nthreads", ignored, "threads per process (nccl-tests'; 1 here)")
-      ->check(default_only("1", one_rank))
-      ->group(nccl);
-  app.add_option("-g,--ngpus", ignored, "GPUs per thread (nccl-tests'; 1 here)")
-      ->check(default_only("1", one_rank))
-      ->group(nccl);
-  app.add_option("-p,--parallel_init", ignored, "0 or 1: nothing to do (one rank per process)")
-      ->check(cli::whole_number_in(0, 1))
-      ->group(nccl);
-  app.add_option("-y,--stream_null", ignored, "0")
-      ->check(default_only("0", "ringgrad's collectives run on their own streams"))
-      ->group(nccl);
-  app.add_option("-G,--cudagraph", ignored, "0")
-      ->check(default_only("0", "the ring is driven by host threads, there is no graph to capture"))
-      ->group(nccl);
-  app.add_option("-R,--local_register", ignored, "0")
-      ->check(default_only("0", "ringgrad does not register buffers with NCCL"))
-      ->group(nccl);
+  // One that takes only `value` (its help says what it is), refusing any other with `why`.
+  auto nccl_default = [&](const char* flags, const char* value, const char* help, const char* why) {
+    app.add_option(flags, ignored, help)->check(default_only(value, why))->group(nccl);
+  };
+  nccl_default("-t,--nthreads", "1", "threads per process (nccl-tests'; 1 here)", one_rank);
+  nccl_default("-g,--ngpus", "1", "GPUs per thread (nccl-tests'; 1 here)", one_rank);
+  whole_number("-p,--parallel_init", ignored, "0 or 1: nothing to do (one rank per process)", 0, 1,
+               nccl);
+  nccl_default("-y,--stream_null", "0", "0", "ringgrad's collectives run on their own streams");
+  nccl_default("-G,--cudagraph", "0", "0",
+               "the ring is driven by host threads, there is no graph to capture");
+  nccl_default("-R,--local_register", "0", "0", "ringgrad does not register buffers with NCCL");
   app.add_option("-x,--cta_policy", ignored, "not set: a CTA policy is NCCL's")
       ->check(CLI::Validator(
           [](std::string&) { return std::string("a CTA policy is NCCL's; leave it out"); }, ""))
       ->group(nccl);
-  app.add_option("-D,--device_implementation", ignored, "0")
-      ->check(default_only("0", "NCCL's device API is not used"))
-      ->group(nccl);
-  app.add_option("-V,--device_cta_count", ignored, "1 to 128: only used with -D")
-      ->check(cli::whole_number_in(1, 128))
-      ->group(nccl);
-  app.add_option("-M,--memory", ignored, "0")
-      ->check(default_only("0", "no GPU memory report is written"))
-      ->group(nccl);
-  app.add_option("-I,--per_iter_timing", ignored, "0")
-      ->check(default_only("0",
-                           "timing each iteration would mean waiting for each one, changing what "
-                           "is timed; use -z 2 for that"))
-      ->group(nccl);
-  app.add_option("-K,--per_iter_skip", ignored, "0 (used with -I only)")
-      ->check(default_only("0", "it applies to -I, which is not available"))
-      ->group(nccl);
+  nccl_default("-D,--device_implementation", "0", "0", "NCCL's device API is not used");
+  whole_number("-V,--device_cta_count", ignored, "1 to 128: only used with -D", 1, 128, nccl);
+  nccl_default("-M,--memory", "0", "0", "no GPU memory report is written");
+  nccl_default("-I,--per_iter_timing", "0", "0",
+               "timing each iteration would mean waiting for each one, changing what is timed; "
+               "use -z 2 for that");
+  nccl_default("-K,--per_iter_skip", "0", "0 (used with -I only)",
+               "it applies to -I, which is not available");
 
   const char* ours = "ringgrad's";
   cli::add_choice(app, "--backend", s.backend, comm::kBackends,

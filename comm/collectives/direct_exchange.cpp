@@ -2,23 +2,11 @@
 #include "comm/collectives/direct_exchange.h"
 
 #include <cstdint>
-#include <cstring>
 
+#include "comm/collectives/byte_buffers.h"
 #include "core/error.h"
 
 namespace ringgrad::comm::collectives {
-
-namespace {
-
-char* at(const void* base, size_t offset) {
-  return static_cast<char*>(const_cast<void*>(base)) + offset;
-}
-
-void copy_if_distinct(void* dst, const void* src, size_t bytes) {
-  if (dst != src && bytes > 0) std::memmove(dst, src, bytes);
-}
-
-}  // namespace
 
 void linear_gather(Transport& t, const void* input, void* output, size_t bytes, int root) {
   const int n = t.size(), r = t.rank();
@@ -26,9 +14,9 @@ void linear_gather(Transport& t, const void* input, void* output, size_t bytes, 
     if (bytes > 0) t.post_send(root, input, bytes);
     return t.wait_all();
   }
-  copy_if_distinct(at(output, r * bytes), input, bytes);
+  copy_if_distinct(bytes_at(output, r * bytes), input, bytes);
   for (int q = 0; q < n; ++q)
-    if (q != r && bytes > 0) t.post_recv(q, at(output, q * bytes), bytes);
+    if (q != r && bytes > 0) t.post_recv(q, bytes_at(output, q * bytes), bytes);
   t.wait_all();
 }
 
@@ -42,9 +30,9 @@ void linear_scatter(Transport& t, const void* input, void* output, size_t bytes,
   // the first blocks do not all go to rank 0.
   for (int step = 1; step < n; ++step) {
     const int q = (r + step) % n;
-    if (bytes > 0) t.post_send(q, at(input, q * bytes), bytes);
+    if (bytes > 0) t.post_send(q, bytes_at(input, q * bytes), bytes);
   }
-  copy_if_distinct(output, at(input, r * bytes), bytes);
+  copy_if_distinct(output, bytes_at(input, r * bytes), bytes);
   t.wait_all();
 }
 
@@ -76,12 +64,12 @@ void pairwise_alltoall(Transport& t, const void* input, void* output, const Allt
     RG_THROW(InvalidArgument, "alltoall: rank ", r, " sends itself ", l.send[r],
              " bytes but expects ", l.recv[r]);
   for (int p = 0; p < n; ++p)
-    if (p != r && l.recv[p] > 0) t.post_recv(p, at(output, l.recv_at[p]), l.recv[p]);
+    if (p != r && l.recv[p] > 0) t.post_recv(p, bytes_at(output, l.recv_at[p]), l.recv[p]);
   for (int step = 1; step < n; ++step) {
     const int p = (r + step) % n;
-    if (l.send[p] > 0) t.post_send(p, at(input, l.send_at[p]), l.send[p]);
+    if (l.send[p] > 0) t.post_send(p, bytes_at(input, l.send_at[p]), l.send[p]);
   }
-  copy_if_distinct(at(output, l.recv_at[r]), at(input, l.send_at[r]), l.send[r]);
+  copy_if_distinct(bytes_at(output, l.recv_at[r]), bytes_at(input, l.send_at[r]), l.send[r]);
   t.wait_all();
 }
 

@@ -3,22 +3,13 @@
 // receives one from its left neighbour r-1. All-reduce is a reduce-scatter phase then an
 // all-gather phase; reduce, reduce-scatter and all-gather reuse the phases. The segment
 // pipelining inside a step is in pipelined_step (ring_step.h).
-#include <cstring>
-
 #include "comm/collectives/algorithms.h"
+#include "comm/collectives/byte_buffers.h"
 #include "comm/collectives/ring_step.h"
 
 namespace ringgrad::comm::collectives {
 
 namespace {
-
-char* bytes_at(const void* base, size_t offset) {
-  return static_cast<char*>(const_cast<void*>(base)) + offset;
-}
-
-void copy_if_distinct(void* dst, const void* src, size_t bytes) {
-  if (dst != src && bytes > 0) std::memmove(dst, src, bytes);
-}
 
 struct Ring {
   int n, rank, right, left;

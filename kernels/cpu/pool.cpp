@@ -20,6 +20,17 @@ void check_nchw(const Tensor& t, const char* op, const char* name) {
   check_cpu(t, op);
 }
 
+// What both global-average-pool kernels check: `full` (named full_name) is (N, C, H, W), and
+// `pooled` is (N, C, 1, 1) of its dtype on the CPU.
+void check_global_pool(const Tensor& full, const char* full_name, const Tensor& pooled,
+                       const char* pooled_name, const char* op) {
+  check_nchw(full, op, full_name);
+  check_shape(pooled, Shape{full.size(0), full.size(1), 1, 1}, op, pooled_name);
+  RG_CHECK(pooled.dtype() == full.dtype(), op, ": ", pooled_name, " and ", full_name,
+           " dtypes differ");
+  check_cpu(pooled, op);
+}
+
 // One plane: each output takes the maximum of its window clipped to the input, starting from
 // -inf at the window's first in-bounds position (padding never wins, as PyTorch).
 template <class T>
@@ -129,10 +140,7 @@ void maxpool2d_backward(Tensor& dx, const Tensor& dy, const Tensor& indices) {
 // y[n, c] = mean of x[n, c, :, :]; x: (N, C, H, W) -> y: (N, C, 1, 1)
 void global_avgpool_forward(Tensor& y, const Tensor& x) {
   constexpr const char* op = "global_avgpool_forward";
-  check_nchw(x, op, "x");
-  check_shape(y, Shape{x.size(0), x.size(1), 1, 1}, op, "y");
-  RG_CHECK(y.dtype() == x.dtype(), op, ": y and x dtypes differ");
-  check_cpu(y, op);
+  check_global_pool(x, "x", y, "y", op);
   const int64_t HW = x.size(2) * x.size(3), planes = x.size(0) * x.size(1);
   RG_CHECK_GT(HW, 0, op, ": empty input plane in ", x.shape().str());
   dispatch_float_or_bf16(x.dtype(), op, [&](auto tag) {
@@ -153,10 +161,7 @@ void global_avgpool_forward(Tensor& y, const Tensor& x) {
 // dx[n, c, h, w] = dy[n, c] / (H W); dy: (N, C, 1, 1) -> dx: (N, C, H, W)
 void global_avgpool_backward(Tensor& dx, const Tensor& dy) {
   constexpr const char* op = "global_avgpool_backward";
-  check_nchw(dx, op, "dx");
-  check_shape(dy, Shape{dx.size(0), dx.size(1), 1, 1}, op, "dy");
-  RG_CHECK(dx.dtype() == dy.dtype(), op, ": dx and dy dtypes differ");
-  check_cpu(dy, op);
+  check_global_pool(dx, "dx", dy, "dy", op);
   const int64_t HW = dx.size(2) * dx.size(3), planes = dx.size(0) * dx.size(1);
   dispatch_float_or_bf16(dx.dtype(), op, [&](auto tag) {
     using T = decltype(tag);

@@ -196,6 +196,23 @@ void launch_apply(Tensor& y, const Tensor& x, const Layout& l, const Tensor& fac
   CUDA_CHECK_LAUNCH("batchnorm apply_kernel");
 }
 
+// y from given per-channel statistics: batchnorm_apply's mean and invstd, or the eval forward's
+// running mean and variance (from_var, with eps).
+void launch_affine(Tensor& y, const Tensor& x, const char* op, const Tensor& mean,
+                   const char* mean_name, const Tensor& spread, const char* spread_name,
+                   bool from_var, double eps, const Tensor& gamma, const Tensor& beta) {
+  const Layout l = layout_of(x, op);
+  check_like_x(y, x, op, "y");
+  Launch launch(x);
+  Tensor factors = factor_buffer(x, l);
+  affine_factors_kernel<<<blocks_for(l.c), kThreads, 0, launch.stream>>>(
+      factors_of(factors), l.c, required(mean, l, op, mean_name),
+      required(spread, l, op, spread_name), from_var, eps, channel(gamma, l, op, "gamma", 1.0),
+      channel(beta, l, op, "beta", 0.0));
+  CUDA_CHECK_LAUNCH("batchnorm affine_factors_kernel");
+  launch_apply(y, x, l, factors, launch.stream);
+}
+
 void launch_input_grad(Tensor& dx, const Tensor& dy, const Tensor& x, const Layout& l,
                        const Tensor& factors, cudaStream_t stream) {
   input_grad_kernel<<<blocks_for(x.numel()), kThreads, 0, stream>>>(
@@ -220,16 +237,8 @@ void batchnorm_channel_sums(Tensor& sum, Tensor& sum_sq, const Tensor& x) {
 
 void batchnorm_apply(Tensor& y, const Tensor& x, const Tensor& mean, const Tensor& invstd,
                      const Tensor& gamma, const Tensor& beta) {
-  constexpr const char* op = "batchnorm_apply";
-  const Layout l = layout_of(x, op);
-  check_like_x(y, x, op, "y");
-  Launch launch(x);
-  Tensor factors = factor_buffer(x, l);
-  affine_factors_kernel<<<blocks_for(l.c), kThreads, 0, launch.stream>>>(
-      factors_of(factors), l.c, required(mean, l, op, "mean"), required(invstd, l, op, "invstd"),
-      false, 0.0, channel(gamma, l, op, "gamma", 1.0), channel(beta, l, op, "beta", 0.0));
-  CUDA_CHECK_LAUNCH("batchnorm affine_factors_kernel");
-  launch_apply(y, x, l, factors, launch.stream);
+  launch_affine(y, x, "batchnorm_apply", mean, "mean", invstd, "invstd", /*from_var=*/false, 0.0,
+                gamma, beta);
 }
 
 void batchnorm_forward_train(Tensor& y, Tensor& save_mean, Tensor& save_invstd,
@@ -255,17 +264,8 @@ void batchnorm_forward_train(Tensor& y, Tensor& save_mean, Tensor& save_invstd,
 
 void batchnorm_forward_eval(Tensor& y, const Tensor& x, const Tensor& gamma, const Tensor& beta,
                             const Tensor& running_mean, const Tensor& running_var, double eps) {
-  constexpr const char* op = "batchnorm_forward_eval";
-  const Layout l = layout_of(x, op);
-  check_like_x(y, x, op, "y");
-  Launch launch(x);
-  Tensor factors = factor_buffer(x, l);
-  affine_factors_kernel<<<blocks_for(l.c), kThreads, 0, launch.stream>>>(
-      factors_of(factors), l.c, required(running_mean, l, op, "running_mean"),
-      required(running_var, l, op, "running_var"), true, eps, channel(gamma, l, op, "gamma", 1.0),
-      channel(beta, l, op, "beta", 0.0));
-  CUDA_CHECK_LAUNCH("batchnorm affine_factors_kernel");
-  launch_apply(y, x, l, factors, launch.stream);
+  launch_affine(y, x, "batchnorm_forward_eval", running_mean, "running_mean", running_var,
+                "running_var", /*from_var=*/true, eps, gamma, beta);
 }
 
 void batchnorm_backward_reduce(Tensor& sum_dy, Tensor& sum_dy_xhat, const Tensor& dy,

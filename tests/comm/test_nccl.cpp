@@ -47,16 +47,12 @@ TEST_CASE("nccl: world size 1, every collective, dtype and op on CUDA tensors") 
         Tensor want =
             host_values(count, dtype, [&](int64_t i) { return input_value(op, dtype, 0, i); });
         Tensor in = want.to(gpu), out = Tensor::zeros({count}, dtype, gpu);
-        AllreduceOptions ao;
-        ao.op = op;
-        pg->allreduce(in, out, ao)->wait();
+        pg->allreduce(in, out, AllreduceOptions{op})->wait();
         CHECK(first_mismatch(out, want) == "");
-        pg->allreduce(in, ao)->wait();
+        pg->allreduce(in, AllreduceOptions{op})->wait();
         CHECK(first_mismatch(in, want) == "");
-        ReduceOptions ro;
-        ro.op = op;
         out.zero_();
-        pg->reduce(in, out, ro)->wait();
+        pg->reduce(in, out, ReduceOptions{op})->wait();
         CHECK(first_mismatch(out, want) == "");
         out.zero_();
         pg->broadcast(in, out)->wait();
@@ -66,12 +62,10 @@ TEST_CASE("nccl: world size 1, every collective, dtype and op on CUDA tensors") 
         CHECK(first_mismatch(out, want) == "");
         pg->allgather_inplace(out)->wait();
         CHECK(first_mismatch(out, want) == "");
-        ReduceScatterOptions so;
-        so.op = op;
         out.zero_();
-        pg->reduce_scatter(in, out, so)->wait();
+        pg->reduce_scatter(in, out, ReduceScatterOptions{op})->wait();
         CHECK(first_mismatch(out, want) == "");
-        pg->reduce_scatter_inplace(in, so)->wait();
+        pg->reduce_scatter_inplace(in, ReduceScatterOptions{op})->wait();
         CHECK(first_mismatch(in, want) == "");
       }
   auto w = pg->barrier();

@@ -88,14 +88,20 @@ Run run_shell(const std::string& cmd) {
   return run;
 }
 
-// What a launched all_reduce_perf must show: both ranks in the header, a checked table.
-void check_launched_run(const Run& run) {
+// The table of a run that passed: exit code 0 and nccl-tests' line for no wrong results.
+std::vector<Row> passed_rows(const Run& run) {
   CAPTURE(run.out);
   CHECK(run.exit_code == 0);
+  CHECK(has(run.out, "# Out of bounds values : 0 OK"));
+  return table_rows(run.out);
+}
+
+// What a launched all_reduce_perf must show: both ranks in the header, a checked table.
+void check_launched_run(const Run& run) {
+  const auto rows = passed_rows(run);
+  CAPTURE(run.out);
   CHECK(has(run.out, "#  Rank  0 Group  0 Pid"));
   CHECK(has(run.out, "#  Rank  1 Group  0 Pid"));
-  CHECK(has(run.out, "# Out of bounds values : 0 OK"));
-  const auto rows = table_rows(run.out);
   CHECK(rows.size() == 3);
   for (const auto& r : rows) CHECK(r.wrong[0] + r.wrong[1] == 0);
 }
@@ -106,16 +112,14 @@ const std::string kLaunchedFlags = " -b 8 -e 64K -f 32 -n 2 -w 1 -c 1";
 
 TEST_CASE("all_reduce_perf on 3 ranks: nccl-tests table, busbw = algbw * 2(n-1)/n, checked") {
   Run run = run_perf("all_reduce_perf", 3, "-b 8 -e 1M -f 8 -n 3 -w 1 -c 1 -d all -o sum");
+  const auto rows = passed_rows(run);
   CAPTURE(run.out);
-  CHECK(run.exit_code == 0);
   CHECK(has(run.out, "#  Rank  0 Group  0 Pid"));
   CHECK(has(run.out, "#  Rank  2 Group  0 Pid"));
   CHECK(has(run.out, "backend ring: shm to 1,2"));  // each rank's links, here shared memory
   CHECK(has(run.out, "backend ring: shm to 0,1"));
   CHECK(has(run.out, "out-of-place"));
-  CHECK(has(run.out, "# Out of bounds values : 0 OK"));
   CHECK(has(run.out, "# Avg bus bandwidth"));
-  const auto rows = table_rows(run.out);
   CHECK(rows.size() == 7 * 6);  // 7 dtypes x sizes 8, 64, 512, 4K, 32K, 256K
   for (const auto& r : rows)
     for (int k = 0; k < 2; ++k) {
@@ -143,12 +147,8 @@ TEST_CASE("all_reduce_perf runs under mpirun (OMPI_COMM_WORLD_* with MASTER_ADDR
 
 TEST_CASE("the other perf binaries check their results on 2 ranks") {
   for (const char* bin : {"all_gather_perf", "reduce_scatter_perf", "broadcast_perf"}) {
-    Run run = run_perf(bin, 2, "-b 1K -e 64K -f 8 -n 2 -w 1 -r 1 -d all");
     CAPTURE(bin);
-    CAPTURE(run.out);
-    CHECK(run.exit_code == 0);
-    CHECK(has(run.out, "# Out of bounds values : 0 OK"));
-    CHECK(!table_rows(run.out).empty());
+    CHECK(!passed_rows(run_perf(bin, 2, "-b 1K -e 64K -f 8 -n 2 -w 1 -r 1 -d all")).empty());
   }
 }
 
@@ -173,13 +173,10 @@ TEST_CASE("nccl-tests' command lines run: -f any factor, -N, -m, -z, -u, -r -1, 
       {"-b 1K -e 4K -f 4 -n 2 -S 1 -a 0 -T 30 -p 1 -t 1 -g 1 -G 0 -V 16", "timestamp"},
   };
   for (const auto& [flags, shows] : runs) {
-    Run run = run_perf("all_reduce_perf", 2, flags);
     CAPTURE(flags);
-    CAPTURE(run.out);
-    CHECK(run.exit_code == 0);
-    CHECK(has(run.out, shows));
-    CHECK(has(run.out, "# Out of bounds values : 0 OK"));
-    const auto rows = table_rows(run.out);
+    Run run = run_perf("all_reduce_perf", 2, flags);
+    const auto rows = passed_rows(run);
+    CHECK_MESSAGE(has(run.out, shows), run.out);
     CHECK(!rows.empty());
     for (const auto& r : rows) CHECK(r.wrong[0] + r.wrong[1] == 0);
   }
@@ -192,11 +189,8 @@ TEST_CASE("nccl-tests' command lines run: -f any factor, -N, -m, -z, -u, -r -1, 
   CHECK(has(roots.out, "    none       0 "));
   CHECK(has(roots.out, "    none       1 "));
   for (const char* bin : {"all_gather_perf", "reduce_scatter_perf"}) {
-    Run run = run_perf(bin, 3, "-b 1K -e 1K -n 1 -u 5 -d all");
     CAPTURE(bin);
-    CAPTURE(run.out);
-    CHECK(run.exit_code == 0);
-    CHECK(has(run.out, "# Out of bounds values : 0 OK"));
+    passed_rows(run_perf(bin, 3, "-b 1K -e 1K -n 1 -u 5 -d all"));
   }
 }
 

@@ -86,18 +86,6 @@ bool same_block(const StagedBlock& a, const StagedBlock& b) {
          a.rows == b.rows;
 }
 
-StagedBlock block(size_t device_offset, size_t device_pitch, size_t host_offset, size_t host_pitch,
-                  size_t width, size_t rows) {
-  StagedBlock b;
-  b.device_offset = device_offset;
-  b.device_pitch = device_pitch;
-  b.host_offset = host_offset;
-  b.host_pitch = host_pitch;
-  b.width = width;
-  b.rows = rows;
-  return b;
-}
-
 }  // namespace
 
 TEST_CASE("staging: chunk schedule for sizes that do and do not divide by the chunk") {
@@ -114,18 +102,18 @@ TEST_CASE("staging: chunk schedule for sizes that do and do not divide by the ch
   const size_t sizes[] = {3, 3, 3, 1};
   for (size_t k = 0; k < 4; ++k) {
     const StagedChunk c = collectives::elementwise_chunk(10, 4, 3, k, true, false);
-    CHECK(same_block(c.in, block(k * 12, 0, 0, 0, sizes[k] * 4, 1)));
+    CHECK(same_block(c.in, StagedBlock{k * 12, 0, 0, 0, sizes[k] * 4, 1}));
     CHECK(c.out.rows == 0);
   }
   // allgather, 10 bytes per rank, 4-byte chunks, rank 1 of 3: chunk 2 is bytes 8-9 of every block.
   const StagedChunk g = collectives::allgather_chunk(10, 3, 1, 4, 2);
-  CHECK(same_block(g.in, block(8, 0, 2, 0, 2, 1)));
-  CHECK(same_block(g.out, block(8, 10, 0, 2, 2, 3)));
+  CHECK(same_block(g.in, StagedBlock{8, 0, 2, 0, 2, 1}));
+  CHECK(same_block(g.out, StagedBlock{8, 10, 0, 2, 2, 3}));
   // reduce_scatter, 5 floats per rank, 2 per chunk, rank 2 of 3: chunk 2 is element 4 of each
   // block.
   const StagedChunk r = collectives::reduce_scatter_chunk(5, 4, 3, 2, 2, 2);
-  CHECK(same_block(r.in, block(16, 20, 0, 4, 4, 3)));
-  CHECK(same_block(r.out, block(16, 0, 8, 0, 4, 1)));
+  CHECK(same_block(r.in, StagedBlock{16, 20, 0, 4, 4, 3}));
+  CHECK(same_block(r.out, StagedBlock{16, 0, 8, 0, 4, 1}));
 }
 
 TEST_CASE("staging: the copy in of chunk k+1 and the copy out of k-1 overlap the transfer of k") {

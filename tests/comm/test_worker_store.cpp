@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <map>
+#include <sstream>
 #include <thread>
 
 #include "comm/store/worker_store.h"
@@ -15,99 +16,85 @@ using namespace ringgrad::comm;
 using namespace ringgrad::comm::testing;
 
 namespace {
-EnvLookup env_of(std::map<std::string, std::string> vars) {
+// A worker's environment as a shell would set it: "RANK=3 WORLD_SIZE=4" (values without spaces).
+EnvLookup env_of(const std::string& assignments) {
+  std::map<std::string, std::string> vars;
+  std::istringstream words(assignments);
+  for (std::string word; words >> word;) {
+    const size_t eq = word.find('=');
+    REQUIRE(eq != std::string::npos);
+    vars[word.substr(0, eq)] = word.substr(eq + 1);
+  }
   return [vars](const char* name) -> std::optional<std::string> {
     auto it = vars.find(name);
     if (it == vars.end()) return std::nullopt;
     return it->second;
   };
 }
+
+// Where a worker found its ranks (the variable family), and the rank, world size, local rank
+// and local world size it read there.
+void check_ranks(const WorkerEnv& env, const std::string& source, int rank, int world_size,
+                 int local_rank, int local_world_size) {
+  CHECK(env.source == source);
+  CHECK(env.rank == rank);
+  CHECK(env.world_size == world_size);
+  CHECK(env.local_rank == local_rank);
+  CHECK(env.local_world_size == local_world_size);
+}
 }  // namespace
 
 TEST_CASE("worker env: torchrun variables") {
-  auto env = read_worker_env(env_of({{"RANK", "3"},
-                                     {"WORLD_SIZE", "4"},
-                                     {"LOCAL_RANK", "1"},
-                                     {"LOCAL_WORLD_SIZE", "2"},
-                                     {"MASTER_ADDR", "10.0.0.1"},
-                                     {"MASTER_PORT", "29500"},
-                                     {"TORCHELASTIC_RESTART_COUNT", "2"}}));
-  CHECK(env.rank == 3);
-  CHECK(env.world_size == 4);
-  CHECK(env.local_rank == 1);
-  CHECK(env.local_world_size == 2);
+  auto env = read_worker_env(
+      env_of("RANK=3 WORLD_SIZE=4 LOCAL_RANK=1 LOCAL_WORLD_SIZE=2 MASTER_ADDR=10.0.0.1 "
+             "MASTER_PORT=29500 TORCHELASTIC_RESTART_COUNT=2"));
+  check_ranks(env, "RANK", 3, 4, 1, 2);
   CHECK(env.master_addr == "10.0.0.1");
   CHECK(env.master_port == 29500);
   CHECK(env.generation == 2);
-  CHECK(env.source == "RANK");
 }
 
 TEST_CASE("worker env: Open MPI and Slurm variables when RANK is absent") {
-  auto mpi = read_worker_env(env_of({{"OMPI_COMM_WORLD_RANK", "5"},
-                                     {"OMPI_COMM_WORLD_SIZE", "8"},
-                                     {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
-                                     {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"},
-                                     {"MASTER_ADDR", "h"},
-                                     {"MASTER_PORT", "1234"}}));
-  CHECK(mpi.rank == 5);
-  CHECK(mpi.world_size == 8);
-  CHECK(mpi.local_rank == 1);
-  CHECK(mpi.local_world_size == 4);
-  CHECK(mpi.source == "OMPI");
-  auto slurm = read_worker_env(env_of({{"SLURM_PROCID", "2"},
-                                       {"SLURM_NTASKS", "3"},
-                                       {"SLURM_LOCALID", "0"},
-                                       {"SLURM_NTASKS_PER_NODE", "2(x3)"},
-                                       {"MASTER_ADDR", "h"},
-                                       {"MASTER_PORT", "1234"}}));
-  CHECK(slurm.rank == 2);
-  CHECK(slurm.world_size == 3);
-  CHECK(slurm.local_world_size == 1);  // "2(x3)" is not a plain count
-  CHECK(slurm.source == "SLURM");
+  auto mpi = read_worker_env(
+      env_of("OMPI_COMM_WORLD_RANK=5 OMPI_COMM_WORLD_SIZE=8 OMPI_COMM_WORLD_LOCAL_RANK=1 "
+             "OMPI_COMM_WORLD_LOCAL_SIZE=4 MASTER_ADDR=h MASTER_PORT=1234"));
+  check_ranks(mpi, "OMPI", 5, 8, 1, 4);
+  auto slurm =
+      read_worker_env(env_of("SLURM_PROCID=2 SLURM_NTASKS=3 SLURM_LOCALID=0 "
+                             "SLURM_NTASKS_PER_NODE=2(x3) MASTER_ADDR=h MASTER_PORT=1234"));
+  check_ranks(slurm, "SLURM", 2, 3, 0, 1);  // local world size 1: "2(x3)" is not a plain count
 }
 
 TEST_CASE("worker env: clear errors for conflicting or missing variables") {
   auto conflict = message_of<InvalidArgument>([&] {
-    read_worker_env(env_of({{"RANK", "1"},
-                            {"WORLD_SIZE", "2"},
-                            {"SLURM_PROCID", "0"},
-                            {"MASTER_ADDR", "h"},
-                            {"MASTER_PORT", "1"}}));
+    read_worker_env(env_of("RANK=1 WORLD_SIZE=2 SLURM_PROCID=0 MASTER_ADDR=h MASTER_PORT=1"));
   });
   CHECK(conflict.find("RANK=1 disagrees with SLURM_PROCID=0") != std::string::npos);
   // Under ringgrad-run inside an srun allocation the launcher's RANK is the one that counts.
-  CHECK(read_worker_env(env_of({{"RANK", "1"},
-                                {"WORLD_SIZE", "2"},
-                                {"SLURM_PROCID", "0"},
-                                {"TORCHELASTIC_RUN_ID", "x"},
-                                {"MASTER_ADDR", "h"},
-                                {"MASTER_PORT", "1"}}))
+  CHECK(read_worker_env(env_of("RANK=1 WORLD_SIZE=2 SLURM_PROCID=0 TORCHELASTIC_RUN_ID=x "
+                               "MASTER_ADDR=h MASTER_PORT=1"))
             .rank == 1);
-  CHECK(message_of<InvalidArgument>([&] { read_worker_env(env_of({})); }).find("no rank") !=
+  CHECK(message_of<InvalidArgument>([&] { read_worker_env(env_of("")); }).find("no rank") !=
         std::string::npos);
   CHECK(message_of<InvalidArgument>([&] {
-          read_worker_env(env_of({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_PORT", "1"}}));
+          read_worker_env(env_of("RANK=0 WORLD_SIZE=1 MASTER_PORT=1"));
         }).find("MASTER_ADDR") != std::string::npos);
   CHECK(message_of<InvalidArgument>([&] {
-          read_worker_env(env_of(
-              {{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}}));
+          read_worker_env(env_of("RANK=2 WORLD_SIZE=2 MASTER_ADDR=h MASTER_PORT=1"));
         }).find("outside world size") != std::string::npos);
   CHECK(message_of<InvalidArgument>([&] {
-          read_worker_env(env_of({{"RANK", "x"}, {"WORLD_SIZE", "2"}}));
+          read_worker_env(env_of("RANK=x WORLD_SIZE=2"));
         }).find("RANK='x'") != std::string::npos);
   // Numbers past int's range are refused, not wrapped (4294967296 would become rank 0).
   for (const char* huge : {"4294967296", "99999999999999999999"}) {
     CAPTURE(huge);
     CHECK(message_of<InvalidArgument>([&] {
-            read_worker_env(env_of(
-                {{"RANK", huge}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}}));
+            read_worker_env(
+                env_of("RANK=" + std::string(huge) + " WORLD_SIZE=2 MASTER_ADDR=h MASTER_PORT=1"));
           }).find("RANK='") != std::string::npos);
   }
   CHECK(message_of<InvalidArgument>([&] {
-          read_worker_env(env_of({{"RANK", "0"},
-                                  {"WORLD_SIZE", "2"},
-                                  {"MASTER_ADDR", "h"},
-                                  {"MASTER_PORT", "4294967297"}}));
+          read_worker_env(env_of("RANK=0 WORLD_SIZE=2 MASTER_ADDR=h MASTER_PORT=4294967297"));
         }).find("MASTER_PORT='4294967297' is not an integer") != std::string::npos);
 }
 

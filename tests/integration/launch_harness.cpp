@@ -144,4 +144,12 @@ std::vector<std::string> lines_with(const std::string& text, const std::string& 
   return out;
 }
 
+std::string launcher_error(const RunResult& r, int exit_code) {
+  REQUIRE_FALSE(r.timed_out);
+  CHECK(r.status.code == exit_code);
+  const std::vector<std::string> errors = lines_with(r.err, "ringgrad-run: error:");
+  REQUIRE_MESSAGE(errors.size() == 1, r.err);
+  return errors[0];
+}
+
 }  // namespace ringgrad::testing

@@ -65,5 +65,8 @@ std::vector<pid_t> read_pids(const std::string& dir, const std::string& prefix);
 int count_files(const std::string& dir, const std::string& prefix);
 // Lines of `text` that start with `prefix`.
 std::vector<std::string> lines_with(const std::string& text, const std::string& prefix);
+// The one "ringgrad-run: error:" line of a launcher run that ended in time with `exit_code`
+// (the test stops unless the run ended and there is exactly one such line).
+std::string launcher_error(const RunResult& r, int exit_code);
 
 }  // namespace ringgrad::testing

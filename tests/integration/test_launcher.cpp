@@ -33,6 +33,23 @@ std::vector<std::string> probe_job(const std::string& nproc, const TempDir& dir,
   args.insert(args.end(), probe_args.begin(), probe_args.end());
   return launcher(args);
 }
+
+// The job failed as it should: the launcher exited 1 before the deadline, its summary says
+// each of `says`, and every worker that wrote a pid file is gone.
+void check_job_failed(const RunResult& r, const TempDir& dir, std::vector<std::string> says) {
+  REQUIRE_FALSE(r.timed_out);  // a hang would be the bug
+  CHECK(r.status.code == 1);
+  for (const std::string& s : says) CHECK_MESSAGE(r.err.find(s) != std::string::npos, s, r.err);
+  CHECK(all_gone(read_pids(dir.path(), "pid."), seconds(10)));
+}
+
+// The pid a probe worker wrote to `file` (pid.<rank>.<restart>).
+pid_t pid_in(const std::string& file) {
+  pid_t pid = 0;
+  std::ifstream(file) >> pid;
+  REQUIRE(pid > 0);
+  return pid;
+}
 }  // namespace
 
 TEST_CASE("ringgrad-run: 4 workers get the full, consistent torchrun environment, no stray fds") {
@@ -66,12 +83,9 @@ TEST_CASE("ringgrad-run: a worker exiting 3 stops the others, the summary names 
   TempDir dir;
   auto r = run(probe_job("3", dir, {"--fail-rank", "2", "--exit-code", "3", "--sleep", "120"}),
                seconds(30));
-  REQUIRE_FALSE(r.timed_out);  // a hang would be the bug
-  CHECK(r.status.code == 1);
-  CHECK(r.err.find("first failure: rank 2 (local rank 2, node 0") != std::string::npos);
-  CHECK(r.err.find("exit code 3") != std::string::npos);
-  CHECK(r.err.find("| probe rank 2 failing on purpose") != std::string::npos);
-  CHECK(all_gone(read_pids(dir.path(), "pid."), seconds(10)));
+  check_job_failed(r, dir,
+                   {"first failure: rank 2 (local rank 2, node 0", "exit code 3",
+                    "| probe rank 2 failing on purpose"});
 }
 
 TEST_CASE("ringgrad-run: death by signal is reported by signal name") {
@@ -79,29 +93,16 @@ TEST_CASE("ringgrad-run: death by signal is reported by signal name") {
     TempDir dir;
     auto r = run(probe_job("2", dir, {"--fail-rank", "1", "--signal", "11", "--sleep", "120"}),
                  seconds(30));
-    REQUIRE_FALSE(r.timed_out);
-    CHECK(r.status.code == 1);
-    CHECK(r.err.find("rank 1") != std::string::npos);
-    CHECK(r.err.find("signal SIGSEGV") != std::string::npos);
-    CHECK(all_gone(read_pids(dir.path(), "pid."), seconds(10)));
+    check_job_failed(r, dir, {"rank 1", "signal SIGSEGV"});
   }
   SUBCASE("kill -9 from outside") {
     TempDir dir;
     Child job(probe_job("2", dir, {"--sleep", "120"}));
-    const std::string pid_file = dir.path() + "/pid.1.0";
     for (int i = 0; i < 600 && count_files(dir.path(), "pid.") < 2; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     std::this_thread::sleep_for(std::chrono::milliseconds(500));  // let the barrier finish
-    pid_t victim = 0;
-    std::ifstream(pid_file) >> victim;
-    REQUIRE(victim > 0);
-    ::kill(victim, SIGKILL);
-    auto r = job.wait(seconds(30));
-    REQUIRE_FALSE(r.timed_out);
-    CHECK(r.status.code == 1);
-    CHECK(r.err.find("first failure: rank 1") != std::string::npos);
-    CHECK(r.err.find("signal SIGKILL") != std::string::npos);
-    CHECK(all_gone(read_pids(dir.path(), "pid."), seconds(10)));
+    ::kill(pid_in(dir.path() + "/pid.1.0"), SIGKILL);
+    check_job_failed(job.wait(seconds(30)), dir, {"first failure: rank 1", "signal SIGKILL"});
   }
 }
 
@@ -113,27 +114,19 @@ TEST_CASE("ringgrad-run: a worker left stopped fails the job after --stopped-tim
     auto r = run(probe_job("2", dir, {"--fail-rank", "1", "--signal", "19", "--sleep", "120"},
                            {"--stopped-timeout", "1"}),
                  seconds(60));
-    REQUIRE_FALSE(r.timed_out);
-    CHECK(r.status.code == 1);
-    CHECK(r.err.find("first failure: rank 1 (local rank 1, node 0") != std::string::npos);
-    CHECK(r.err.find("was stopped by SIGSTOP and not continued within 1 s") != std::string::npos);
-    CHECK(all_gone(read_pids(dir.path(), "pid."), seconds(10)));
+    check_job_failed(r, dir,
+                     {"first failure: rank 1 (local rank 1, node 0",
+                      "was stopped by SIGSTOP and not continued within 1 s"});
   }
   SUBCASE("kill -STOP from outside, during all-reduces, with the default timeout") {
     TempDir dir;
     Child job(probe_job("2", dir, {"--allreduces", "100000"}));
     for (int i = 0; i < 1200 && count_files(dir.path(), "joined.") < 2; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    pid_t victim = 0;
-    std::ifstream(dir.path() + "/pid.0.0") >> victim;
-    REQUIRE(victim > 0);
-    ::kill(victim, SIGSTOP);
-    auto r = job.wait(seconds(60));
-    REQUIRE_FALSE(r.timed_out);
-    CHECK(r.status.code == 1);
-    CHECK(r.err.find("first failure: rank 0 (local rank 0, node 0") != std::string::npos);
-    CHECK(r.err.find("was stopped by SIGSTOP and not continued within 10 s") != std::string::npos);
-    CHECK(all_gone(read_pids(dir.path(), "pid."), seconds(10)));
+    ::kill(pid_in(dir.path() + "/pid.0.0"), SIGSTOP);
+    check_job_failed(job.wait(seconds(60)), dir,
+                     {"first failure: rank 0 (local rank 0, node 0",
+                      "was stopped by SIGSTOP and not continued within 10 s"});
   }
 }
 
@@ -245,12 +238,9 @@ TEST_CASE("ringgrad-run: a master port in use is one clear line, port 0 runs sid
   comm::TcpStoreServer squatter(comm::TcpStoreServerOptions{});
   const std::string port = std::to_string(squatter.port());
   auto r = run(launcher({"--master-port", port, "--nproc-per-node", "1", "true"}), seconds(10));
-  REQUIRE_FALSE(r.timed_out);
-  CHECK(r.status.code == 1);
-  auto errors = lines_with(r.err, "ringgrad-run: error:");
-  REQUIRE(errors.size() == 1);
-  CHECK(errors[0].find("127.0.0.1:" + port) != std::string::npos);
-  CHECK(errors[0].find("in use") != std::string::npos);
+  const std::string error = launcher_error(r, 1);
+  CHECK(error.find("127.0.0.1:" + port) != std::string::npos);
+  CHECK(error.find("in use") != std::string::npos);
 
   TempDir a, b;
   auto args = [&](const TempDir& d) {
@@ -387,10 +377,8 @@ TEST_CASE(
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   REQUIRE(std::ifstream(started).good());  // the first job hosts the store and runs
   auto second = run(job("second", {"true"}), seconds(20));
-  CHECK(second.status.code == 2);
-  auto errors = lines_with(second.err, "ringgrad-run: error:");
-  REQUIRE(errors.size() == 1);
-  CHECK(errors[0].find("serves job 'first', not --rdzv-id 'second'") != std::string::npos);
+  const std::string error = launcher_error(second, 2);
+  CHECK(error.find("serves job 'first', not --rdzv-id 'second'") != std::string::npos);
   std::ofstream(go) << "1";
   auto r = first.wait(seconds(30));
   CHECK_MESSAGE(r.status.ok(), r.err);
@@ -467,18 +455,12 @@ TEST_CASE("ringgrad-run: --timeout S brings down a job with a frozen worker afte
   TempDir dir;
   Child job(ring_job(dir, {"--timeout", "3"}));
   REQUIRE(all_joined(dir, 2));
-  pid_t frozen = 0;
-  std::ifstream(dir.path() + "/pid.1.0") >> frozen;
-  REQUIRE(frozen > 0);
-  ::kill(frozen, SIGSTOP);         // alive but silent: only the collective timeout can notice
-  auto r = job.wait(seconds(60));  // without --timeout: 600 s
-  REQUIRE_FALSE(r.timed_out);
-  CHECK(r.status.code == 1);
-  CHECK(r.err.find("first failure: rank 0") != std::string::npos);
+  // Alive but silent: only the collective timeout can notice (without --timeout: 600 s).
+  ::kill(pid_in(dir.path() + "/pid.1.0"), SIGSTOP);
   // "3 s" or "3001 ms", where the default would have waited 10 min.
-  CHECK_MESSAGE(r.err.find("on rank 0 timed out after 3") != std::string::npos, r.err);
-  CHECK(r.err.find("receiving from rank 1") != std::string::npos);
-  CHECK(all_gone(read_pids(dir.path(), "pid."), seconds(10)));
+  check_job_failed(
+      job.wait(seconds(60)), dir,
+      {"first failure: rank 0", "on rank 0 timed out after 3", "receiving from rank 1"});
 }
 
 TEST_CASE(
@@ -552,13 +534,10 @@ TEST_CASE("ringgrad-run: values that would fail later or silently are refused up
     CAPTURE(args[0]);
     CAPTURE(args[1]);
     auto r = run(launcher(args), seconds(20), c.env);
-    REQUIRE_FALSE(r.timed_out);
-    CHECK(r.status.code == 2);
-    auto errors = lines_with(r.err, "ringgrad-run: error:");
-    REQUIRE(errors.size() == 1);
-    CHECK_MESSAGE(errors[0].find(c.says) != std::string::npos, errors[0]);
-    CHECK(errors[0].size() < 240);                        // a sentence, not a 309-digit limit
-    CHECK(errors[0].find(".cpp:") == std::string::npos);  // no source locations for users
+    const std::string error = launcher_error(r, 2);
+    CHECK_MESSAGE(error.find(c.says) != std::string::npos, error);
+    CHECK(error.size() < 240);                        // a sentence, not a 309-digit limit
+    CHECK(error.find(".cpp:") == std::string::npos);  // no source locations for users
   }
 }
 

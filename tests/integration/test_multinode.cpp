@@ -138,12 +138,9 @@ TEST_CASE("c10d: a port on this host that is taken and never answers is named af
   PortHeldShut held;
   auto r = run(node("c10d", held.port(), -1, 1, dir, {}, {"--rdzv-conf", "connect_timeout=3"}),
                seconds(30));
-  REQUIRE_FALSE(r.timed_out);
-  CHECK(r.status.code == 1);
-  auto errors = lines_with(r.err, "ringgrad-run: error:");
-  REQUIRE(errors.size() == 1);
-  CHECK(errors[0].find("could neither host nor join the store at 127.0.0.1:" +
-                       std::to_string(held.port())) != std::string::npos);
+  const std::string error = launcher_error(r, 1);
+  CHECK(error.find("could neither host nor join the store at 127.0.0.1:" +
+                   std::to_string(held.port())) != std::string::npos);
 }
 
 TEST_CASE("two nodes: a worker failing on node 1 stops node 0's workers too") {
@@ -230,13 +227,10 @@ TEST_CASE("rendezvous short of nodes: times out naming joined/missing nodes and 
   TempDir dir;
   const int port = reserved_port();
   auto r = run(node("c10d", port, -1, 1, dir, {}, {"--rdzv-conf", "timeout=2"}), seconds(30));
-  REQUIRE_FALSE(r.timed_out);
-  CHECK(r.status.code == 1);
-  auto errors = lines_with(r.err, "ringgrad-run: error:");
-  REQUIRE(errors.size() == 1);
-  CHECK(errors[0].find("1/2 nodes joined") != std::string::npos);
-  CHECK(errors[0].find("missing: 1") != std::string::npos);
-  CHECK(errors[0].find("127.0.0.1:" + std::to_string(port)) != std::string::npos);
+  const std::string error = launcher_error(r, 1);
+  CHECK(error.find("1/2 nodes joined") != std::string::npos);
+  CHECK(error.find("missing: 1") != std::string::npos);
+  CHECK(error.find("127.0.0.1:" + std::to_string(port)) != std::string::npos);
 }
 
 TEST_CASE("unreachable master: the error names host:port after the connect timeout") {
@@ -244,12 +238,9 @@ TEST_CASE("unreachable master: the error names host:port after the connect timeo
   const int port = reserved_port();  // nobody listens there
   auto r =
       run(node("static", port, 1, 1, dir, {}, {"--rdzv-conf", "connect_timeout=1"}), seconds(30));
-  REQUIRE_FALSE(r.timed_out);
-  CHECK(r.status.code == 1);
-  auto errors = lines_with(r.err, "ringgrad-run: error:");
-  REQUIRE(errors.size() == 1);
-  CHECK(errors[0].find("127.0.0.1:" + std::to_string(port)) != std::string::npos);
-  CHECK(errors[0].find("could not connect") != std::string::npos);
+  const std::string error = launcher_error(r, 1);
+  CHECK(error.find("127.0.0.1:" + std::to_string(port)) != std::string::npos);
+  CHECK(error.find("could not connect") != std::string::npos);
 }
 
 TEST_CASE("a bind_addr the nodes do not reach, or a store key cap too small, is refused at once") {
@@ -259,12 +250,9 @@ TEST_CASE("a bind_addr the nodes do not reach, or a store key cap too small, is 
   // minute of nothing, then a connect timeout that never named bind_addr.
   auto r =
       run(node("static", port, 0, 1, dir, {}, {"--rdzv-conf", "bind_addr=127.0.0.2"}), seconds(30));
-  REQUIRE_FALSE(r.timed_out);
-  CHECK(r.status.code == 2);
-  auto errors = lines_with(r.err, "ringgrad-run: error:");
-  REQUIRE(errors.size() == 1);
-  CHECK(errors[0].find("bind_addr=127.0.0.2: the store would listen on that address only, but "
-                       "the nodes (this one too) reach it at 127.0.0.1") != std::string::npos);
+  const std::string error = launcher_error(r, 2);
+  CHECK(error.find("bind_addr=127.0.0.2: the store would listen on that address only, but "
+                   "the nodes (this one too) reach it at 127.0.0.1") != std::string::npos);
   // Too few keys for the job's 2 x 1 ranks: before, found when the last key was refused.
   r = run(node("static", port, 0, 1, dir), seconds(30), {{"RINGGRAD_STORE_MAX_KEYS", "10"}});
   REQUIRE_FALSE(r.timed_out);
@@ -279,11 +267,9 @@ TEST_CASE("a wrong store token is refused with one clear line") {
   Child n0(node("static", port, 0, 1, dir, {}, {"--rdzv-conf", "token=right,timeout=20"}));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   auto bad = run(node("static", port, 1, 1, dir, {}, {"--rdzv-conf", "token=wrong"}), seconds(30));
-  CHECK(bad.status.code == 1);
-  auto errors = lines_with(bad.err, "ringgrad-run: error:");
-  REQUIRE(errors.size() == 1);
-  CHECK(errors[0].find("token") != std::string::npos);
-  CHECK(errors[0].find("refused") != std::string::npos);
+  const std::string error = launcher_error(bad, 1);
+  CHECK(error.find("token") != std::string::npos);
+  CHECK(error.find("refused") != std::string::npos);
   n0.signal(SIGTERM);
   n0.wait(seconds(30));
 }

@@ -25,6 +25,13 @@ double loss_of(const Tensor& logits, const Tensor& labels, Tensor* log_probs_out
   return loss.item();
 }
 
+// N labels drawn uniformly from C classes.
+std::vector<int64_t> random_labels(Generator& g, int64_t N, int64_t C) {
+  std::vector<int64_t> labels(N);
+  for (int64_t& label : labels) label = static_cast<int64_t>(g.below(C));
+  return labels;
+}
+
 }  // namespace
 
 TEST_CASE("cross entropy forward worked by hand") {
@@ -44,8 +51,7 @@ TEST_CASE("cross entropy equals -mean(logit[label] - log(sum exp(logits)))") {
   Generator g(17);
   const int64_t N = 6, C = 5;
   Tensor logits = random_tensor({N, C}, g, DType::f64, 3.0);
-  std::vector<int64_t> labels(N);
-  for (int64_t i = 0; i < N; ++i) labels[i] = static_cast<int64_t>(g.below(C));
+  const std::vector<int64_t> labels = random_labels(g, N, C);
   double expected = 0;
   for (int64_t i = 0; i < N; ++i) {
     double sum_exp = 0;
@@ -84,9 +90,7 @@ TEST_CASE("cross entropy backward matches finite differences") {
   Generator g(19);
   const int64_t N = 4, C = 7;
   Tensor logits = random_tensor({N, C}, g, DType::f64, 2.0);
-  std::vector<int64_t> label_values(N);
-  for (int64_t i = 0; i < N; ++i) label_values[i] = static_cast<int64_t>(g.below(C));
-  Tensor labels = labels_of(label_values), log_probs;
+  Tensor labels = labels_of(random_labels(g, N, C)), log_probs;
   loss_of(logits, labels, &log_probs);
   const double dloss = 0.7;
   Tensor dlogits = Tensor::empty({N, C}, DType::f64);

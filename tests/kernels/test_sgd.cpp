@@ -10,6 +10,7 @@
 
 using namespace ringgrad;
 using namespace ringgrad::testing;
+using kernels::SgdParams;
 
 namespace {
 
@@ -39,17 +40,6 @@ struct ReferenceSgd {
   }
 };
 
-kernels::SgdParams sgd(double lr, double momentum, double dampening, double weight_decay,
-                       bool nesterov) {
-  kernels::SgdParams p;
-  p.lr = lr;
-  p.momentum = momentum;
-  p.dampening = dampening;
-  p.weight_decay = weight_decay;
-  p.nesterov = nesterov;
-  return p;
-}
-
 // Runs `grads.size()` steps of the kernel on a parameter of dtype t starting at `initial`.
 Tensor run_kernel(const kernels::SgdParams& p, const std::vector<double>& initial,
                   const std::vector<std::vector<double>>& grads, DType t) {
@@ -67,10 +57,10 @@ Tensor run_kernel(const kernels::SgdParams& p, const std::vector<double>& initia
 
 TEST_CASE("sgd step worked by hand") {
   // Plain: p = {1, -2} - 0.1 * {0.5, 0.25} = {0.95, -2.025}.
-  check_close(run_kernel(sgd(0.1, 0, 0, 0, false), {1, -2}, {{0.5, 0.25}}, DType::f64),
+  check_close(run_kernel(SgdParams{0.1, 0, 0, 0, false}, {1, -2}, {{0.5, 0.25}}, DType::f64),
               Tensor::from_vector<double>({0.95, -2.025}, {2}), 1e-15, "plain by hand");
   // Momentum 0.5, two steps on p = 1: buf = 2 then 0.5 * 2 + 4 = 5; p = 1 - 0.1 * 2 - 0.1 * 5.
-  check_close(run_kernel(sgd(0.1, 0.5, 0, 0, false), {1}, {{2}, {4}}, DType::f64),
+  check_close(run_kernel(SgdParams{0.1, 0.5, 0, 0, false}, {1}, {{2}, {4}}, DType::f64),
               Tensor::from_vector<double>({0.3}, {1}), 1e-15, "momentum by hand");
 }
 
@@ -80,13 +70,13 @@ TEST_CASE("sgd over several steps follows torch.optim.SGD's algorithm") {
     kernels::SgdParams p;
   };
   const Config configs[] = {
-      {"plain", sgd(0.1, 0, 0, 0, false)},
-      {"momentum", sgd(0.05, 0.9, 0, 0, false)},
-      {"momentum with dampening", sgd(0.05, 0.9, 0.3, 0, false)},
-      {"nesterov", sgd(0.05, 0.9, 0, 0, true)},
-      {"weight decay", sgd(0.1, 0, 0, 0.05, false)},
-      {"momentum, dampening and weight decay", sgd(0.02, 0.8, 0.1, 1e-2, false)},
-      {"nesterov with weight decay", sgd(0.02, 0.8, 0, 1e-2, true)},
+      {"plain", SgdParams{0.1, 0, 0, 0, false}},
+      {"momentum", SgdParams{0.05, 0.9, 0, 0, false}},
+      {"momentum with dampening", SgdParams{0.05, 0.9, 0.3, 0, false}},
+      {"nesterov", SgdParams{0.05, 0.9, 0, 0, true}},
+      {"weight decay", SgdParams{0.1, 0, 0, 0.05, false}},
+      {"momentum, dampening and weight decay", SgdParams{0.02, 0.8, 0.1, 1e-2, false}},
+      {"nesterov with weight decay", SgdParams{0.02, 0.8, 0, 1e-2, true}},
   };
   Generator g(23);
   const int64_t n = 37;
@@ -113,13 +103,13 @@ TEST_CASE("sgd matches PyTorch 1.13 over three steps") {
       {0.5, -1.0, 0.25}, {0.1, 0.3, -0.2}, {-0.4, 0.0, 1.0}};
   SUBCASE("nesterov=True, weight_decay=0.01") {
     check_close(
-        run_kernel(sgd(0.1, 0.9, 0, 0.01, true), {1, -2, 0.5}, grads, DType::f64),
+        run_kernel(SgdParams{0.1, 0.9, 0, 0.01, true}, {1, -2, 0.5}, grads, DType::f64),
         Tensor::from_vector<double>({0.869465558191, -1.722250616382, 0.2743925290955}, {3}), 1e-13,
         "nesterov");
   }
   SUBCASE("dampening=0.5, weight_decay=0.01") {
     check_close(
-        run_kernel(sgd(0.1, 0.9, 0.5, 0.01, false), {1, -2, 0.5}, grads, DType::f64),
+        run_kernel(SgdParams{0.1, 0.9, 0.5, 0.01, false}, {1, -2, 0.5}, grads, DType::f64),
         Tensor::from_vector<double>({0.87093963725, -1.7493667744999999, 0.399213568625}, {3}),
         1e-13, "dampening");
   }
@@ -129,16 +119,17 @@ TEST_CASE("sgd leaves grad untouched and checks its arguments") {
   Tensor param = Tensor::from_vector<float>({1, 2, 3}, {3});
   Tensor grad = Tensor::from_vector<float>({0.5f, -0.5f, 2}, {3});
   Tensor buf = Tensor::empty({3});
-  kernels::sgd_step(param, buf, grad, sgd(0.1, 0.9, 0, 0.1, true), true);
+  kernels::sgd_step(param, buf, grad, SgdParams{0.1, 0.9, 0, 0.1, true}, true);
   CHECK(grad.to_vector<float>() == std::vector<float>{0.5f, -0.5f, 2});
 
   Tensor no_buf;
-  CHECK_THROWS_WITH_AS(kernels::sgd_step(param, no_buf, grad, sgd(0.1, 0.9, 0, 0, false), true),
-                       doctest::Contains("momentum_buf is undefined"), Error);
+  CHECK_THROWS_WITH_AS(
+      kernels::sgd_step(param, no_buf, grad, SgdParams{0.1, 0.9, 0, 0, false}, true),
+      doctest::Contains("momentum_buf is undefined"), Error);
   Tensor short_grad = Tensor::empty({2});
-  CHECK_THROWS_AS(kernels::sgd_step(param, no_buf, short_grad, sgd(0.1, 0, 0, 0, false), false),
-                  Error);
+  CHECK_THROWS_AS(
+      kernels::sgd_step(param, no_buf, short_grad, SgdParams{0.1, 0, 0, 0, false}, false), Error);
   Tensor double_grad = Tensor::zeros({3}, DType::f64);
-  CHECK_THROWS_AS(kernels::sgd_step(param, no_buf, double_grad, sgd(0.1, 0, 0, 0, false), false),
-                  Error);
+  CHECK_THROWS_AS(
+      kernels::sgd_step(param, no_buf, double_grad, SgdParams{0.1, 0, 0, 0, false}, false), Error);
 }

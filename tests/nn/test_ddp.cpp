@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
@@ -76,6 +77,28 @@ void check_same_state(const std::vector<std::pair<std::string, Tensor>>& a,
     if (!dtype_is_floating(a[i].second.dtype())) continue;
     CAPTURE(a[i].first);
     testing::check_close(a[i].second, b[i].second, tol, a[i].first.c_str());
+  }
+}
+
+// Runs `body` on both ranks of a two-rank ring group named `name`: it must throw an E on each,
+// whose message says every one of `says`.
+template <typename E>
+void check_fails_on_both_ranks(const char* name,
+                               const std::function<void(comm::ProcessGroup&, int rank)>& body,
+                               const std::vector<std::string>& says) {
+  auto store = std::make_shared<comm::HashStore>();
+  std::vector<std::string> errors(2);
+  spawn(2, [&](int rank) {
+    auto group = make_ring_group(store, rank, 2, name);
+    try {
+      body(*group, rank);
+    } catch (const E& e) {
+      errors[rank] = e.what();
+    }
+  });
+  for (const std::string& e : errors) {
+    CAPTURE(e);
+    for (const std::string& s : says) CHECK_MESSAGE(e.find(s) != std::string::npos, s);
   }
 }
 
@@ -194,23 +217,14 @@ TEST_CASE("bucket assignment: reverse order, small first bucket, explicit order"
 }
 
 TEST_CASE("ddp: replicas with different shapes fail on every rank naming the parameter") {
-  auto store = std::make_shared<comm::HashStore>();
-  std::vector<std::string> errors(2);
-  spawn(2, [&](int rank) {
-    auto group = make_ring_group(store, rank, 2, "mismatch");
-    Generator rng(1);
-    auto model = make_model("resnet8", rng, 1, rank == 0 ? 10 : 12);
-    try {
-      DistributedDataParallel ddp(model, *group);
-    } catch (const InvalidArgument& e) {
-      errors[rank] = e.what();
-    }
-  });
-  for (const std::string& e : errors) {
-    CAPTURE(e);
-    CHECK(e.find("'fc.weight' is float32 [10, 64] on rank 0 but float32 [12, 64] on rank 1") !=
-          std::string::npos);
-  }
+  check_fails_on_both_ranks<InvalidArgument>(
+      "mismatch",
+      [](comm::ProcessGroup& group, int rank) {
+        Generator rng(1);
+        auto model = make_model("resnet8", rng, 1, rank == 0 ? 10 : 12);
+        DistributedDataParallel ddp(model, group);
+      },
+      {"'fc.weight' is float32 [10, 64] on rank 0 but float32 [12, 64] on rank 1"});
 }
 
 TEST_CASE("ddp: no_sync accumulates locally, the next synchronised backward averages the sum") {
@@ -258,25 +272,16 @@ class OneHeadUnused : public Module {
 }  // namespace
 
 TEST_CASE("ddp: parameters without a gradient are named in the error on every rank") {
-  auto store = std::make_shared<comm::HashStore>();
-  std::vector<std::string> errors(2);
-  spawn(2, [&](int rank) {
-    auto group = make_ring_group(store, rank, 2, "unused");
-    Generator rng(1);
-    auto model = std::make_shared<OneHeadUnused>(rng);
-    DistributedDataParallel ddp(model, *group);
-    Variable x(Tensor::full({2, 4}, 0.5));
-    try {
-      backward(cross_entropy(ddp.forward(x), Tensor::from_vector<int64_t>({0, 2}, {2})));
-    } catch (const Error& e) {
-      errors[rank] = e.what();
-    }
-  });
-  for (const std::string& e : errors) {
-    CAPTURE(e);
-    CHECK(e.find("received no gradient") != std::string::npos);
-    CHECK(e.find("reduced: unused.weight, unused.bias. ") != std::string::npos);
-  }
+  check_fails_on_both_ranks<Error>(
+      "unused",
+      [](comm::ProcessGroup& group, int) {
+        Generator rng(1);
+        auto model = std::make_shared<OneHeadUnused>(rng);
+        DistributedDataParallel ddp(model, group);
+        Variable x(Tensor::full({2, 4}, 0.5));
+        backward(cross_entropy(ddp.forward(x), Tensor::from_vector<int64_t>({0, 2}, {2})));
+      },
+      {"received no gradient", "reduced: unused.weight, unused.bias. "});
 }
 
 namespace {
@@ -380,30 +385,21 @@ TEST_CASE("ddp: find_unused_parameters with no_sync and alternating heads equals
 TEST_CASE("ddp: uneven batch counts fail on both ranks with both collectives named, no hang") {
   // Rank 0 has a third batch while rank 1 has finished its epoch and calls the barrier that
   // ends it: rank 0's next DDP collective meets rank 1's barrier.
-  auto store = std::make_shared<comm::HashStore>();
-  std::vector<std::string> errors(2);
-  spawn(2, [&](int rank) {
-    auto group = make_ring_group(store, rank, 2, "uneven");
-    Generator rng(7);
-    auto model = std::make_shared<TwoHeads>(rng);  // head b unused
-    DdpOptions options;
-    options.find_unused_parameters = true;
-    DistributedDataParallel ddp(model, *group, options);
-    try {
-      for (int step = 0; step < (rank == 0 ? 3 : 2); ++step) {
-        const MicroBatch mb = micro_batch(batch_seed(0, rank, step));
-        backward(cross_entropy(ddp.forward(Variable(mb.x)), mb.labels));
-      }
-      group->barrier()->wait();
-    } catch (const Error& e) {
-      errors[rank] = e.what();
-    }
-  });
-  for (const std::string& e : errors) {
-    CAPTURE(e);
-    CHECK(e.find("collective mismatch") != std::string::npos);
-    CHECK(e.find("barrier #") != std::string::npos);
-  }
+  check_fails_on_both_ranks<Error>(
+      "uneven",
+      [](comm::ProcessGroup& group, int rank) {
+        Generator rng(7);
+        auto model = std::make_shared<TwoHeads>(rng);  // head b unused
+        DdpOptions options;
+        options.find_unused_parameters = true;
+        DistributedDataParallel ddp(model, group, options);
+        for (int step = 0; step < (rank == 0 ? 3 : 2); ++step) {
+          const MicroBatch mb = micro_batch(batch_seed(0, rank, step));
+          backward(cross_entropy(ddp.forward(Variable(mb.x)), mb.labels));
+        }
+        group.barrier()->wait();
+      },
+      {"collective mismatch", "barrier #"});
 }
 
 TEST_CASE("ddp: fp16 compression halves the bytes sent and stays close to fp32") {

@@ -38,15 +38,32 @@ TEST_CASE("perf table: nccl-tests' columns, widths and number formats") {
 }
 
 TEST_CASE("perf rows: nccl-tests' element counts, per-rank blocks are whole 16-byte units") {
-  PerfCollective all_reduce{}, all_gather{};
-  all_gather.count_in_rank_blocks = true;
-  CHECK(row_count(all_reduce, 1000, DType::f32, 3) == 250);
-  CHECK(row_count(all_reduce, 7, DType::f32, 3) == 1);
+  CHECK(row_count(kAllReduce, 1000, DType::f32, 3) == 250);
+  CHECK(row_count(kAllReduce, 7, DType::f32, 3) == 1);
   // 1000 bytes over 3 ranks: 83 floats each, cut to 80 (16 bytes = 4 floats): 240 in all.
-  CHECK(row_count(all_gather, 1000, DType::f32, 3) == 240);
-  CHECK(row_count(all_gather, 1000, DType::u8, 3) == 3 * 320);
-  CHECK(row_count(all_gather, 1000, DType::f64, 3) == 3 * 40);
-  CHECK(row_count(all_gather, 8, DType::f32, 2) == 0);
+  CHECK(row_count(kAllGather, 1000, DType::f32, 3) == 240);
+  CHECK(row_count(kAllGather, 1000, DType::u8, 3) == 3 * 320);
+  CHECK(row_count(kAllGather, 1000, DType::f64, 3) == 3 * 40);
+  CHECK(row_count(kReduceScatter, 8, DType::f32, 2) == 0);
+}
+
+TEST_CASE("perf buffers: a rank's block is all_gather's send and reduce_scatter's receive") {
+  // A row of 12 elements over 3 ranks, seen from rank 2: its block is elements 8-11.
+  for (const PerfCollective* c : {&kAllReduce, &kBroadcast}) {
+    CAPTURE(c->name);
+    CHECK(send_count(*c, 12, 3) == 12);
+    CHECK(recv_count(*c, 12, 3) == 12);
+    CHECK(in_place_send_offset(*c, 12, 2, 3) == 0);
+    CHECK(in_place_recv_offset(*c, 12, 2, 3) == 0);
+  }
+  CHECK(send_count(kAllGather, 12, 3) == 4);
+  CHECK(recv_count(kAllGather, 12, 3) == 12);
+  CHECK(in_place_send_offset(kAllGather, 12, 2, 3) == 8);
+  CHECK(in_place_recv_offset(kAllGather, 12, 2, 3) == 0);
+  CHECK(send_count(kReduceScatter, 12, 3) == 12);
+  CHECK(recv_count(kReduceScatter, 12, 3) == 4);
+  CHECK(in_place_send_offset(kReduceScatter, 12, 2, 3) == 0);
+  CHECK(in_place_recv_offset(kReduceScatter, 12, 2, 3) == 8);
 }
 
 TEST_CASE("perf -a: rank 0's time, or the average, minimum or maximum over ranks") {
