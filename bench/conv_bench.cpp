@@ -3,7 +3,8 @@
 // resnet18 at batch 64. `conv_bench --list-shapes` prints the shape table that
 // conv_compare_torch.py times in PyTorch; compare_conv.sh runs both and prints the ratios.
 // `--threads N` (default 2) sets the thread count; 1 gives steadier numbers on a busy machine.
-// `--bf16` after it times the same work in bf16 (the kernels `--amp bf16` trains with).
+// `--bf16` after it times the same work in bf16 (the kernels `--amp bf16` trains with, the
+// weight gradient in f32).
 // `conv_bench --threads N --peak` prints the f32 multiply-add peak of N cores, measured with a
 // loop of independent vector FMAs at the widest width the CPU has (the roofline each shape's
 // GFLOP/s is set against).
@@ -91,7 +92,7 @@ void conv_step(benchmark::State& state, const ConvShape& s) {
   const Shape out = kernels::conv2d_output_shape(x.shape(), w.shape(), p);
   Tensor y = Tensor::empty(out, dtype), dy = random_tensor(out, gen);
   Tensor dx = s.input_grad ? Tensor::empty(x.shape(), dtype) : Tensor();
-  Tensor dw = Tensor::empty(w.shape(), dtype);
+  Tensor dw = Tensor::empty(w.shape());  // f32, as autocast's master weights take it
   Tensor no_bias;
   for (auto _ : state) {
     kernels::conv2d_forward(y, x, w, no_bias, p);

@@ -119,19 +119,26 @@ void flipped_conv_backward(T* dx, GemmResult<T>* dw, const T* dy, const T* x, co
       }
       beta = 1;
     }
-    // dw[k][c][r][s] = sum over threads of dw^T[c][(k, R-1-r, S-1-s)].
+    // dw[k][c][r][s] = sum over threads of dw^T[c][(k, R-1-r, S-1-s)], read along the sums'
+    // rows: (k, tap) by c when they are transposed (bf16), else by tap for each (k, c).
     if (dw) {
       const int team = omp_get_num_threads();
       const int64_t RS = g.R * g.S;
+      auto sum_at = [&](int64_t c, int64_t k, int64_t rs) {
+        const int64_t from = outer_at<T>(c, k * RS + (RS - 1 - rs), g.C, KRS);
+        R sum = 0;
+        for (int t = 0; t < team; ++t) sum += partials[t * dw_size + from];
+        return sum;
+      };
+      if constexpr (kWeightSumTransposed<T>) {
 #pragma omp for schedule(static)
-      for (int64_t kc = 0; kc < g.K * g.C; ++kc) {
-        const int64_t k = kc / g.C, c = kc % g.C;
-        for (int64_t rs = 0; rs < RS; ++rs) {
-          const int64_t from = outer_at<T>(c, k * RS + (RS - 1 - rs), g.C, KRS);
-          R sum = 0;
-          for (int t = 0; t < team; ++t) sum += partials[t * dw_size + from];
-          dw[kc * RS + rs] = sum;
-        }
+        for (int64_t k = 0; k < g.K; ++k)
+          for (int64_t rs = 0; rs < RS; ++rs)
+            for (int64_t c = 0; c < g.C; ++c) dw[(k * g.C + c) * RS + rs] = sum_at(c, k, rs);
+      } else {
+#pragma omp for schedule(static)
+        for (int64_t kc = 0; kc < g.K * g.C; ++kc)
+          for (int64_t rs = 0; rs < RS; ++rs) dw[kc * RS + rs] = sum_at(kc % g.C, kc / g.C, rs);
       }
     }
   }
