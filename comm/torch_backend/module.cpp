@@ -39,9 +39,10 @@ c10::intrusive_ptr<RinggradBackend> create_backend(const c10::intrusive_ptr<c10d
 
 // Run by Python's atexit, before the interpreter finalizes: shuts down every backend a script
 // left alive (no destroy_process_group). Once Python finalizes, a thread that takes the GIL is
-// ended with pthread_exit, which aborts the process when that thread is inside a C++ destructor:
-// the completer thread, dropping a finished collective's tensors whose Python objects the final
-// garbage collection has handed over, did so in a quarter to most of such exits here.
+// ended with pthread_exit, which aborts the process when that thread is in C++ code that cannot
+// be unwound (a destructor): one of the plugin's threads (the completer, by their start order,
+// which may drop the last reference to a finished collective's tensors) was ended so in a
+// quarter to most of such exits here.
 void shutdown_at_exit() {
   std::vector<c10::intrusive_ptr<RinggradBackend>> alive;
   {
