@@ -60,6 +60,34 @@ std::unique_ptr<TcpStoreServer> host_store(const LaunchConfig& c, const std::str
   return std::make_unique<TcpStoreServer>(so);
 }
 
+// c10d with the endpoint on this host: every launcher here tries to host the store, and the
+// others join it. Where the port is taken and yet nobody answers there (a CI run saw a launcher
+// refused for its whole minute), the launcher tries to host again rather than wait on nobody,
+// until the connect timeout. `co` is the client's options for the endpoint.
+LauncherStore host_or_join(const LaunchConfig& c, const TcpStoreOptions& co) {
+  const auto deadline = Clock::now() + c.connect_timeout;
+  LauncherStore s;
+  for (;;) {
+    try {
+      s.server = host_store(c, co.host, co.port, co.token);
+      return s;
+    } catch (const AddressInUseError&) {  // another launcher here listens: join it
+    }
+    TcpStoreOptions join = co;
+    join.connect_timeout = std::min<milliseconds>(kJoinAttempt, c.connect_timeout);
+    try {
+      s.client = std::make_shared<TcpStore>(join);
+      return s;
+    } catch (const TimeoutError&) {
+      if (Clock::now() >= deadline)
+        RG_THROW(TimeoutError, "could neither host nor join the store at ", co.host, ":", co.port,
+                 " within ", format_duration(c.connect_timeout),
+                 ": the port is taken on this host, and no store answers there; is another "
+                 "program holding it? Choose another port in --rdzv-endpoint");
+    }
+  }
+}
+
 LauncherStore open_launcher_store(const LaunchConfig& c, const std::string& token) {
   const bool is_static = c.rdzv_backend == "static";
   const std::string host = is_static ? c.master_addr : c.rdzv_host;
@@ -71,33 +99,8 @@ LauncherStore open_launcher_store(const LaunchConfig& c, const std::string& toke
   co.connect_timeout = c.connect_timeout;
   co.timeout = c.rdzv_timeout;
   LauncherStore s;
-  if (is_static ? c.node_rank == 0 : is_local_host(host)) {
-    // c10d: every launcher on the endpoint's host tries to host, and the others join. Where the
-    // port is taken and yet nobody answers there (a CI run saw a launcher refused for its whole
-    // minute), the launcher tries to host again rather than wait on nobody, until the connect
-    // timeout.
-    const auto deadline = Clock::now() + c.connect_timeout;
-    for (;;) {
-      try {
-        s.server = host_store(c, host, port, token);
-        break;
-      } catch (const AddressInUseError&) {
-        if (is_static) throw;
-      }
-      TcpStoreOptions join = co;
-      join.connect_timeout = std::min<milliseconds>(kJoinAttempt, c.connect_timeout);
-      try {
-        s.client = std::make_shared<TcpStore>(join);
-        break;
-      } catch (const TimeoutError&) {
-        if (Clock::now() >= deadline)
-          RG_THROW(TimeoutError, "could neither host nor join the store at ", host, ":", port,
-                   " within ", format_duration(c.connect_timeout),
-                   ": the port is taken on this host, and no store answers there; is another "
-                   "program holding it? Choose another port in --rdzv-endpoint");
-      }
-    }
-  }
+  if (is_static && c.node_rank == 0) s.server = host_store(c, host, port, token);
+  if (!is_static && is_local_host(host)) s = host_or_join(c, co);
   if (s.server) {
     if (is_loopback_host(host)) co.host = "127.0.0.1";
     co.port = s.server->port();

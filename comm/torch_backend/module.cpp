@@ -5,6 +5,7 @@
 #include <pybind11/chrono.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <algorithm>
 #include <mutex>
 #include <vector>
 
@@ -33,6 +34,10 @@ c10::intrusive_ptr<RinggradBackend> create_backend(const c10::intrusive_ptr<c10d
   auto backend = c10::make_intrusive<RinggradBackend>(store, rank, size, timeout);
   LiveBackends& live = live_backends();
   std::lock_guard<std::mutex> lock(live.mu);
+  // Destroyed backends leave: a weak pointer keeps its object's memory (many new_group calls).
+  live.all.erase(std::remove_if(live.all.begin(), live.all.end(),
+                                [](const auto& weak) { return weak.expired(); }),
+                 live.all.end());
   live.all.emplace_back(backend);
   return backend;
 }

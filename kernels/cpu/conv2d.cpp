@@ -260,8 +260,7 @@ void conv2d_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b
 void conv2d_backward(Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& dy, const Tensor& x,
                      const Tensor& w, const Conv2dParams& p) {
   constexpr const char* op = "conv2d_backward";
-  const bool dw_in_f32 = x.defined() && dw.defined() && dw.dtype() != x.dtype() &&
-                         weight_grad_dtype(x, dw) == DType::f32;
+  const bool dw_in_f32 = x.defined() && dw.defined() && weight_grad_dtype(x, dw) != x.dtype();
   if (x.defined() && !runs_in_own_dtype(x.dtype())) {
     check_half_operands(op, x, {&w, &dy, &dx, &dbias});
     if (!dw_in_f32) check_half_operands(op, x, {&dw});

@@ -16,8 +16,6 @@ Tensor empty_if(bool needed, const Tensor& like) { return needed ? empty_like(li
 // only for the inputs that want one (dw in dw_dtype), handed back in input order.
 struct WeightGrads {
   Tensor dx, dw, db;
-  WeightGrads(const Node& node, const Tensor& x, const Tensor& w, bool has_bias)
-      : WeightGrads(node, x, w, has_bias, w.dtype()) {}
   WeightGrads(const Node& node, const Tensor& x, const Tensor& w, bool has_bias, DType dw_dtype)
       : dx(empty_if(node.inputs[0] != nullptr, x)),
         dw(node.inputs[1] ? Tensor::empty(w.shape(), dw_dtype, w.device()) : Tensor()),
@@ -48,7 +46,7 @@ struct LinearNode : Node {
   bool has_bias = false;
   const char* name() const override { return "linear"; }
   void backward(const Tensor& dy, std::vector<Tensor>& grads) override {
-    WeightGrads g(*this, x, w, has_bias);
+    WeightGrads g(*this, x, w, has_bias, w.dtype());
     kernels::linear_backward(g.dx, g.dw, g.db, dy, x, w);
     g.hand_back(grads, has_bias);
   }
