@@ -4,16 +4,14 @@
 // instructions, and only CPUs with AVX512-BF16 (which all have AVX-512BW) reach them.
 #include "kernels/cpu/gemm_bf16.h"
 
-#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/avx512_bw.h"
 #include "kernels/cpu/gemm_bf16_tiles.h"
-
-#define RG_AVX512_BW __attribute__((target("avx512f,avx512bw,avx512vl")))
 
 namespace ringgrad::kernels::cpu {
 
@@ -31,9 +29,6 @@ uint16_t* buffer(std::vector<uint16_t>& storage, int64_t size) {
   if (static_cast<int64_t>(storage.size()) < size) storage.resize(size);
   return storage.data();
 }
-
-__mmask32 first_lanes32(int64_t n) { return n >= 32 ? ~__mmask32(0) : (__mmask32(1) << n) - 1; }
-__mmask16 first_lanes16(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : (__mmask16(1) << n) - 1; }
 
 // Row p of a B tile's products, its 16 columns widened to 32 bits (zero past depth or mask).
 // The all-lanes masked forms of the widening and the shift avoid GCC 12's plain ones, which

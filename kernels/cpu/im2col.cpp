@@ -3,13 +3,12 @@
 // (contiguous when stride_w == 1) and runs that fall in the padding.
 #include "kernels/cpu/im2col.h"
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
 
 #include "core/half.h"
+#include "kernels/cpu/avx512_bw.h"
 
 namespace ringgrad::kernels::cpu {
 
@@ -81,13 +80,7 @@ void shifted_row(T* out_row, const T* x, int64_t index, int64_t images, const Co
 // instead of an element loop or a memcpy / memset call per run; shorter runs, as on 4x4 and 2x2
 // images, are faster element by element (measured with conv_bench --bf16). Only CPUs with a
 // bf16 GEMM convolve in bf16, and every one of them has AVX-512BW.
-#define RG_AVX512_BW __attribute__((target("avx512f,avx512bw")))
-
 constexpr int64_t kVectorRun = 8;
-
-RG_AVX512_BW __mmask32 first_lanes(int64_t n) {
-  return n >= 32 ? ~__mmask32(0) : (__mmask32(1) << n) - 1;
-}
 
 // out[i] = in[i * stride] for i < count, stride 1 or 2.
 RG_AVX512_BW void copy_bf16_run(BFloat16* out, const BFloat16* in, int64_t count, int64_t stride) {
@@ -100,16 +93,16 @@ RG_AVX512_BW void copy_bf16_run(BFloat16* out, const BFloat16* in, int64_t count
     const int64_t n = std::min(step, count - done);
     const void* from = in + done * stride;
     const __m512i v = stride == 1
-                          ? _mm512_maskz_loadu_epi16(first_lanes(n), from)
+                          ? _mm512_maskz_loadu_epi16(first_lanes32(n), from)
                           : _mm512_permutexvar_epi16(
-                                evens, _mm512_maskz_loadu_epi16(first_lanes(2 * n - 1), from));
-    _mm512_mask_storeu_epi16(out + done, first_lanes(n), v);
+                                evens, _mm512_maskz_loadu_epi16(first_lanes32(2 * n - 1), from));
+    _mm512_mask_storeu_epi16(out + done, first_lanes32(n), v);
   }
 }
 
 RG_AVX512_BW void zero_bf16_run(BFloat16* out, int64_t count) {
   for (int64_t done = 0; done < count; done += 32)
-    _mm512_mask_storeu_epi16(out + done, first_lanes(count - done), _mm512_setzero_si512());
+    _mm512_mask_storeu_epi16(out + done, first_lanes32(count - done), _mm512_setzero_si512());
 }
 
 }  // namespace
