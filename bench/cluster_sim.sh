@@ -49,9 +49,13 @@ source scripts/netns_host.sh
 ID=$(($$ % 10000))
 SW=rgsim${ID}sw
 NAMESPACES=()
-cleanup() {
+cleanup() {  # by name as well: a namespace made just before an interrupt is not yet listed
   pkill -f "rdzv-id rgsim$ID" 2>/dev/null || true
-  for ns in "${NAMESPACES[@]}"; do ip netns del "$ns" 2>/dev/null || true; done
+  local ns
+  for ns in "${NAMESPACES[@]}" $(ip netns list 2>/dev/null |
+    awk -v re="^rgsim${ID}(sw|h[0-9]+)\$" '$1 ~ re {print $1}'); do
+    ip netns del "$ns" 2>/dev/null || true
+  done
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
