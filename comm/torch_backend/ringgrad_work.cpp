@@ -40,7 +40,7 @@ c10::intrusive_ptr<RinggradWork> RinggradWork::create(
                                         std::move(outputs), completer, hooks, std::move(copy_out));
   if (hooks->any() && completer) {
     made->state_ = State::kWatched;  // no other thread has it yet
-    completer->add(made);
+    completer->add(made, /*prompt=*/false);
   }
   return made;
 }
@@ -131,7 +131,7 @@ c10::intrusive_ptr<c10::ivalue::Future> RinggradWork::getFuture() {
   if (completer && !work_->is_completed()) {
     state_ = State::kWatched;
     lock.unlock();
-    completer->add(c10::intrusive_ptr<RinggradWork>::reclaim_copy(this));
+    completer->add(c10::intrusive_ptr<RinggradWork>::reclaim_copy(this), /*prompt=*/true);
   } else {
     lock.unlock();
     settle();
@@ -170,24 +170,36 @@ FutureCompleter::~FutureCompleter() {
   thread_.join();
 }
 
-void FutureCompleter::add(c10::intrusive_ptr<RinggradWork> work) {
+void FutureCompleter::add(c10::intrusive_ptr<RinggradWork> work, bool prompt) {
+  bool wake;
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back(std::move(work));
+    prompt_queued_ |= prompt;
+    wake = prompt || asleep_;
   }
-  wake_.notify_one();
+  if (wake) wake_.notify_one();
 }
 
 void FutureCompleter::loop() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    // The batch window: Works watched for the hooks gather here without waking anyone.
+    wake_.wait_for(lock, kReportWindow, [&] { return stopping_ || prompt_queued_; });
+    if (queue_.empty() && !stopping_) {
+      asleep_ = true;
+      wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      asleep_ = false;
+    }
     if (queue_.empty()) return;  // stopping, nothing left
-    auto work = std::move(queue_.front());
-    queue_.pop_front();
+    std::deque<c10::intrusive_ptr<RinggradWork>> batch;
+    batch.swap(queue_);
+    prompt_queued_ = false;
     lock.unlock();
-    work->conclude();  // returns within the collective's deadline
-    work.reset();      // may drop the last tensor references, outside our lock
+    for (auto& work : batch) {
+      work->conclude();  // returns within the collective's deadline
+      work.reset();      // may drop the last tensor references, outside our lock
+    }
     lock.lock();
   }
 }

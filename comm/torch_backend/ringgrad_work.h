@@ -11,6 +11,7 @@
 #pragma once
 #include <ATen/core/ivalue.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -95,17 +96,28 @@ class RinggradWork : public c10d::Work {
 
 // One thread per backend that concludes watched Works in the order they were handed to it: the
 // order the group runs its collectives in, so it never waits behind a later one.
+//
+// Two kinds of hand-over. A Work whose future someone asked for is `prompt`: the thread is woken
+// for it at once (DDP waits on that future). A Work watched only for the hooks' report is not:
+// waking a thread for each would cost every call a system call, so such Works are collected
+// while the thread is still up from its last batch, and concluded when that batch window ends
+// (kReportWindow) or a prompt one comes. Only a thread asleep past its window is woken for one.
+// So a completion reaches the hooks at most kReportWindow late.
 class FutureCompleter {
  public:
+  static constexpr std::chrono::milliseconds kReportWindow{5};
+
   FutureCompleter();
   ~FutureCompleter();  // concludes what is queued, then joins
-  void add(c10::intrusive_ptr<RinggradWork> work);
+  void add(c10::intrusive_ptr<RinggradWork> work, bool prompt);
 
  private:
   void loop();
   std::mutex mu_;
   std::condition_variable wake_;
   std::deque<c10::intrusive_ptr<RinggradWork>> queue_;
+  bool prompt_queued_ = false;  // a Work in queue_ is waited on through its future
+  bool asleep_ = false;         // past its window: a Work of either kind wakes it
   bool stopping_ = false;
   std::thread thread_;
 };
