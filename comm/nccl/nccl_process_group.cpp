@@ -103,10 +103,10 @@ NcclProcessGroup::~NcclProcessGroup() = default;
 
 template <class Call>
 WorkPtr NcclProcessGroup::issue(CollectiveKind kind, DType dtype, uint64_t count, ReduceOp op,
-                                int32_t root, Milliseconds timeout, std::vector<Tensor> tensors,
-                                Call&& call) {
+                                int32_t root_or_tag, Milliseconds timeout,
+                                std::vector<Tensor> tensors, Call&& call) {
   std::lock_guard<std::mutex> lock(mu_);
-  const Fingerprint fp = make_fingerprint(kind, seq_++, dtype, count, op, root);
+  const Fingerprint fp = make_fingerprint(kind, seq_++, dtype, count, op, root_or_tag);
   const auto deadline = Clock::now() + (timeout.count() > 0 ? timeout : timeout_);
   auto work = std::make_shared<NcclWork>(describe(fp), comm_, deadline, std::move(tensors));
   comm_->enqueue(work->description(), deadline, std::forward<Call>(call),

@@ -45,9 +45,10 @@ class NcclProcessGroup : public ProcessGroup {
 
  private:
   // Names the operation (its fingerprint), queues `call(comm, stream)` and records the
-  // Work's event after it; `tensors` are kept alive by the Work.
+  // Work's event after it; `tensors` are kept alive by the Work. `root_or_tag` as in
+  // make_fingerprint: a rooted kind's root, a send's or recv's tag.
   template <class Call>
-  WorkPtr issue(CollectiveKind kind, DType dtype, uint64_t count, ReduceOp op, int32_t root,
+  WorkPtr issue(CollectiveKind kind, DType dtype, uint64_t count, ReduceOp op, int32_t root_or_tag,
                 Milliseconds timeout, std::vector<Tensor> tensors, Call&& call);
   void check_tensor(const Tensor& t, const char* operation, const char* role) const;
   void check_pair(const Tensor& in, const Tensor& out, const char* operation,
