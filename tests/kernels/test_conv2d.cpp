@@ -85,6 +85,9 @@ std::vector<ConvCase> sweep_cases() {
       {{1, 2, 20, 20}, {3, 2, 5, 5}, 1, 1, 2, 2, true},   // single image, large plane
       {{3, 2, 1, 2}, {4, 2, 3, 3}, 1, 1, 1, 1, true},     // kernel rows 0, 2 see only padding
       {{2, 1, 1, 1}, {2, 1, 3, 3}, 4, 4, 3, 3, true},     // every output is padding: y = bias
+      // More (k, c) pairs than the crop's block of 256: the one-tap window, and a 2x2 window.
+      {{2, 24, 1, 1}, {12, 24, 3, 3}, 1, 1, 1, 1, false},
+      {{2, 20, 2, 2}, {15, 20, 3, 3}, 2, 2, 1, 1, false},
       // Stride 1: dx is the conv of dy with the flipped kernel, padded kernel - 1 - pad ...
       {{2, 3, 6, 5}, {4, 3, 3, 3}, 1, 1, 0, 0, false},  // ... by 2 (no padding here)
       {{2, 2, 5, 6}, {3, 2, 3, 2}, 1, 1, 2, 1, true},   // ... by 0, 3x2 kernel
