@@ -248,6 +248,8 @@ void conv2d_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b
     if (!covers_kernel(taps, g))
       return tap_cropped_forward(y.data<T>(), x.data<T>(), w.data<T>(), b, x.size(0), g, taps);
     if constexpr (std::is_same_v<T, BFloat16>) {
+      if (dense_small_image_applies(g))
+        return dense_small_image_forward(y.data<T>(), x.data<T>(), w.data<T>(), b, x.size(0), g);
       if (direct_conv_applies(g))
         return direct_conv_forward(y.data<T>(), x.data<T>(), w.data<T>(), b, x.size(0), g);
     } else if (position_classes_apply(g)) {
@@ -291,9 +293,12 @@ void conv2d_backward(Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& dy, co
       const TapWindow taps = active_taps(g);
       if (!covers_kernel(taps, g))
         return tap_cropped_backward(dxp, dwp, dy.data<T>(), x.data<T>(), w.data<T>(), N, g, taps);
-      if constexpr (!std::is_same_v<T, BFloat16>)
-        if (position_classes_apply(g))
-          return position_classes_backward(dxp, dwp, dy.data<T>(), x.data<T>(), w.data<T>(), N, g);
+      if constexpr (std::is_same_v<T, BFloat16>) {
+        if (dense_small_image_applies(g))
+          return dense_small_image_backward(dxp, dwp, dy.data<T>(), x.data<T>(), w.data<T>(), N, g);
+      } else if (position_classes_apply(g)) {
+        return position_classes_backward(dxp, dwp, dy.data<T>(), x.data<T>(), w.data<T>(), N, g);
+      }
       uncropped_backward(dxp, dwp, dy.data<T>(), x.data<T>(), w.data<T>(), N, g);
     };
     run_path();

@@ -11,6 +11,9 @@
 //   conv2d_position_classes.cpp  f32/f64 on small images: outputs grouped by the taps they read,
 //                                each group a conv without padding (Note [Position classes]);
 //   conv2d_flipped_backward.cpp  stride 1: dx as the forward conv of dy with the flipped kernel;
+//   conv2d_dense_small_image.cpp bf16 on images with fewer pixels than kernel taps: the conv as
+//                                one product with a dense weight matrix (Note [Dense small-image
+//                                convolution]);
 //   conv2d_direct_bf16.cpp       bf16 on AMX, stride 1: tile multiplies straight from the padded
 //                                image, no column matrix (Note [Direct bf16 convolution]).
 // Read conv2d_reference.cpp (the definition, plain loops) before any of them.
@@ -206,6 +209,19 @@ bool input_grad_is_conv(const ConvGeometry& g);
 template <class T>
 void flipped_conv_backward(T* dx, GemmResult<T>* dw, const T* dy, const T* x, const T* w, int64_t N,
                            const ConvGeometry& g);
+
+// ---- conv2d_dense_small_image.cpp ---------------------------------------------------------
+
+// Whether the dense path takes this conv: an image with fewer pixels than the kernel has taps
+// (so its one matrix product multiplies fewer numbers than im2col's), and a dense weight
+// matrix of bounded size (Note [Dense small-image convolution]).
+bool dense_small_image_applies(const ConvGeometry& g);
+
+// y = conv(x, w) + bias (bias may be null); dx and dw (either may be null), dw as f32 sums.
+void dense_small_image_forward(BFloat16* y, const BFloat16* x, const BFloat16* w,
+                               const BFloat16* bias, int64_t N, const ConvGeometry& g);
+void dense_small_image_backward(BFloat16* dx, float* dw, const BFloat16* dy, const BFloat16* x,
+                                const BFloat16* w, int64_t N, const ConvGeometry& g);
 
 // ---- conv2d_direct_bf16.cpp ----------------------------------------------------------------
 

@@ -107,8 +107,9 @@ class GemmA<float> {
 // (rows of C are rows of op(A); columns of C are columns of op(B)). Small products stay on one
 // thread, where a fork would cost more than it saves.
 template <class T>
-void parallel_gemm(Op op_a, Op op_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
-                   int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+void parallel_gemm(Op op_a, Op op_b, int64_t m, int64_t n, int64_t k, GemmResult<T> alpha,
+                   const T* a, int64_t lda, const T* b, int64_t ldb, GemmResult<T> beta,
+                   GemmResult<T>* c, int64_t ldc) {
   constexpr int64_t kMinMultiplyAddsPerThread = 1 << 18;
   const int64_t longer = std::max(m, n);
   const int threads = static_cast<int>(std::clamp<int64_t>(
