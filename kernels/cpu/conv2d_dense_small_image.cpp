@@ -11,9 +11,10 @@
 //   dx (N x CHW)   = dy' D^T                     input gradient
 //   G  (CHW x PQK) = x^T dy',   dw[k][c][t] = the sum of G over the (i, o) that tap t joins
 // with no column matrix and no copy of x. D has C*H*W x K*P*Q entries, against im2col's C*R*S
-// per output, so it multiplies fewer numbers exactly when H*W < R*S: ResNet-18's 3x3 convs on
-// 2x2 images, where every pixel meets every output (no zero in D) and im2col's column matrix
-// is 56% padding. Columns run over (o, k), k fastest, so that a run of D is K weights of one
+// per output, so it multiplies no more numbers when H*W <= R*S: ResNet-18's 3x3 convs on 2x2
+// images, where every pixel meets every output (no zero in D) and im2col's column matrix is 56%
+// padding, and its tap-cropped ones (a 3x3 kernel on a 1x1 image is a 1x1 kernel; stride 2 on
+// a 2x2 image a 2x2 kernel), where the column matrix would be a copy of x. Columns run over (o, k), k fastest, so that a run of D is K weights of one
 // (c, tap) taken from the kernel transposed to (C*R*S, K), and the fold of G into dw adds whole
 // runs of K: every pass reads and writes along rows. Held to conv2d_reference.cpp by the tests'
 // bf16 sweep.
@@ -89,7 +90,7 @@ Tensor dense_weights(const BFloat16* w, const ConvGeometry& g, const std::vector
 }  // namespace
 
 bool dense_small_image_applies(const ConvGeometry& g) {
-  return g.input_plane() < g.R * g.S && g.image_size() * g.output_image_size() <= kMaxDenseEntries;
+  return g.input_plane() <= g.R * g.S && g.image_size() * g.output_image_size() <= kMaxDenseEntries;
 }
 
 void dense_small_image_forward(BFloat16* y, const BFloat16* x, const BFloat16* w,

@@ -212,9 +212,10 @@ void flipped_conv_backward(T* dx, GemmResult<T>* dw, const T* dy, const T* x, co
 
 // ---- conv2d_dense_small_image.cpp ---------------------------------------------------------
 
-// Whether the dense path takes this conv: an image with fewer pixels than the kernel has taps
-// (so its one matrix product multiplies fewer numbers than im2col's), and a dense weight
-// matrix of bounded size (Note [Dense small-image convolution]).
+// Whether the dense path takes this conv: an image with no more pixels than the kernel has
+// taps (so its one matrix product multiplies no more numbers than im2col's, and needs no column
+// matrix), and a dense weight matrix of bounded size (Note [Dense small-image convolution]).
+// A tap-cropped conv asks with its cropped geometry.
 bool dense_small_image_applies(const ConvGeometry& g);
 
 // y = conv(x, w) + bias (bias may be null); dx and dw (either may be null), dw as f32 sums.

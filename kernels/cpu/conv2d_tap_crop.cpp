@@ -96,7 +96,11 @@ void tap_cropped_forward(T* y, const T* x, const T* w, const T* bias, int64_t N,
     return;
   }
   const Tensor crop = crop_kernel(w, g, taps);
-  im2col_conv_forward(y, x, crop.data<T>(), bias, N, cropped(g, taps));
+  const ConvGeometry cg = cropped(g, taps);
+  if constexpr (std::is_same_v<T, BFloat16>)
+    if (dense_small_image_applies(cg))
+      return dense_small_image_forward(y, x, crop.data<T>(), bias, N, cg);
+  im2col_conv_forward(y, x, crop.data<T>(), bias, N, cg);
 }
 
 template <class T>
@@ -110,8 +114,14 @@ void tap_cropped_backward(T* dx, GemmResult<T>* dw, const T* dy, const T* x, con
   }
   const Tensor crop = crop_kernel(w, g, taps);
   Tensor dcrop = dw ? Tensor::empty(crop.shape(), DTypeOf<R>::value) : Tensor();
-  uncropped_backward(dx, dw ? dcrop.data<R>() : nullptr, dy, x, crop.data<T>(), N,
-                     cropped(g, taps));
+  const ConvGeometry cg = cropped(g, taps);
+  R* dcrop_sums = dw ? dcrop.data<R>() : nullptr;
+  [&] {
+    if constexpr (std::is_same_v<T, BFloat16>)
+      if (dense_small_image_applies(cg))
+        return dense_small_image_backward(dx, dcrop_sums, dy, x, crop.data<T>(), N, cg);
+    uncropped_backward(dx, dcrop_sums, dy, x, crop.data<T>(), N, cg);
+  }();
   if (dw) uncrop_kernel_grad(dw, dcrop.data<R>(), g, taps);
 }
 
