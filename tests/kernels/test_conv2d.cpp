@@ -90,6 +90,7 @@ std::vector<ConvCase> sweep_cases() {
       {{5, 6, 2, 2}, {7, 6, 3, 3}, 1, 1, 1, 1, true},
       {{3, 4, 2, 3}, {5, 4, 3, 3}, 1, 1, 1, 1, false},
       {{2, 3, 3, 3}, {4, 3, 5, 5}, 2, 2, 2, 2, true},
+      {{2, 3, 4, 5}, {4, 3, 7, 7}, 1, 1, 3, 3, false},  // 49 taps: more than a vector holds
       // More (k, c) pairs than the crop's block of 256: the one-tap window, and a 2x2 window.
       {{2, 24, 1, 1}, {12, 24, 3, 3}, 1, 1, 1, 1, false},
       {{2, 20, 2, 2}, {15, 20, 3, 3}, 2, 2, 1, 1, false},
