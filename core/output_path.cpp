@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "core/host_memory.h"
+#include "core/unique_fd.h"
 
 namespace ringgrad {
 
@@ -55,11 +56,9 @@ void check_output_path(const std::string& path, const std::string& flag) {
     RG_THROW(InvalidArgument, flag, " ", path,
              " exists and cannot be overwritten: ", std::strerror(errno));
   const std::string probe = (parent / (".ringgrad-probe-" + std::to_string(::getpid()))).string();
-  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0)
+  if (!UniqueFd(::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)).valid())
     RG_THROW(InvalidArgument, flag, " ", path, ": cannot create a file in ", parent.string(), " (",
              std::strerror(errno), "); check its permissions and free space");
-  ::close(fd);
   ::unlink(probe.c_str());
 }
 

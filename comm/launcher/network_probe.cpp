@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/unique_fd.h"
 
 namespace ringgrad::comm {
 
@@ -41,11 +42,8 @@ bool is_loopback_host(const std::string& host) {
 bool is_local_host(const std::string& host) {
   // Binding to an address succeeds only if an interface of this host carries it.
   return is_loopback_host(host) || any_address(host, [](addrinfo* a) {
-           const int fd = ::socket(a->ai_family, SOCK_DGRAM, 0);
-           if (fd < 0) return false;
-           const bool ours = ::bind(fd, a->ai_addr, a->ai_addrlen) == 0;
-           ::close(fd);
-           return ours;
+           const UniqueFd fd(::socket(a->ai_family, SOCK_DGRAM, 0));
+           return fd.valid() && ::bind(fd.get(), a->ai_addr, a->ai_addrlen) == 0;
          });
 }
 

@@ -12,14 +12,16 @@
 namespace ringgrad::comm {
 
 namespace {
-int g_pipe[2] = {-1, -1};
+// The pipe's write end as the handler reads it: a plain int (the SignalWatcher owns the
+// descriptor), -1 while no watcher exists.
+volatile sig_atomic_t g_write_end = -1;
 volatile sig_atomic_t g_stop_signal = 0;
 
 void on_signal(int signal) {
   const int saved = errno;
   if (signal != SIGCHLD) g_stop_signal = signal;
   const char byte = static_cast<char>(signal);
-  (void)!::write(g_pipe[1], &byte, 1);
+  (void)!::write(g_write_end, &byte, 1);
   errno = saved;
 }
 }  // namespace
@@ -27,8 +29,12 @@ void on_signal(int signal) {
 SignalWatcher::SignalWatcher(const std::vector<int>& stop_signals) : signals_(stop_signals) {
   signals_.push_back(SIGCHLD);
   old_.resize(signals_.size());
-  RG_CHECK(g_pipe[0] < 0, "only one SignalWatcher may exist at a time");
-  RG_CHECK(::pipe2(g_pipe, O_CLOEXEC | O_NONBLOCK) == 0, "pipe2: ", std::strerror(errno));
+  RG_CHECK(g_write_end < 0, "only one SignalWatcher may exist at a time");
+  int ends[2];
+  RG_CHECK(::pipe2(ends, O_CLOEXEC | O_NONBLOCK) == 0, "pipe2: ", std::strerror(errno));
+  read_end_ = UniqueFd(ends[0]);
+  write_end_ = UniqueFd(ends[1]);
+  g_write_end = ends[1];
   g_stop_signal = 0;
   struct sigaction sa {};
   sa.sa_handler = on_signal;
@@ -39,16 +45,14 @@ SignalWatcher::SignalWatcher(const std::vector<int>& stop_signals) : signals_(st
 
 SignalWatcher::~SignalWatcher() {
   for (size_t i = 0; i < signals_.size(); ++i) ::sigaction(signals_[i], &old_[i], nullptr);
-  ::close(g_pipe[0]);
-  ::close(g_pipe[1]);
-  g_pipe[0] = g_pipe[1] = -1;
+  g_write_end = -1;  // before the members close the pipe
 }
 
-int SignalWatcher::wake_fd() const { return g_pipe[0]; }
+int SignalWatcher::wake_fd() const { return read_end_.get(); }
 
 void SignalWatcher::drain() {
   char buf[64];
-  while (::read(g_pipe[0], buf, sizeof buf) > 0) {
+  while (::read(read_end_.get(), buf, sizeof buf) > 0) {
   }
 }
 

@@ -6,6 +6,8 @@
 #include <csignal>
 #include <vector>
 
+#include "core/unique_fd.h"
+
 namespace ringgrad::comm {
 
 class SignalWatcher {
@@ -22,6 +24,7 @@ class SignalWatcher {
  private:
   std::vector<int> signals_;  // the stop signals, then SIGCHLD
   std::vector<struct sigaction> old_;
+  UniqueFd read_end_, write_end_;  // the pipe
 };
 
 }  // namespace ringgrad::comm

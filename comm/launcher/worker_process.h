@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/transport/unique_fd.h"
+#include "core/unique_fd.h"
 
 namespace ringgrad::comm {
 

@@ -13,14 +13,17 @@
 
 #include <cstring>
 
+#include "core/unique_fd.h"
+
 namespace ringgrad::comm {
 
 namespace {
 
 std::optional<uid_t> ask_kernel(int family, const in_addr& client, int client_port,
                                 const in_addr& server, int server_port) {
-  const int fd = ::socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
-  if (fd < 0) return std::nullopt;
+  const UniqueFd netlink(::socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG));
+  if (!netlink.valid()) return std::nullopt;
+  const int fd = netlink.get();
   timeval guard{1, 0};  // the kernel answers at once; this only bounds a broken netlink
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &guard, sizeof guard);
   struct {
@@ -53,7 +56,6 @@ std::optional<uid_t> ask_kernel(int family, const in_addr& client, int client_po
         header->nlmsg_type == SOCK_DIAG_BY_FAMILY)
       owner = static_cast<const inet_diag_msg*>(NLMSG_DATA(header))->idiag_uid;
   }
-  ::close(fd);
   return owner;
 }
 

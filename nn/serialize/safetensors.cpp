@@ -15,6 +15,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "core/unique_fd.h"
+
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error \
     "safetensors data is little-endian; this reader copies it raw, so it needs a little-endian host"
@@ -28,27 +30,6 @@ constexpr uint64_t kMaxHeaderBytes = 100'000'000;  // the reference implementati
 constexpr const char* kMetadataKey = "__metadata__";
 
 std::string errno_text() { return std::strerror(errno); }
-
-// An open file descriptor, closed on scope exit.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  // Closes now so the caller sees the error (close can report a deferred write failure).
-  int close() {
-    int rc = ::close(fd_);
-    fd_ = -1;
-    return rc;
-  }
-
- private:
-  int fd_;
-};
 
 void write_all(int fd, const void* data, size_t bytes, const std::string& path) {
   const char* p = static_cast<const char*>(data);
@@ -103,7 +84,7 @@ class TempFile {
 void fsync_directory_of(const std::string& path) {
   std::string dir = std::filesystem::path(path).parent_path().string();
   if (dir.empty()) dir = ".";
-  Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY));
+  UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY));
   if (fd.get() < 0)
     RG_THROW(IoError, "cannot open directory ", dir, " to fsync it: ", errno_text());
   if (::fsync(fd.get()) != 0) RG_THROW(IoError, "cannot fsync directory ", dir, ": ", errno_text());
@@ -279,7 +260,7 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
     RG_THROW(IoError, "not writing ", path, ": it exists and is not a regular file (a device, ",
              "a FIFO, a folder?), which a file written in its place would replace");
   TempFile tmp(path);
-  Fd fd(::open(tmp.path().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  UniqueFd fd(::open(tmp.path().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (fd.get() < 0) RG_THROW(IoError, "cannot create ", tmp.path(), ": ", errno_text());
   write_all(fd.get(), length, sizeof(length), tmp.path());
   write_all(fd.get(), header.data(), header.size(), tmp.path());
@@ -291,7 +272,7 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
 }
 
 TensorFile load_safetensors(const std::string& path) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) RG_THROW(IoError, "cannot open ", path, ": ", errno_text());
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) RG_THROW(IoError, "cannot stat ", path, ": ", errno_text());

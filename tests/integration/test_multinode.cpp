@@ -10,7 +10,7 @@
 #include <set>
 #include <thread>
 
-#include "comm/transport/unique_fd.h"
+#include "core/unique_fd.h"
 #include "tests/integration/launch_harness.h"
 
 using namespace ringgrad;
@@ -111,7 +111,7 @@ class PortHeldShut {
   void release() { fd_.reset(); }
 
  private:
-  comm::UniqueFd fd_;
+  UniqueFd fd_;
   int port_ = 0;
 };
 

@@ -13,6 +13,7 @@
 #include "comm/launcher/launcher.h"
 #include "core/cuda_memory.h"
 #include "core/error.h"
+#include "core/unique_fd.h"
 #include "ringgrad/config.h"
 
 namespace ringgrad::comm {
@@ -25,9 +26,8 @@ class ScratchFile {
   explicit ScratchFile(const char* stem) {
     const char* dir = std::getenv("TMPDIR");
     std::string pattern = str_cat(dir && *dir ? dir : "/tmp", "/ringgrad-", stem, "-XXXXXX");
-    const int fd = ::mkstemp(pattern.data());
-    RG_CHECK(fd >= 0, "cannot create a temporary file like ", pattern);
-    ::close(fd);
+    const UniqueFd fd(::mkstemp(pattern.data()));
+    RG_CHECK(fd.valid(), "cannot create a temporary file like ", pattern);
     path_ = pattern;
   }
   ~ScratchFile() { ::unlink(path_.c_str()); }

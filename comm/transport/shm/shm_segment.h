@@ -7,7 +7,7 @@
 #include <string>
 #include <utility>
 
-#include "comm/transport/unique_fd.h"
+#include "core/unique_fd.h"
 
 namespace ringgrad::comm::shm {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "comm/transport/transport.h"
-#include "comm/transport/unique_fd.h"
+#include "core/unique_fd.h"
 
 namespace ringgrad::comm::net {
 

@@ -1,11 +1,11 @@
 // UniqueFd: an owned file descriptor, closed on destruction; movable, not copyable. The one
-// owner of descriptors in the transports (a socket, a shared-memory segment's memfd).
+// owner of descriptors (a socket, a shared-memory segment's memfd, a pipe's ends).
 #pragma once
 #include <unistd.h>
 
 #include <utility>
 
-namespace ringgrad::comm {
+namespace ringgrad {
 
 class UniqueFd {
  public:
@@ -29,9 +29,12 @@ class UniqueFd {
     if (fd_ >= 0) ::close(fd_);
     fd_ = -1;
   }
+  // Closes now, for a caller that must see close's error (a deferred write failure): 0, or -1
+  // with errno set.
+  int close() { return ::close(std::exchange(fd_, -1)); }
 
  private:
   int fd_ = -1;
 };
 
-}  // namespace ringgrad::comm
+}  // namespace ringgrad
