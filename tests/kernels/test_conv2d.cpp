@@ -86,7 +86,7 @@ std::vector<ConvCase> sweep_cases() {
       {{3, 2, 1, 2}, {4, 2, 3, 3}, 1, 1, 1, 1, true},     // kernel rows 0, 2 see only padding
       {{2, 1, 1, 1}, {2, 1, 3, 3}, 4, 4, 3, 3, true},     // every output is padding: y = bias
       // Fewer pixels than kernel taps, none cropped: bf16 takes the dense product (Note [Dense
-      // small-image convolution]); every pixel meets every output, some pairs meet no tap, stride 2.
+      // small-image convolution]). Every pixel meets every output; pairs meeting no tap; stride 2.
       {{5, 6, 2, 2}, {7, 6, 3, 3}, 1, 1, 1, 1, true},
       {{3, 4, 2, 3}, {5, 4, 3, 3}, 1, 1, 1, 1, false},
       {{2, 3, 3, 3}, {4, 3, 5, 5}, 2, 2, 2, 2, true},
