@@ -1,6 +1,7 @@
-// What the bf16 kernels' AVX-512 code shares (gemm_bf16.cpp, im2col.cpp): the target attribute
-// of a function that uses AVX-512BW, and the masks of a vector's first n lanes. Only CPUs with a
-// bf16 GEMM (AVX512-BF16, which all have AVX-512BW) reach such functions. Private to kernels/cpu.
+// What the bf16 kernels' AVX-512 code shares (gemm_bf16.cpp, im2col.cpp,
+// conv2d_dense_small_image.cpp): the target attribute of a function that uses AVX-512BW, and the
+// masks of a vector's first n lanes. Only CPUs with a bf16 GEMM (AVX512-BF16, which all have
+// AVX-512BW) reach such functions. Private to kernels/cpu.
 #pragma once
 #include <immintrin.h>
 

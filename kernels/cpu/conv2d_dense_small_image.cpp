@@ -148,8 +148,11 @@ void dense_small_image_forward(BFloat16* y, const BFloat16* x, const BFloat16* w
                 0.0f, sums.data<float>(), KPQ);
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < N; ++n)
-    for (int64_t j = 0; j < KPQ; ++j)
-      y[n * KPQ + j] = narrow<BFloat16>(s[n * KPQ + j] + (bias ? widen(bias[j / PQ]) : 0.0f));
+    for (int64_t k = 0; k < g.K; ++k) {
+      const float add = bias ? widen(bias[k]) : 0.0f;
+      for (int64_t j = k * PQ; j < (k + 1) * PQ; ++j)
+        y[n * KPQ + j] = narrow<BFloat16>(s[n * KPQ + j] + add);
+    }
 }
 
 void dense_small_image_backward(BFloat16* dx, float* dw, const BFloat16* dy, const BFloat16* x,

@@ -11,7 +11,7 @@
 //   conv2d_position_classes.cpp  f32/f64 on small images: outputs grouped by the taps they read,
 //                                each group a conv without padding (Note [Position classes]);
 //   conv2d_flipped_backward.cpp  stride 1: dx as the forward conv of dy with the flipped kernel;
-//   conv2d_dense_small_image.cpp bf16 on images with fewer pixels than kernel taps: the conv as
+//   conv2d_dense_small_image.cpp bf16 on images of no more pixels than kernel taps: the conv as
 //                                one product with a dense weight matrix (Note [Dense small-image
 //                                convolution]);
 //   conv2d_direct_bf16.cpp       bf16 on AMX, stride 1: tile multiplies straight from the padded
