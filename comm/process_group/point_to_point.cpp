@@ -23,6 +23,11 @@ constexpr int kSocketBufferBytes = 4 << 20;
 // How long an accepted connection may take to say who it is before it is dropped (a stranger
 // must not hold the engine up).
 constexpr auto kHelloTimeout = std::chrono::seconds(2);
+// How long a peer that looks gone may still turn out to have sent something. Its connect can
+// return, its bytes go out and its listener close before the kernel has put the connection in
+// this rank's accept queue (loopback hands each CPU's packets on separately, and under load
+// later): a refusal or hang-up from it proves nothing until this has passed.
+constexpr auto kLateConnectionGrace = std::chrono::seconds(2);
 
 struct Hello {
   uint32_t magic;
@@ -147,6 +152,7 @@ void PointToPoint::loop() {
     for (const auto& queue : sends_)
       for (const Send& s : queue) next = std::min(next, s.deadline);
     for (const auto& r : posted_) next = std::min(next, r->deadline);
+    for (const auto& [source, u] : unreachable_) next = std::min(next, u.until);
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(next - now).count();
     const int rc = ::poll(fds.data(), fds.size(), static_cast<int>(std::max<int64_t>(ms + 1, 0)));
     if (rc < 0 && errno != EINTR) {
@@ -270,9 +276,7 @@ void PointToPoint::hung_up(int peer) {
   sends_[peer].clear();
   outgoing_[peer].close();
   // Messages it sent before come on its own connection, whose end fails the rest.
-  const bool sent_to_us = std::any_of(incoming_.begin(), incoming_.end(),
-                                      [&](const auto& in) { return in->source == peer; });
-  if (!sent_to_us) fail_source(peer, why);
+  if (!connected_from(peer)) suspect_gone(peer, why);
 }
 
 // Takes one connection waiting on the (non-blocking) listener; false when none waits.
@@ -299,6 +303,7 @@ bool PointToPoint::accept_one() {
   auto in = std::make_unique<Incoming>();
   in->source = hello.from_rank;
   in->socket = std::move(s);
+  unreachable_.erase(in->source);  // its connection's end now says when it is gone
   in->early = early_.end();
   incoming_.push_back(std::move(in));
   return true;
@@ -422,8 +427,7 @@ void PointToPoint::post_recv(std::shared_ptr<Recv> r) {
     // so its messages count and its absence is not mistaken for having sent nothing.
     while (accept_one()) {
     }
-    const bool connected = std::any_of(incoming_.begin(), incoming_.end(),
-                                       [&](const auto& in) { return in->source == r->source; });
+    const bool connected = connected_from(r->source);
     if (!connected && gone_.count(r->source)) {
       r->work->complete_from(
           r->source, error<IoError>(str_cat(r->work->description(), ": ", gone_[r->source])));
@@ -431,15 +435,14 @@ void PointToPoint::post_recv(std::shared_ptr<Recv> r) {
     }
     // A connection to the source, even with nothing to send on it, tells this rank when the
     // source goes away before it ever sent anything.
-    if (!connected && !outgoing_[r->source].valid()) {
+    if (!connected && !outgoing_[r->source].valid() && !unreachable_.count(r->source)) {
       try {
         connect(r->source, r->deadline);
       } catch (const std::exception& e) {
-        return r->work->complete_from(
-            r->source, error<IoError>(str_cat(r->work->description(), ": rank ", r->source,
-                                              " sent nothing and cannot be reached (it exited or "
-                                              "destroyed its process group?): ",
-                                              user_message(e))));
+        suspect_gone(r->source, str_cat("rank ", r->source,
+                                        " sent nothing and cannot be reached (it exited or "
+                                        "destroyed its process group?): ",
+                                        user_message(e)));
       }
     }
   }
@@ -447,6 +450,14 @@ void PointToPoint::post_recv(std::shared_ptr<Recv> r) {
 }
 
 void PointToPoint::expire(Clock::time_point now) {
+  for (auto it = unreachable_.begin(); it != unreachable_.end();) {
+    if (it->second.until > now) {
+      ++it;
+      continue;
+    }
+    fail_source(it->first, it->second.why);
+    it = unreachable_.erase(it);
+  }
   for (auto it = posted_.begin(); it != posted_.end();) {
     const auto& r = *it;
     if (r->deadline > now) {
@@ -481,6 +492,16 @@ void PointToPoint::expire(Clock::time_point now) {
     }
     if (cut) outgoing_[peer].close();
   }
+}
+
+bool PointToPoint::connected_from(int source) const {
+  return std::any_of(incoming_.begin(), incoming_.end(),
+                     [&](const auto& in) { return in->source == source; });
+}
+
+void PointToPoint::suspect_gone(int source, std::string why) {
+  unreachable_.try_emplace(source,
+                           Unreachable{std::move(why), Clock::now() + kLateConnectionGrace});
 }
 
 void PointToPoint::fail_source(int source, const std::string& why) {

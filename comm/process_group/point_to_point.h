@@ -107,6 +107,8 @@ class PointToPoint {
   void header_done(Incoming& in);
   void payload_done(Incoming& in);
   void expire(Clock::time_point now);
+  bool connected_from(int source) const;           // a connection of its own has come in
+  void suspect_gone(int source, std::string why);  // gone, unless it connects in the grace
   void fail_source(int source, const std::string& why);
   void fail_everything(const std::string& why);
   static std::string describe(const char* what, int peer, int64_t tag, size_t bytes);
@@ -133,6 +135,13 @@ class PointToPoint {
   std::list<Early> early_;                   // messages with no receive yet, in arrival order
   std::vector<std::unique_ptr<Incoming>> incoming_;
   std::map<int, std::string> gone_;  // ranks whose connection closed, and how
+  // Ranks that refused a connection or hung up before any connection of theirs came in: their
+  // receives fail with `why` at `until` unless one comes first (kLateConnectionGrace).
+  struct Unreachable {
+    std::string why;
+    Clock::time_point until;
+  };
+  std::map<int, Unreachable> unreachable_;
 };
 
 }  // namespace ringgrad::comm

@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "comm/collectives/ring_step.h"
+#include "comm/process_group/point_to_point.h"
 #include "comm/transport/mesh_transport.h"
 #include "tests/comm/ring_fixtures.h"
 
@@ -492,6 +493,54 @@ TEST_CASE("send/recv: a message sent before its sender destroyed its group is st
     }
   });
   for (const auto& e : errors) FAIL_CHECK(e);
+}
+
+TEST_CASE("send/recv: a peer that refused a connection may still have sent, and is gone after") {
+  // The kernel may complete a peer's connect, and the peer send, destroy its group and close its
+  // listener, before this rank's listener has the connection: a refusal is not proof that it
+  // sent nothing. Rank 1 sees rank 0's port refuse, then rank 0's message comes.
+  auto store0 = std::make_shared<HashStore>(), store1 = std::make_shared<HashStore>();
+  int dead_port = 0;
+  net::listen_on("127.0.0.1", dead_port);  // closed again at once: connecting is refused
+  PointToPoint receiver(store1, "t/", 1, 2, "127.0.0.1", "run", 0);
+  store1->set("t/p2p/0", str_cat("127.0.0.1:", dead_port));
+  const Milliseconds timeout(20000);
+  std::vector<float> got(3, 0.0f), more(3, 0.0f);
+  auto first = receiver.recv(0, 5, got.data(), sizeof(float) * 3, timeout, nullptr);
+  CHECK_THROWS_AS(first->wait(Milliseconds(200)), TimeoutError);  // still waiting, not failed
+  {
+    PointToPoint sender(store0, "t/", 0, 2, "127.0.0.1", "run", 0);
+    store0->set("t/p2p/1", store1->get("t/p2p/1", timeout));
+    const std::vector<float> sent{1.0f, 2.0f, 3.0f};
+    sender.send(1, 5, sent.data(), sizeof(float) * 3, timeout, nullptr)->wait();
+  }
+  first->wait();
+  CHECK(got == std::vector<float>{1.0f, 2.0f, 3.0f});
+  // Its connection has ended: what else waits for it fails at once, naming why.
+  auto second = receiver.recv(0, 5, more.data(), sizeof(float) * 3, timeout, nullptr);
+  try {
+    second->wait(Milliseconds(10000));
+    FAIL("a receive from a rank that is gone succeeded");
+  } catch (const IoError& e) {
+    CHECK(std::string(e.what()).find("rank 0 closed its connection") != std::string::npos);
+  }
+}
+
+TEST_CASE("send/recv: a peer that cannot be reached and never connects fails the receive") {
+  auto store = std::make_shared<HashStore>();
+  int dead_port = 0;
+  net::listen_on("127.0.0.1", dead_port);
+  PointToPoint receiver(store, "t/", 1, 2, "127.0.0.1", "run", 0);
+  store->set("t/p2p/0", str_cat("127.0.0.1:", dead_port));
+  float got = 0;
+  auto r = receiver.recv(0, 0, &got, sizeof got, Milliseconds(60000), nullptr);
+  try {
+    r->wait(Milliseconds(30000));  // the grace, not the minute's timeout
+    FAIL("a receive from a rank that cannot be reached succeeded");
+  } catch (const IoError& e) {
+    CHECK(std::string(e.what()).find("rank 0 sent nothing and cannot be reached") !=
+          std::string::npos);
+  }
 }
 
 TEST_CASE("send/recv: a size mismatch, a message never sent and a peer gone fail clearly") {
