@@ -13,14 +13,14 @@
 //
 // The scheme is the classic one (Goto and van de Geijn), cut to the shapes our layers have:
 // C is computed in tiles of kRows rows x up to kColumns columns. op(A) is packed per block of
-// kDepth products into tiles of kRows rows, stored column by column, so the kernel reads kRows
-// consecutive floats per step and broadcasts them. op(B) is read in place, one row of the tile
-// per step (three 16-float vectors, the last masked at the right edge), when it is not
-// transposed: for the convolutions that is the column matrix, which packing would copy once
-// more. A transposed op(B) (16 x 16 blocks transposed in registers), or rows whose stride is a
-// multiple of 2 KiB (every row of the tile would fall in the same L1 set), are packed into a
-// strip first. Each tile keeps its kRows x 3 accumulators in registers (24 of the 32) over the
-// whole block.
+// products (block_depth: as many as let one tile column of B stay in L1) into tiles of kRows
+// rows, stored column by column, so the kernel reads kRows consecutive floats per step and
+// broadcasts them. op(B) is read in place, one row of the tile per step (three 16-float vectors,
+// the last masked at the right edge, prefetched a few rows ahead), when it is not transposed:
+// for the convolutions that is the column matrix, which packing would copy once more. A transposed
+// op(B) (16 x 16 blocks transposed in registers), or rows whose stride is a multiple of 2 KiB
+// (every row of the tile would fall in the same L1 set), are packed into a strip first. Each tile
+// keeps its kRows x 3 accumulators in registers (24 of the 32) over the whole block.
 #include "kernels/cpu/sgemm_avx512.h"
 
 #include <immintrin.h>
@@ -42,7 +42,7 @@ constexpr int64_t kLanes = 16;                   // floats per vector
 constexpr int64_t kRows = 8;                     // rows of C per tile
 constexpr int64_t kVectors = 3;                  // vectors per row of a tile
 constexpr int64_t kColumns = kVectors * kLanes;  // columns of C per tile
-constexpr int64_t kDepth = 384;                  // products per packed block of op(A)
+constexpr int64_t kPrefetchRows = 4;             // how far ahead a tile prefetches B's rows
 
 // Per-thread packing buffers, grown to the largest call seen and then reused, so a training
 // step allocates nothing after its first iteration.
@@ -153,6 +153,11 @@ RG_AVX512 void tile(int64_t depth, const float* a, const float* b, int64_t ldb, 
 #pragma GCC unroll 3
     for (int v = 0; v < V; ++v) acc[i][v] = _mm512_setzero_ps();
   for (int64_t p = 0; p < depth; ++p, a += kRows, b += ldb) {
+    // B read in place has its rows far apart, where the hardware prefetchers do not follow.
+#pragma GCC unroll 3
+    for (int v = 0; v < V; ++v)
+      _mm_prefetch(reinterpret_cast<const char*>(b + kPrefetchRows * ldb + v * kLanes),
+                   _MM_HINT_T0);
     __m512 row[V];
 #pragma GCC unroll 3
     for (int v = 0; v < V; ++v)
@@ -251,11 +256,22 @@ void dot_gemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int6
 // C = A B^T either way: the dot-product tiles read both in place; the tiles transpose B into
 // strips first, which pays once each strip serves enough row tiles of A and B fills more than
 // one strip (measured on the weight-gradient shapes of ResNet's convs: docs/measurements.md).
-bool tiles_pay_for_transposing(int64_t m, int64_t n) { return m >= 64 && n >= 2 * kColumns; }
+bool tiles_pay_for_transposing(int64_t m, int64_t n) { return m >= 32 && n >= 2 * kColumns; }
 
 using TileFn = void (*)(int64_t, const float*, const float*, int64_t, __mmask16, int64_t, float,
                         float, float*, int64_t);
 constexpr TileFn kTiles[kVectors] = {tile<1>, tile<2>, tile<3>};
+
+// Products per depth block: k split evenly into blocks whose tile column of B (depth x kColumns
+// floats) fills at most three quarters of the L1 data cache, so that B, read from L2 by the first
+// row tile of A, is still in L1 for the others (192 on a 48 KiB L1, where the fixed 384 of
+// before measured up to 4% slower on ResNet's convs: docs/measurements.md).
+int64_t block_depth(int64_t k) {
+  static const int64_t most = std::clamp<int64_t>(
+      cpu_features().l1d_bytes * 3 / 4 / (kColumns * sizeof(float)) / kLanes * kLanes, 64, 512);
+  const int64_t blocks = (k + most - 1) / most;
+  return (k + blocks - 1) / blocks;
+}
 
 bool read_b_in_place(Op op_b, int64_t ldb) { return op_b == Op::none && ldb % kSetAliasing != 0; }
 
@@ -324,8 +340,9 @@ void sgemm_avx512(Op op_a, Op op_b, int64_t m, int64_t n, int64_t k, float alpha
   if (op_a == Op::none && op_b == Op::transpose && !tiles_pay_for_transposing(m, n))
     return dot_gemm(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   thread_local std::vector<float> a_storage;
-  for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
-    const int64_t depth = std::min(kDepth, k - k0);
+  const int64_t block = block_depth(k);
+  for (int64_t k0 = 0; k0 < k; k0 += block) {
+    const int64_t depth = std::min(block, k - k0);
     float* packed_a = buffer(a_storage, packed_block_size(m, depth));
     pack_a(packed_a, op_a, a, lda, m, k0, depth);
     // Later blocks add to the first.
@@ -335,8 +352,9 @@ void sgemm_avx512(Op op_a, Op op_b, int64_t m, int64_t n, int64_t k, float alpha
 
 PackedSgemmA::PackedSgemmA(Op op, const float* a, int64_t lda, int64_t m, int64_t k)
     : m_(m), k_(k), tiles_(packed_block_size(m, k)) {
-  for (int64_t k0 = 0; k0 < k; k0 += kDepth)  // block k0 starts after k0 products of every row
-    pack_a(tiles_.data() + packed_block_size(m, k0), op, a, lda, m, k0, std::min(kDepth, k - k0));
+  const int64_t block = block_depth(k);
+  for (int64_t k0 = 0; k0 < k; k0 += block)  // block k0 starts after k0 products of every row
+    pack_a(tiles_.data() + packed_block_size(m, k0), op, a, lda, m, k0, std::min(block, k - k0));
 }
 
 void sgemm_avx512(const PackedSgemmA& a, Op op_b, int64_t n, const float* b, int64_t ldb,
@@ -344,8 +362,9 @@ void sgemm_avx512(const PackedSgemmA& a, Op op_b, int64_t n, const float* b, int
   const int64_t m = a.rows(), k = a.depth();
   if (m <= 0 || n <= 0) return;
   if (k <= 0) return scale(c, ldc, m, n, beta);
-  for (int64_t k0 = 0; k0 < k; k0 += kDepth)
-    multiply_block(a.tiles() + packed_block_size(m, k0), m, n, k0, std::min(kDepth, k - k0), op_b,
+  const int64_t block = block_depth(k);
+  for (int64_t k0 = 0; k0 < k; k0 += block)
+    multiply_block(a.tiles() + packed_block_size(m, k0), m, n, k0, std::min(block, k - k0), op_b,
                    1.0f, b, ldb, k0 == 0 ? beta : 1.0f, c, ldc);
 }
 
