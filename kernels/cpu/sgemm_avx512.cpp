@@ -296,8 +296,7 @@ constexpr TileFn kTiles[kVectors] = {tile<1>, tile<2>, tile<3>};
 
 // Products per depth block: k split evenly into blocks whose tile column of B (depth x kColumns
 // floats) fills at most three quarters of the L1 data cache, so that B, read from L2 by the first
-// row tile of A, is still in L1 for the others (192 on a 48 KiB L1, where the fixed 384 of
-// before measured up to 4% slower on ResNet's convs: docs/measurements.md).
+// row tile of A, is still in L1 for the others (the choice among depths: docs/measurements.md).
 int64_t block_depth(int64_t k) {
   static const int64_t most = std::clamp<int64_t>(
       cpu_features().l1d_bytes * 3 / 4 / (kColumns * sizeof(float)) / kLanes * kLanes, 64, 512);
