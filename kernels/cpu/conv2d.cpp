@@ -255,6 +255,9 @@ void conv2d_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b
     } else if (position_classes_apply(g)) {
       return position_classes_forward(y.data<T>(), x.data<T>(), w.data<T>(), b, x.size(0), g);
     }
+    if constexpr (std::is_same_v<T, float>)
+      if (implicit_columns_apply(g))
+        return implicit_columns_forward(y.data<T>(), x.data<T>(), w.data<T>(), b, x.size(0), g);
     im2col_conv_forward(y.data<T>(), x.data<T>(), w.data<T>(), b, x.size(0), g);
   });
 }

@@ -11,6 +11,9 @@
 //   conv2d_position_classes.cpp  f32/f64 on small images: outputs grouped by the taps they read,
 //                                each group a conv without padding (Note [Position classes]);
 //   conv2d_flipped_backward.cpp  stride 1: dx as the forward conv of dy with the flipped kernel;
+//   conv2d_implicit_columns.cpp  f32 with our AVX-512 SGEMM, stride 1 keeping the image's size:
+//                                the forward product reads x in place of the column matrix
+//                                (Note [Implicit columns]);
 //   conv2d_dense_small_image.cpp bf16 on images of no more pixels than kernel taps: the conv as
 //                                one product with a dense weight matrix (Note [Dense small-image
 //                                convolution]);
@@ -209,6 +212,15 @@ bool input_grad_is_conv(const ConvGeometry& g);
 template <class T>
 void flipped_conv_backward(T* dx, GemmResult<T>* dw, const T* dy, const T* x, const T* w, int64_t N,
                            const ConvGeometry& g);
+
+// ---- conv2d_implicit_columns.cpp ----------------------------------------------------------
+
+// f32 with our AVX-512 SGEMM (avx512_sgemm_enabled), stride 1, P == H and Q == W, a kernel
+// larger than 1x1.
+bool implicit_columns_apply(const ConvGeometry& g);
+
+void implicit_columns_forward(float* y, const float* x, const float* w, const float* bias,
+                              int64_t N, const ConvGeometry& g);
 
 // ---- conv2d_dense_small_image.cpp ---------------------------------------------------------
 

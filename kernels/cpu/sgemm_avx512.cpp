@@ -357,6 +357,64 @@ void multiply_block(const float* packed_a, int64_t m, int64_t n, int64_t k0, int
   }
 }
 
+// A tile of C = op(A) col(x) (sgemm_avx512_implicit): as tile(), but row p = (tap, channel) of
+// B is read at `base[v] + shift(tap) + channel * stride` under the tap's mask for vector v (and
+// `last` for the last vector). `first`: B's first product. Products run tap by tap, so each
+// tap's masks are loaded once for its run of channels.
+template <int V>
+RG_AVX512 void implicit_tile(int64_t depth, const float* a, const ImplicitColumns& b,
+                             int64_t stride, const float* const* base, const uint16_t* const* masks,
+                             __mmask16 last, int64_t first, int64_t rows, float beta, float* c,
+                             int64_t ldc) {
+  __m512 acc[kRows][V];
+#pragma GCC unroll 8
+  for (int i = 0; i < kRows; ++i)
+#pragma GCC unroll 3
+    for (int v = 0; v < V; ++v) acc[i][v] = _mm512_setzero_ps();
+  const int64_t channels = b.channels();
+  int64_t tap = first / channels, channel = first % channels;
+  for (int64_t p = 0; p < depth; ++tap, channel = 0) {
+    const int64_t run = std::min(channels - channel, depth - p);
+    __mmask16 mask[V];
+    const float* from[V];
+#pragma GCC unroll 3
+    for (int v = 0; v < V; ++v) {
+      mask[v] = v + 1 < V ? masks[v][tap] : masks[v][tap] & last;
+      from[v] = base[v] + b.shift(tap) + channel * stride;
+    }
+    for (int64_t i = 0; i < run; ++i, a += kRows) {
+      __m512 row[V];
+#pragma GCC unroll 3
+      for (int v = 0; v < V; ++v) row[v] = _mm512_maskz_loadu_ps(mask[v], from[v] + i * stride);
+#pragma GCC unroll 8
+      for (int r = 0; r < kRows; ++r) {
+        const __m512 ar = _mm512_set1_ps(a[r]);
+#pragma GCC unroll 3
+        for (int v = 0; v < V; ++v) acc[r][v] = _mm512_fmadd_ps(ar, row[v], acc[r][v]);
+      }
+    }
+    p += run;
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < kRows; ++i) {
+    if (i >= rows) continue;
+    float* out = c + i * ldc;
+#pragma GCC unroll 3
+    for (int v = 0; v < V; ++v) {
+      const __mmask16 store = v + 1 < V ? __mmask16(0xFFFF) : last;
+      __m512 r = acc[i][v];
+      if (beta != 0.0f) r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(store, out + v * kLanes));
+      _mm512_mask_storeu_ps(out + v * kLanes, store, r);
+    }
+  }
+}
+
+using ImplicitTileFn = void (*)(int64_t, const float*, const ImplicitColumns&, int64_t,
+                                const float* const*, const uint16_t* const*, __mmask16, int64_t,
+                                int64_t, float, float*, int64_t);
+constexpr ImplicitTileFn kImplicitTiles[kVectors] = {implicit_tile<1>, implicit_tile<2>,
+                                                     implicit_tile<3>};
+
 // Floats of a packed op(A) block of `depth` products: row tiles of kRows rows each.
 int64_t packed_block_size(int64_t m, int64_t depth) {
   return (m + kRows - 1) / kRows * kRows * depth;
@@ -397,6 +455,50 @@ void sgemm_avx512(const PackedSgemmA& a, Op op_b, int64_t n, const float* b, int
   for (int64_t k0 = 0; k0 < k; k0 += block)
     multiply_block(a.tiles() + packed_block_size(m, k0), m, n, k0, std::min(block, k - k0), op_b,
                    1.0f, b, ldb, k0 == 0 ? beta : 1.0f, c, ldc);
+}
+
+ImplicitColumns::ImplicitColumns(int64_t C, int64_t H, int64_t W, int64_t R, int64_t S,
+                                 int64_t pad_h, int64_t pad_w, int64_t images)
+    : channels_(C) {
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t s = 0; s < S; ++s) shifts_.push_back((r - pad_h) * W + s - pad_w);
+  const int64_t plane = H * W, columns = images * plane;
+  const int64_t vectors = (columns + kLanes - 1) / kLanes;
+  masks_.assign(vectors * R * S, 0);
+  for (int64_t j = 0; j < columns; ++j) {
+    const int64_t p = j % plane / W, q = j % W;
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t s = 0; s < S; ++s) {
+        const int64_t h = p + r - pad_h, w = q + s - pad_w;
+        if (h >= 0 && h < H && w >= 0 && w < W)
+          masks_[j / kLanes * R * S + r * S + s] |= static_cast<uint16_t>(1u << (j % kLanes));
+      }
+  }
+}
+
+void sgemm_avx512_implicit(const PackedSgemmA& a, const ImplicitColumns& b, const float* x,
+                           int64_t n, float* c, int64_t ldc) {
+  const int64_t m = a.rows(), k = a.depth();
+  const int64_t row_tiles = (m + kRows - 1) / kRows, block = block_depth(k);
+  for (int64_t j0 = 0; j0 < n; j0 += kColumns) {
+    const int64_t columns = std::min(kColumns, n - j0);
+    const int64_t vectors = (columns + kLanes - 1) / kLanes;
+    const __mmask16 last = static_cast<__mmask16>((1u << (columns - (vectors - 1) * kLanes)) - 1);
+    const float* base[kVectors];
+    const uint16_t* masks[kVectors];
+    for (int64_t v = 0; v < vectors; ++v) {
+      base[v] = x + j0 + v * kLanes;
+      masks[v] = b.masks(j0 / kLanes + v);
+    }
+    for (int64_t k0 = 0; k0 < k; k0 += block) {
+      const int64_t depth = std::min(block, k - k0);
+      const float* packed = a.tiles() + packed_block_size(m, k0);
+      for (int64_t t = 0; t < row_tiles; ++t)
+        kImplicitTiles[vectors - 1](depth, packed + t * kRows * depth, b, n, base, masks, last, k0,
+                                    std::min(kRows, m - t * kRows), k0 == 0 ? 0.0f : 1.0f,
+                                    c + t * kRows * ldc + j0, ldc);
+    }
+  }
 }
 
 }  // namespace ringgrad::kernels::cpu

@@ -45,4 +45,32 @@ class PackedSgemmA {
 void sgemm_avx512(const PackedSgemmA& a, Op op_b, int64_t n, const float* b, int64_t ldb,
                   float beta, float* c, int64_t ldc);
 
+// The column matrix of a stride-1 convolution whose output keeps the image's size (P == H,
+// Q == W) over a chunk of up to `images` images, as sgemm_avx512_implicit's B operand: never
+// stored, read from the chunk's images laid out channel by channel, (C, images*H*W), through one
+// shift per tap and one lane mask per (vector of columns, tap) (Note [Implicit columns] in
+// conv2d_implicit_columns.cpp). Built once per convolution.
+class ImplicitColumns {
+ public:
+  ImplicitColumns(int64_t C, int64_t H, int64_t W, int64_t R, int64_t S, int64_t pad_h,
+                  int64_t pad_w, int64_t images);
+  int64_t channels() const { return channels_; }
+  int64_t taps() const { return static_cast<int64_t>(shifts_.size()); }
+  int64_t products() const { return channels_ * taps(); }  // rows of B: R*S*C
+  int64_t shift(int64_t tap) const { return shifts_[tap]; }
+  // Which lanes of the 16 columns from 16u on tap `tap` reads (bit l: column 16u + l).
+  const uint16_t* masks(int64_t u) const { return masks_.data() + u * taps(); }
+
+ private:
+  int64_t channels_;
+  std::vector<int64_t> shifts_;  // per tap (r, s): (r - pad_h) * W + s - pad_w
+  std::vector<uint16_t> masks_;  // per vector of a full chunk's columns, per tap
+};
+
+// C (m x n) = op(A) col(x), n = images * H * W of a chunk of at most the ImplicitColumns'
+// images, with op(A) packed beforehand, its k = b.products() columns in (tap, channel) order
+// (not the weights' (channel, tap)), and x the chunk as (C, n).
+void sgemm_avx512_implicit(const PackedSgemmA& a, const ImplicitColumns& b, const float* x,
+                           int64_t n, float* c, int64_t ldc);
+
 }  // namespace ringgrad::kernels::cpu

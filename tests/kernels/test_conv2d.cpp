@@ -100,6 +100,10 @@ std::vector<ConvCase> sweep_cases() {
       {{2, 2, 4, 4}, {3, 2, 2, 2}, 1, 1, 2, 0, false},  // pad_h > R - 1: dx by col2im
       {{11, 5, 3, 3}, {4, 5, 3, 3}, 1, 1, 1, 1, true},  // ... and dw from its column matrix,
                                                         // tiny images batched per GEMM
+      // f32 with the AVX-512 SGEMM reads x as its columns (Note [Implicit columns]): 207
+      // products split into depth blocks in the middle of a channel's taps, a partial tile of
+      // output channels, planes of 90 positions in vectors of 96, three images per chunk.
+      {{3, 23, 9, 10}, {10, 23, 3, 3}, 1, 1, 1, 1, true},
   };
 }
 
