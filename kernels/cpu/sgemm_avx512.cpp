@@ -174,16 +174,53 @@ void pack_b(float* strip, Op op, const float* b, int64_t ldb, int64_t k0, int64_
       strip[p * kColumns + j] = element(op, b, ldb, k0 + p, j0 + j);
 }
 
+#define RG_AVX512_INLINE __attribute__((target("avx512f"), always_inline)) inline
+
+// The kRows x V accumulators of a tile of C (24 of the 32 vector registers at V = 3), and what
+// every tile kernel does with them: add one product (a[i] times a row of B, for each row i), and
+// store alpha * sum + beta * C for the first `rows` rows, the last vector masked by `last`.
+template <int V>
+struct Accumulators {
+  __m512 acc[kRows][V];
+
+  RG_AVX512_INLINE Accumulators() {
+#pragma GCC unroll 8
+    for (int i = 0; i < kRows; ++i)
+#pragma GCC unroll 3
+      for (int v = 0; v < V; ++v) acc[i][v] = _mm512_setzero_ps();
+  }
+  RG_AVX512_INLINE void add(const float* a, const __m512 (&row)[V]) {
+#pragma GCC unroll 8
+    for (int i = 0; i < kRows; ++i) {
+      const __m512 ai = _mm512_set1_ps(a[i]);
+#pragma GCC unroll 3
+      for (int v = 0; v < V; ++v) acc[i][v] = _mm512_fmadd_ps(ai, row[v], acc[i][v]);
+    }
+  }
+  RG_AVX512_INLINE void store(int64_t rows, float alpha, float beta, __mmask16 last, float* c,
+                              int64_t ldc) const {
+    const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+#pragma GCC unroll 8
+    for (int i = 0; i < kRows; ++i) {
+      if (i >= rows) continue;
+      float* out = c + i * ldc;
+#pragma GCC unroll 3
+      for (int v = 0; v < V; ++v) {
+        const __mmask16 mask = v + 1 < V ? __mmask16(0xFFFF) : last;
+        __m512 r = _mm512_mul_ps(va, acc[i][v]);
+        if (beta != 0.0f) r = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mask, out + v * kLanes), r);
+        _mm512_mask_storeu_ps(out + v * kLanes, mask, r);
+      }
+    }
+  }
+};
+
 // C tile (rows x the columns that `last` and V say) = alpha * sum_p a[p] b[p] + beta * C, with
 // V vectors per row, the last one masked by `last`; b advances by ldb per product.
 template <int V>
 RG_AVX512 void tile(int64_t depth, const float* a, const float* b, int64_t ldb, __mmask16 last,
                     int64_t rows, float alpha, float beta, float* c, int64_t ldc) {
-  __m512 acc[kRows][V];
-#pragma GCC unroll 8
-  for (int i = 0; i < kRows; ++i)
-#pragma GCC unroll 3
-    for (int v = 0; v < V; ++v) acc[i][v] = _mm512_setzero_ps();
+  Accumulators<V> sums;
   for (int64_t p = 0; p < depth; ++p, a += kRows, b += ldb) {
     // B read in place has its rows far apart, where the hardware prefetchers do not follow.
 #pragma GCC unroll 3
@@ -195,26 +232,9 @@ RG_AVX512 void tile(int64_t depth, const float* a, const float* b, int64_t ldb, 
     for (int v = 0; v < V; ++v)
       row[v] =
           v + 1 < V ? _mm512_loadu_ps(b + v * kLanes) : _mm512_maskz_loadu_ps(last, b + v * kLanes);
-#pragma GCC unroll 8
-    for (int i = 0; i < kRows; ++i) {
-      const __m512 ai = _mm512_set1_ps(a[i]);
-#pragma GCC unroll 3
-      for (int v = 0; v < V; ++v) acc[i][v] = _mm512_fmadd_ps(ai, row[v], acc[i][v]);
-    }
+    sums.add(a, row);
   }
-  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-#pragma GCC unroll 8
-  for (int i = 0; i < kRows; ++i) {
-    if (i >= rows) continue;
-    float* out = c + i * ldc;
-#pragma GCC unroll 3
-    for (int v = 0; v < V; ++v) {
-      const __mmask16 mask = v + 1 < V ? __mmask16(0xFFFF) : last;
-      __m512 r = _mm512_mul_ps(va, acc[i][v]);
-      if (beta != 0.0f) r = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mask, out + v * kLanes), r);
-      _mm512_mask_storeu_ps(out + v * kLanes, mask, r);
-    }
-  }
+  sums.store(rows, alpha, beta, last, c, ldc);
 }
 
 // C = alpha A B^T + beta C where A's rows (m of them) and B's rows (n) both run along the
@@ -366,11 +386,7 @@ RG_AVX512 void implicit_tile(int64_t depth, const float* a, const ImplicitColumn
                              int64_t stride, const float* const* base, const uint16_t* const* masks,
                              __mmask16 last, int64_t first, int64_t rows, float beta, float* c,
                              int64_t ldc) {
-  __m512 acc[kRows][V];
-#pragma GCC unroll 8
-  for (int i = 0; i < kRows; ++i)
-#pragma GCC unroll 3
-    for (int v = 0; v < V; ++v) acc[i][v] = _mm512_setzero_ps();
+  Accumulators<V> sums;
   const int64_t channels = b.channels();
   int64_t tap = first / channels, channel = first % channels;
   for (int64_t p = 0; p < depth; ++tap, channel = 0) {
@@ -386,27 +402,11 @@ RG_AVX512 void implicit_tile(int64_t depth, const float* a, const ImplicitColumn
       __m512 row[V];
 #pragma GCC unroll 3
       for (int v = 0; v < V; ++v) row[v] = _mm512_maskz_loadu_ps(mask[v], from[v] + i * stride);
-#pragma GCC unroll 8
-      for (int r = 0; r < kRows; ++r) {
-        const __m512 ar = _mm512_set1_ps(a[r]);
-#pragma GCC unroll 3
-        for (int v = 0; v < V; ++v) acc[r][v] = _mm512_fmadd_ps(ar, row[v], acc[r][v]);
-      }
+      sums.add(a, row);
     }
     p += run;
   }
-#pragma GCC unroll 8
-  for (int i = 0; i < kRows; ++i) {
-    if (i >= rows) continue;
-    float* out = c + i * ldc;
-#pragma GCC unroll 3
-    for (int v = 0; v < V; ++v) {
-      const __mmask16 store = v + 1 < V ? __mmask16(0xFFFF) : last;
-      __m512 r = acc[i][v];
-      if (beta != 0.0f) r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(store, out + v * kLanes));
-      _mm512_mask_storeu_ps(out + v * kLanes, store, r);
-    }
-  }
+  sums.store(rows, 1.0f, beta, last, c, ldc);
 }
 
 using ImplicitTileFn = void (*)(int64_t, const float*, const ImplicitColumns&, int64_t,
