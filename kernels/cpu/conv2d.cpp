@@ -129,7 +129,7 @@ void im2col_conv_backward(T* dx, GemmResult<T>* dw, const T* dy, const T* x, con
       const int64_t cols = images * g.output_plane();
       const T* dyc = dy + first * g.output_image_size();
       if (!dy_is_batched) {
-        batch_output_grad(dy_batched, dyc, images, g);
+        planes_by_channel(dy_batched, dyc, images, g.K, g.output_plane());
         dyc = dy_batched;
       }
       const T* xc = x + first * g.image_size();

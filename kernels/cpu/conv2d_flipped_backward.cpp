@@ -106,7 +106,7 @@ void flipped_conv_backward(T* dx, GemmResult<T>* dw, const T* dy, const T* x, co
       if (!dw) continue;
       const T* xc = x + first * g.image_size();
       if (batched) {  // x (images, C, H*W) is laid out as the flipped conv's output
-        batch_output_grad(x_moved, xc, images, f);
+        planes_by_channel(x_moved, xc, images, g.C, g.input_plane());
         xc = x_moved;
       }
       if constexpr (kWeightSumTransposed<T>) {

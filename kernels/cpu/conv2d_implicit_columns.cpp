@@ -19,7 +19,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <vector>
 
 #include "kernels/cpu/conv2d_paths.h"
 
@@ -35,12 +34,13 @@ void implicit_columns_forward(float* y, const float* x, const float* w, const fl
   const ChunkPlan plan = plan_chunks(N, g, sizeof(float));
   const ImplicitColumns columns(g.C, g.H, g.W, g.R, g.S, g.pad_h, g.pad_w, plan.images);
   const int64_t taps = g.R * g.S, plane = g.output_plane(), chunk_columns = plan.images * plane;
-  std::vector<float> tap_major(g.K * g.patch_size());  // w[k][c][tap] at [k][tap][c]
+  Tensor tap_major = Tensor::empty({g.K, taps, g.C}, DType::f32);  // w[k][c][tap] at [k][tap][c]
+  float* permuted = tap_major.data<float>();
   for (int64_t k = 0; k < g.K; ++k)
     for (int64_t c = 0; c < g.C; ++c)
       for (int64_t t = 0; t < taps; ++t)
-        tap_major[(k * taps + t) * g.C + c] = w[(k * g.C + c) * taps + t];
-  const PackedSgemmA weights(Op::none, tap_major.data(), g.patch_size(), g.K, g.patch_size());
+        permuted[(k * taps + t) * g.C + c] = w[(k * g.C + c) * taps + t];
+  const PackedSgemmA weights(Op::none, permuted, g.patch_size(), g.K, g.patch_size());
   // Per thread: the chunk's x channel by channel (unless it is one image, already so), and its
   // product, (K, columns).
   const int64_t x_size = plan.images > 1 ? g.C * chunk_columns : 0;
@@ -56,9 +56,7 @@ void implicit_columns_forward(float* y, const float* x, const float* w, const fl
       const int64_t n = images * plane;
       const float* xc = x + first * g.image_size();
       if (images > 1) {
-        for (int64_t b = 0; b < images; ++b)
-          for (int64_t c = 0; c < g.C; ++c)
-            std::copy_n(xc + (b * g.C + c) * plane, plane, x_moved + c * n + b * plane);
+        planes_by_channel(x_moved, xc, images, g.C, plane);
         xc = x_moved;
       }
       sgemm_avx512_implicit(weights, columns, xc, n, result, n);

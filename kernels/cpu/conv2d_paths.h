@@ -72,13 +72,14 @@ void store_output(T* y, const GemmResult<T>* result, const T* bias, int64_t imag
   }
 }
 
-// The inverse move for the output gradient: dy (images, K, P*Q) -> batched (K, images*P*Q).
+// The inverse move, for the output gradient or for x: (images, channels, plane) ->
+// (channels, images*plane), each channel's planes side by side as in a column matrix's rows.
 template <class T>
-void batch_output_grad(T* batched, const T* dy, int64_t images, const ConvGeometry& g) {
-  const int64_t plane = g.output_plane(), columns = images * plane;
+void planes_by_channel(T* out, const T* in, int64_t images, int64_t channels, int64_t plane) {
+  const int64_t columns = images * plane;
   for (int64_t b = 0; b < images; ++b)
-    for (int64_t k = 0; k < g.K; ++k)
-      std::copy_n(dy + (b * g.K + k) * plane, plane, batched + k * columns + b * plane);
+    for (int64_t c = 0; c < channels; ++c)
+      std::copy_n(in + (b * channels + c) * plane, plane, out + c * columns + b * plane);
 }
 
 // Weight gradients are sums of outer products, sum (m x n) += A (m x depth) B (n x depth)^T,

@@ -30,6 +30,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/error.h"
 #include "kernels/cpu/cpu_features.h"
 
 #define RG_AVX512 __attribute__((target("avx512f")))
@@ -479,6 +480,8 @@ ImplicitColumns::ImplicitColumns(int64_t C, int64_t H, int64_t W, int64_t R, int
 void sgemm_avx512_implicit(const PackedSgemmA& a, const ImplicitColumns& b, const float* x,
                            int64_t n, float* c, int64_t ldc) {
   const int64_t m = a.rows(), k = a.depth();
+  RG_CHECK(k == b.products(), "the packed weights have ", k, " products per row, the columns ",
+           b.products());
   const int64_t row_tiles = (m + kRows - 1) / kRows, block = block_depth(k);
   for (int64_t j0 = 0; j0 < n; j0 += kColumns) {
     const int64_t columns = std::min(kColumns, n - j0);

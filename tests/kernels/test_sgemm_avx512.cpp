@@ -1,8 +1,9 @@
 // Tests for our AVX-512 sgemm (kernels/cpu/sgemm_avx512.cpp) against a plain f64 triple loop:
-// every transpose combination, sizes on both sides of each tile and block edge (8 rows, 16 and
-// 48 columns, 384 products), padded leading dimensions, the packed-B path (a row stride that is
-// a multiple of 512 floats), alpha and beta (beta 0 must not read C), an empty product, and
-// calls from several threads at once. Skipped, and said so, on a CPU without AVX-512F.
+// every transpose combination, sizes on both sides of each tile edge (8 rows, 16 and 48
+// columns) and depths of one to five depth blocks, split unevenly (384, 385 and 900 products:
+// the block is taken from the L1's size), padded leading dimensions, the packed-B path (a row
+// stride that is a multiple of 512 floats), alpha and beta (beta 0 must not read C), an empty
+// product, and calls from several threads at once. Skipped, and said so, on a CPU without AVX-512F.
 #include <doctest/doctest.h>
 #include <omp.h>
 
