@@ -1,5 +1,7 @@
 // Max pooling (with argmax indices for backward) and global average pooling on the CPU, in f32,
-// f64 and bf16 (f32 arithmetic, sums in f32 or wider, one rounding per result).
+// f64 and bf16 (f32 arithmetic, sums in f32 or wider, one rounding per result). Max pooling of
+// f32 and bf16 on an AVX2 CPU runs eight outputs at a time (maxpool_windows.h); maxpool_plane,
+// the plain scan, is its reference and the f64 path.
 // x: (N, C, H, W); every (n, c) plane is independent, so each loop runs one plane per thread.
 #include <algorithm>
 #include <limits>
@@ -7,7 +9,9 @@
 
 #include "kernels/cast_math.h"
 #include "kernels/cpu/cpu_dispatch.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/maxpool_windows.h"
 #include "kernels/pool_math.h"
 
 namespace ringgrad::kernels::cpu {
@@ -59,6 +63,32 @@ void maxpool_plane(T* y, int32_t* index, const T* x, int64_t H, int64_t W, int64
   }
 }
 
+// maxpool_plane over every plane, f32 or bf16, through MaxPoolWindows (Note [Max pooling by
+// window tables]): each plane is widened into a per-thread copy that ends in the sentinel -inf,
+// and a bf16 maximum narrows back exactly (it is one of the plane's values).
+template <class T>
+void maxpool_by_windows(T* y, int32_t* index, const T* x, int64_t planes, int64_t H, int64_t W,
+                        int64_t P, int64_t Q, const Pool2dParams& p) {
+  const MaxPoolWindows windows(H, W, P, Q, p);
+#pragma omp parallel
+  {
+    std::vector<float> padded(windows.padded_size());
+    padded.back() = -std::numeric_limits<float>::infinity();
+    std::vector<float> pooled(std::is_same_v<T, float> ? 0 : P * Q);
+#pragma omp for schedule(static)
+    for (int64_t plane = 0; plane < planes; ++plane) {
+      const T* in = x + plane * H * W;
+      for (int64_t i = 0; i < H * W; ++i) padded[i] = widen(in[i]);
+      T* out = y + plane * P * Q;
+      float* result = pooled.data();
+      if constexpr (std::is_same_v<T, float>) result = out;
+      windows.pool(result, index + plane * P * Q, padded.data());
+      if constexpr (!std::is_same_v<T, float>)
+        for (int64_t i = 0; i < P * Q; ++i) out[i] = narrow<T>(result[i]);
+    }
+  }
+}
+
 }  // namespace
 
 // x: (N, C, H, W) -> y, indices: (N, C, P, Q)
@@ -82,6 +112,9 @@ void maxpool2d_forward(Tensor& y, Tensor& indices, const Tensor& x, const Pool2d
     const T* xp = x.data<T>();
     T* yp = y.data<T>();
     int32_t* ip = indices.data<int32_t>();
+    if constexpr (std::is_same_v<ComputeType<T>, float>) {
+      if (cpu_has(Isa::avx2)) return maxpool_by_windows(yp, ip, xp, planes, H, W, P, Q, p);
+    }
 #pragma omp parallel for schedule(static)
     for (int64_t plane = 0; plane < planes; ++plane)
       maxpool_plane(yp + plane * P * Q, ip + plane * P * Q, xp + plane * H * W, H, W, P, Q, p);

@@ -1,12 +1,16 @@
 // Tests for the pooling kernels (kernels/cpu/pool.cpp): output shapes, max pool worked by hand
 // with padding and overlapping 3x3 s2 p1 windows, ties, padding as -inf, NaN, PyTorch reference
-// indices, finite-difference gradients, global average pooling and argument errors.
+// indices, finite-difference gradients, global average pooling and argument errors; and the
+// f32 / bf16 path by window tables (kernels/cpu/maxpool_windows.h) against the plain scan.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "core/rng.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/ops.h"
 #include "tests/kernels/gradcheck.h"
+#include "tests/skip.h"
 
 using namespace ringgrad;
 using namespace ringgrad::testing;
@@ -99,6 +103,52 @@ TEST_CASE("maxpool ties pick the first position, padding never wins, NaN propaga
     MaxPoolResult r = maxpool(x, p);
     CHECK(std::isnan(r.y.data<float>()[0]));
     CHECK(r.y.data<float>()[3] == 1.0f);  // window (1,1) does not contain input 0
+  }
+}
+
+TEST_CASE("maxpool in f32 and bf16 by window tables gives the plain scan's values and indices") {
+  if (!kernels::cpu::cpu_has(kernels::cpu::Isa::avx2)) {
+    testing::skip_test("this CPU has no AVX2, so f32 and bf16 max pooling run the plain scan");
+    return;
+  }
+  // f64 runs the plain scan (pool.cpp's maxpool_plane). The values are bf16-exact, so all three
+  // dtypes pool the same numbers; ReLU-like zeros make ties in most windows, and the NaN and
+  // -infs check the replacement rule, the sentinel and the index a window of -inf reports. The
+  // shapes put outputs on both sides of a vector (8) and windows clipped on every edge.
+  Generator g(5);
+  struct Case {
+    Shape x;
+    kernels::Pool2dParams p;
+  };
+  kernels::Pool2dParams tall = window(3, 2, 1);
+  tall.kernel_h = 2;
+  tall.pad_h = 0;
+  tall.stride_w = 1;
+  for (const auto& [shape, p] :
+       {Case{{2, 3, 14, 14}, window(3, 2, 1)}, Case{{1, 4, 7, 6}, window(3, 2, 1)},
+        Case{{2, 2, 9, 11}, window(3, 1, 1)}, Case{{1, 3, 6, 6}, window(2, 2, 0)},
+        Case{{1, 2, 13, 5}, window(5, 3, 2)}, Case{{3, 1, 1, 1}, window(3, 2, 1)},
+        Case{{1, 2, 8, 9}, tall}}) {
+    CAPTURE(shape.str());
+    Tensor x = random_tensor(shape, g, DType::f64);
+    double* v = x.data<double>();
+    for (int64_t i = 0; i < x.numel(); ++i)
+      v[i] = v[i] < 0 ? 0.0 : std::round(v[i] * 16) / 16;  // under 256 / 16: exact in bf16
+    const int64_t plane = shape[2] * shape[3];
+    if (x.numel() > plane)  // a plane of -inf: every window reports its first in-bounds index
+      std::fill_n(v + plane, plane, -std::numeric_limits<double>::infinity());
+    v[x.numel() / 3] = std::numeric_limits<double>::quiet_NaN();
+    v[x.numel() / 2] = -std::numeric_limits<double>::infinity();
+    const MaxPoolResult plain = maxpool(x, p);
+    for (DType dtype : {DType::f32, DType::bf16}) {
+      CAPTURE(dtype_name(dtype));
+      const MaxPoolResult tabled = maxpool(x.to(dtype), p);
+      CHECK(tabled.indices.to_vector<int32_t>() == plain.indices.to_vector<int32_t>());
+      const std::vector<double> want = plain.y.to_vector<double>();
+      const std::vector<double> got = tabled.y.to(DType::f64).to_vector<double>();
+      for (size_t i = 0; i < want.size(); ++i)
+        CHECK(((std::isnan(want[i]) && std::isnan(got[i])) || want[i] == got[i]));
+    }
   }
 }
 
