@@ -110,6 +110,9 @@ RG_AVX512_BW void zero_bf16_run(BFloat16* out, int64_t count) {
 template <class T>
 void im2col_rows(T* rows, const T* x, int64_t first, int64_t last, int64_t images,
                  const ConvGeometry& g) {
+  if constexpr (std::is_same_v<T, BFloat16>)
+    if (small_plane_im2col_applies(g))
+      return small_plane_im2col_rows(rows, x, first, last, images, g);
   if (g.stride_h == 1 && g.stride_w == 1 && g.Q == g.W) {
     const int64_t columns = images * g.output_plane();
     for (int64_t index = first; index < last; ++index)
@@ -151,6 +154,8 @@ void im2col(T* col, const T* x, int64_t images, const ConvGeometry& g) {
 
 template <class T>
 void col2im(T* dx, const T* dcol, int64_t images, const ConvGeometry& g) {
+  if constexpr (std::is_same_v<T, float>)
+    if (small_plane_col2im_applies(g)) return small_plane_col2im(dx, dcol, images, g);
   std::fill_n(dx, images * g.image_size(), T{});
   const int64_t stride = g.stride_w;
   walk_columns(

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "core/half.h"
 #include "kernels/conv_geometry.h"
 
 namespace ringgrad::kernels::cpu {
@@ -40,5 +41,13 @@ void im2col_rows(T* rows, const T* x, int64_t first, int64_t last, int64_t image
 // entry, of dcol at the input pixel that entry was copied from.
 template <class T>
 void col2im(T* dx, const T* dcol, int64_t images, const ConvGeometry& g);
+
+// The same for planes of a few dozen pixels, by register permutes (im2col_small_planes.cpp,
+// Note [Small planes by register permutes]); im2col_rows and col2im take them where they apply.
+bool small_plane_im2col_applies(const ConvGeometry& g);
+void small_plane_im2col_rows(BFloat16* rows, const BFloat16* x, int64_t first, int64_t last,
+                             int64_t images, const ConvGeometry& g);
+bool small_plane_col2im_applies(const ConvGeometry& g);
+void small_plane_col2im(float* dx, const float* dcol, int64_t images, const ConvGeometry& g);
 
 }  // namespace ringgrad::kernels::cpu

@@ -1,0 +1,111 @@
+// Tests for the column-matrix moves (kernels/cpu/im2col.h) on small planes, where the register
+// permutes of im2col_small_planes.cpp take over from the run walk of im2col.cpp: im2col_rows
+// (bf16) and col2im (f32) against the definitions in im2col.h written as plain loops, over
+// planes of up to 63 pixels, strides, uneven padding, row ranges that start and end inside a
+// channel's taps, and the first planes too large for the permutes. The capped runs of this suite
+// (RINGGRAD_CPU_ISA=avx2) check the run walk on the same cases.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "core/rng.h"
+#include "kernels/conv_geometry.h"
+#include "kernels/cpu/gemm_bf16.h"
+#include "kernels/cpu/im2col.h"
+#include "tests/kernels/gradcheck.h"
+#include "tests/skip.h"
+
+using namespace ringgrad;
+using kernels::ConvGeometry;
+
+namespace {
+
+struct Case {
+  Shape x;  // (images, C, H, W)
+  int64_t R, S, stride_h, stride_w, pad_h, pad_w;
+};
+
+const std::vector<Case> kCases = {
+    {{3, 3, 7, 7}, 3, 3, 2, 2, 1, 1},  // resnet18's 64x7x7-128 s2: 16 outputs
+    {{2, 4, 4, 4}, 3, 3, 1, 1, 1, 1},  // 128x4x4-128
+    {{2, 3, 2, 2}, 3, 3, 1, 1, 1, 1},  // 2x2: taps that meet only padding
+    {{3, 2, 7, 7}, 1, 1, 2, 2, 0, 0},  // the 1x1 stride-2 shortcut
+    {{2, 2, 6, 9}, 3, 5, 1, 2, 1, 2},  // uneven strides and padding
+    {{2, 2, 7, 9}, 3, 3, 1, 1, 1, 1},  // 63 pixels, the most; 63 outputs: two permutes a row
+    {{2, 2, 8, 8}, 3, 3, 2, 2, 1, 1},  // 64 pixels: im2col by the walk, col2im by permutes
+    {{2, 2, 9, 9}, 3, 3, 1, 1, 1, 1},  // neither
+};
+
+ConvGeometry geometry(const Case& c) {
+  kernels::Conv2dParams p;
+  p.stride_h = c.stride_h;
+  p.stride_w = c.stride_w;
+  p.pad_h = c.pad_h;
+  p.pad_w = c.pad_w;
+  return kernels::conv_geometry(c.x, {1, c.x[1], c.R, c.S}, p);
+}
+
+// im2col.h's definition: the x index column entry (row, column) copies, or -1 for padding.
+int64_t source_of(const ConvGeometry& g, int64_t row, int64_t column) {
+  const int64_t c = row / (g.R * g.S), r = row / g.S % g.R, s = row % g.S;
+  const int64_t b = column / g.output_plane(), p = column % g.output_plane() / g.Q,
+                q = column % g.Q;
+  const int64_t h = p * g.stride_h - g.pad_h + r, w = q * g.stride_w - g.pad_w + s;
+  if (h < 0 || h >= g.H || w < 0 || w >= g.W) return -1;
+  return ((b * g.C + c) * g.H + h) * g.W + w;
+}
+
+}  // namespace
+
+TEST_CASE("im2col_rows in bf16 on small planes copies what im2col.h defines") {
+  if (!kernels::cpu::cpu_has_bf16_gemm()) {
+    testing::skip_test("this CPU has no AVX512-BF16 or AMX, so no conv builds bf16 columns");
+    return;
+  }
+  Generator gen(3);
+  for (const Case& c : kCases) {
+    const ConvGeometry g = geometry(c);
+    const int64_t images = c.x[0], rows = g.patch_size(), columns = images * g.output_plane();
+    const Tensor x = testing::random_tensor(c.x, gen, DType::bf16);
+    const BFloat16* xs = x.data<BFloat16>();
+    // All rows; rows from inside the first channel's taps to inside the last's; one row.
+    for (const auto& [first, last] : std::vector<std::pair<int64_t, int64_t>>{
+             {0, rows}, {g.R * g.S / 2, rows - 1}, {rows - 1, rows}}) {
+      CAPTURE(c.x.str());
+      CAPTURE(first);
+      CAPTURE(last);
+      std::vector<BFloat16> got((last - first) * columns, BFloat16{0x7fc1});  // a NaN
+      kernels::cpu::im2col_rows(got.data(), xs, first, last, images, g);
+      int64_t wrong = 0;
+      for (int64_t row = first; row < last; ++row)
+        for (int64_t column = 0; column < columns; ++column) {
+          const int64_t from = source_of(g, row, column);
+          const uint16_t want = from < 0 ? 0 : xs[from].bits;
+          wrong += got[(row - first) * columns + column].bits != want;
+        }
+      CHECK(wrong == 0);
+    }
+  }
+}
+
+TEST_CASE("col2im in f32 on small planes sums what im2col.h defines, in the walk's order") {
+  // Per pixel the sum runs over the rows in order, from zero, as a plain scatter-add does: equal
+  // bit for bit, which a sum in another order would not be (these are random floats).
+  Generator gen(4);
+  for (const Case& c : kCases) {
+    CAPTURE(c.x.str());
+    const ConvGeometry g = geometry(c);
+    const int64_t images = c.x[0], columns = images * g.output_plane();
+    const Tensor dcol = testing::random_tensor({g.patch_size(), columns}, gen, DType::f32);
+    const float* d = dcol.data<float>();
+    std::vector<float> want(images * g.image_size(), 0.0f), got(want.size(), -1.0f);
+    for (int64_t row = 0; row < g.patch_size(); ++row)
+      for (int64_t column = 0; column < columns; ++column) {
+        const int64_t to = source_of(g, row, column);
+        if (to >= 0) want[to] += d[row * columns + column];
+      }
+    kernels::cpu::col2im(got.data(), d, images, g);
+    CHECK(got == want);
+  }
+}
