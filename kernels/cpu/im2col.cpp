@@ -119,6 +119,9 @@ void im2col_rows(T* rows, const T* x, int64_t first, int64_t last, int64_t image
       shifted_row(rows + (index - first) * columns, x, index, images, g);
     return;
   }
+  if constexpr (std::is_same_v<T, float>)
+    if (narrow_row_im2col_applies(g))
+      return narrow_row_im2col_rows(rows, x, first, last, images, g);
   const int64_t stride = g.stride_w;
   if constexpr (std::is_same_v<T, BFloat16>) {
     if (stride <= 2)
@@ -179,6 +182,8 @@ template void im2col<double>(double*, const double*, int64_t, const ConvGeometry
 template void im2col<BFloat16>(BFloat16*, const BFloat16*, int64_t, const ConvGeometry&);
 template void im2col_rows<BFloat16>(BFloat16*, const BFloat16*, int64_t, int64_t, int64_t,
                                     const ConvGeometry&);
+template void im2col_rows<float>(float*, const float*, int64_t, int64_t, int64_t,
+                                 const ConvGeometry&);
 template void col2im<float>(float*, const float*, int64_t, const ConvGeometry&);
 template void col2im<double>(double*, const double*, int64_t, const ConvGeometry&);
 

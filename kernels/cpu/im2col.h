@@ -32,7 +32,7 @@ template <class T>
 void im2col(T* col, const T* x, int64_t images, const ConvGeometry& g);
 
 // Rows [first, last) of that column matrix only, into `rows` ((last - first) x columns): for
-// the bf16 GEMM, which takes a few rows at a time into its tiles (bf16 only).
+// the bf16 GEMM, which takes a few rows at a time into its tiles (bf16, and f32 for the tests).
 template <class T>
 void im2col_rows(T* rows, const T* x, int64_t first, int64_t last, int64_t images,
                  const ConvGeometry& g);
@@ -42,12 +42,16 @@ void im2col_rows(T* rows, const T* x, int64_t first, int64_t last, int64_t image
 template <class T>
 void col2im(T* dx, const T* dcol, int64_t images, const ConvGeometry& g);
 
-// The same for planes of a few dozen pixels, by register permutes (im2col_small_planes.cpp,
-// Note [Small planes by register permutes]); im2col_rows and col2im take them where they apply.
+// The same by register permutes (im2col_permutes.cpp, Note [im2col by register permutes]), which
+// im2col_rows and col2im take where they apply: planes of a few dozen pixels (bf16 im2col, f32
+// col2im) and rows of at most 32 pixels (f32 im2col).
 bool small_plane_im2col_applies(const ConvGeometry& g);
 void small_plane_im2col_rows(BFloat16* rows, const BFloat16* x, int64_t first, int64_t last,
                              int64_t images, const ConvGeometry& g);
 bool small_plane_col2im_applies(const ConvGeometry& g);
 void small_plane_col2im(float* dx, const float* dcol, int64_t images, const ConvGeometry& g);
+bool narrow_row_im2col_applies(const ConvGeometry& g);
+void narrow_row_im2col_rows(float* rows, const float* x, int64_t first, int64_t last,
+                            int64_t images, const ConvGeometry& g);
 
 }  // namespace ringgrad::kernels::cpu

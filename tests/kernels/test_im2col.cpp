@@ -1,11 +1,12 @@
-// Tests for the column-matrix moves (kernels/cpu/im2col.h) on small planes, where the register
-// permutes of im2col_small_planes.cpp take over from the run walk of im2col.cpp: im2col_rows
-// (bf16) and col2im (f32) against the definitions in im2col.h written as plain loops, over
-// planes of up to 63 pixels, strides, uneven padding, row ranges that start and end inside a
-// channel's taps, and the first planes too large for the permutes. The capped runs of this suite
-// (RINGGRAD_CPU_ISA=avx2) check the run walk on the same cases.
+// Tests for the column-matrix moves (kernels/cpu/im2col.h) where the register permutes of
+// im2col_permutes.cpp take over from the run walk of im2col.cpp: im2col_rows in bf16 (small
+// planes), im2col in f32 (narrow rows) and col2im in f32 (small planes), against the definitions
+// in im2col.h written as plain loops, over strides, uneven padding, row ranges that start and end
+// inside a channel's taps, and the first planes and rows too large for the permutes. The capped
+// runs of this suite (RINGGRAD_CPU_ISA=avx2) check the run walk on the same cases.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,16 @@ const std::vector<Case> kCases = {
     {{2, 2, 9, 9}, 3, 3, 1, 1, 1, 1},  // neither
 };
 
+// Rows for the f32 narrow-row permutes: at most 32 pixels wide.
+const std::vector<Case> kRowCases = {
+    {{3, 1, 28, 28}, 7, 7, 2, 2, 3, 3},  // resnet18's stem
+    {{2, 3, 14, 14}, 3, 3, 2, 2, 1, 1},  // resnet20's 32x14x14-64 s2
+    {{2, 2, 28, 28}, 1, 1, 2, 2, 0, 0},  // the 1x1 stride-2 shortcut
+    {{2, 2, 5, 32}, 3, 3, 1, 1, 1, 2},   // 32 wide, 34 outputs a row: three vectors
+    {{2, 2, 6, 9}, 3, 5, 1, 2, 1, 2},    // uneven strides and padding
+    {{2, 2, 5, 33}, 3, 3, 2, 2, 1, 1},   // 33 wide: the walk
+};
+
 ConvGeometry geometry(const Case& c) {
   kernels::Conv2dParams p;
   p.stride_h = c.stride_h;
@@ -56,6 +67,12 @@ int64_t source_of(const ConvGeometry& g, int64_t row, int64_t column) {
   return ((b * g.C + c) * g.H + h) * g.W + w;
 }
 
+// All rows; rows from inside the first tap row's taps to inside the last's; one row.
+std::vector<std::pair<int64_t, int64_t>> row_ranges(const ConvGeometry& g) {
+  const int64_t rows = g.patch_size();
+  return {{0, rows}, {g.S / 2 + g.S, rows - 1}, {rows - 1, rows}};
+}
+
 }  // namespace
 
 TEST_CASE("im2col_rows in bf16 on small planes copies what im2col.h defines") {
@@ -66,12 +83,10 @@ TEST_CASE("im2col_rows in bf16 on small planes copies what im2col.h defines") {
   Generator gen(3);
   for (const Case& c : kCases) {
     const ConvGeometry g = geometry(c);
-    const int64_t images = c.x[0], rows = g.patch_size(), columns = images * g.output_plane();
+    const int64_t images = c.x[0], columns = images * g.output_plane();
     const Tensor x = testing::random_tensor(c.x, gen, DType::bf16);
     const BFloat16* xs = x.data<BFloat16>();
-    // All rows; rows from inside the first channel's taps to inside the last's; one row.
-    for (const auto& [first, last] : std::vector<std::pair<int64_t, int64_t>>{
-             {0, rows}, {g.R * g.S / 2, rows - 1}, {rows - 1, rows}}) {
+    for (const auto& [first, last] : row_ranges(g)) {
       CAPTURE(c.x.str());
       CAPTURE(first);
       CAPTURE(last);
@@ -107,5 +122,30 @@ TEST_CASE("col2im in f32 on small planes sums what im2col.h defines, in the walk
       }
     kernels::cpu::col2im(got.data(), d, images, g);
     CHECK(got == want);
+  }
+}
+
+TEST_CASE("im2col_rows in f32 on narrow rows copies what im2col.h defines") {
+  Generator gen(5);
+  for (const Case& c : kRowCases) {
+    const ConvGeometry g = geometry(c);
+    const int64_t images = c.x[0], columns = images * g.output_plane();
+    const Tensor x = testing::random_tensor(c.x, gen, DType::f32);
+    const float* xs = x.data<float>();
+    for (const auto& [first, last] : row_ranges(g)) {
+      CAPTURE(c.x.str());
+      CAPTURE(first);
+      CAPTURE(last);
+      std::vector<float> got((last - first) * columns, std::nanf(""));
+      kernels::cpu::im2col_rows(got.data(), xs, first, last, images, g);
+      int64_t wrong = 0;
+      for (int64_t row = first; row < last; ++row)
+        for (int64_t column = 0; column < columns; ++column) {
+          const int64_t from = source_of(g, row, column);
+          const float want = from < 0 ? 0.0f : xs[from];
+          wrong += !(got[(row - first) * columns + column] == want);
+        }
+      CHECK(wrong == 0);
+    }
   }
 }

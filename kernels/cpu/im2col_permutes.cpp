@@ -1,21 +1,27 @@
-// im2col and col2im for planes of a few dozen pixels by register permutes (Note [Small planes by
-// register permutes]); im2col.cpp's run walk is the reference they are tested against
-// (tests/kernels/test_im2col.cpp) and the path for everything else.
+// im2col and col2im by register permutes, where a plane or a row of the image fits in two
+// AVX-512 registers (Note [im2col by register permutes]); im2col.cpp's run walk is the reference
+// they are tested against (tests/kernels/test_im2col.cpp) and the path for everything else.
 //
-// Note [Small planes by register permutes]
-// From resnet18's second stage on, an MNIST image's planes are 7x7, 4x4 and 2x2 pixels. The run
-// walk of im2col.cpp then makes a call per run of one to seven entries, and each row of the column
-// matrix costs far more in loop and call overhead than the few bytes it moves: in bf16, where the
-// GEMMs run on AMX tiles, the walk took 43% of the stride-2 convs' time. But a plane of at most
-// 63 pixels fits in two AVX-512 registers of 32 bf16 lanes, and each kernel tap reads that plane
-// through a fixed list of offsets (one per output, the same for every channel and image). So the
-// offsets are tabulated once a call, per tap, with padding pointing at lane 63, which the masked
-// load leaves zero; then each (channel, image) plane is loaded once, and each of its R*S rows of
-// the column matrix is one two-register permute (vpermt2w) and one masked store per 32 outputs.
-// col2im is the same table read the other way: per tap, input pixel i takes the output that
-// read it, if any, so each f32 plane of dx is a sum of R*S permutes (vpermt2ps over the tap's
-// output row of at most 32 entries) under a mask of the pixels the tap reached. The sum runs tap
-// by tap in row order from zero, as the walk adds, so it is the walk's result bit for bit.
+// Note [im2col by register permutes]
+// On MNIST-sized images the run walk of im2col.cpp makes a call per run of 1 to 14 entries (one
+// output row of one tap), and costs far more in loop and call overhead than the bytes it moves:
+// in bf16, where the GEMMs run on AMX tiles, it took 43% of resnet18's stride-2 convs, and in f32
+// a quarter of the 7x7 stride-2 stem, which builds its column matrix twice (forward, and for dw).
+// But each tap reads its input through a fixed list of offsets, the same for every channel and
+// image, and a small piece of input fits in two registers:
+//   small planes (bf16, at most 63 pixels: 7x7, 4x4, 2x2): the offsets of every output, per tap,
+//     tabulated once a call, padding pointing at lane 63, which the masked load leaves zero. Each
+//     (channel, image) plane is loaded once, and each of its R*S rows of the column matrix is one
+//     two-register permute (vpermt2w) and one masked store per 32 outputs;
+//   narrow rows (f32, rows of at most 32 pixels: 28 wide and less): per tap column s, the offsets
+//     within an input row of one output row, padding masked to zero. Each input row is loaded
+//     once per (channel, tap row, image, output row) and gives the S taps' output rows, one
+//     vpermt2ps each.
+// col2im of small planes (f32) is the plane table read the other way: per tap, input pixel i
+// takes the output that read it, if any, so each plane of dx is a sum of R*S permutes (vpermt2ps
+// over the tap's output row of at most 32 entries) under a mask of the pixels the tap reached.
+// The sum runs tap by tap in row order from zero, as the walk adds, so it is the walk's result
+// bit for bit.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -79,6 +85,54 @@ RG_AVX512_BW void small_plane_im2col_rows(BFloat16* rows, const BFloat16* x, int
           const __m512i index = _mm512_loadu_si512(&lane[t * stride + o]);
           _mm512_mask_storeu_epi16(out + o, first_lanes32(outputs - o),
                                    _mm512_permutex2var_epi16(lo, index, hi));
+        }
+      }
+    }
+  }
+}
+
+bool narrow_row_im2col_applies(const ConvGeometry& g) {
+  return g.W <= 2 * kF32Lanes && cpu_has(Isa::avx512);
+}
+
+__attribute__((target("avx512f"))) void narrow_row_im2col_rows(float* rows, const float* x,
+                                                               int64_t first, int64_t last,
+                                                               int64_t images,
+                                                               const ConvGeometry& g) {
+  const int64_t outputs = g.output_plane(), columns = images * outputs;
+  const int64_t chunks = round_up(g.Q, kF32Lanes) / kF32Lanes;
+  // [s][chunk]: where in the input row output q of tap column s reads, and whether it is inside.
+  std::vector<int32_t> offset(g.S * chunks * kF32Lanes, 0);
+  std::vector<__mmask16> inside(g.S * chunks, 0);
+  for (int64_t s = 0; s < g.S; ++s)
+    for (int64_t q = 0; q < g.Q; ++q) {
+      const int64_t w = q * g.stride_w - g.pad_w + s;
+      if (w < 0 || w >= g.W) continue;
+      offset[s * chunks * kF32Lanes + q] = static_cast<int32_t>(w);
+      inside[s * chunks + q / kF32Lanes] |= static_cast<__mmask16>(1u << (q % kF32Lanes));
+    }
+  const __mmask16 low = first_lanes16(g.W),
+                  high = first_lanes16(std::max<int64_t>(g.W - kF32Lanes, 0));
+  // Rows index = (c * R + r) * S + s: one (c, r) at a time, its taps s in [s0, s1).
+  for (int64_t cr = first / g.S; cr * g.S < last; ++cr) {
+    const int64_t c = cr / g.R, r = cr % g.R;
+    const int64_t s0 = std::max(first - cr * g.S, int64_t{0}), s1 = std::min(last - cr * g.S, g.S);
+    for (int64_t b = 0; b < images; ++b) {
+      const float* plane = x + (b * g.C + c) * g.input_plane();
+      for (int64_t p = 0; p < g.P; ++p) {
+        const int64_t h = p * g.stride_h - g.pad_h + r;
+        const bool in_image = h >= 0 && h < g.H;
+        const __m512 lo =
+            in_image ? _mm512_maskz_loadu_ps(low, plane + h * g.W) : _mm512_setzero_ps();
+        const __m512 hi = in_image ? _mm512_maskz_loadu_ps(high, plane + h * g.W + kF32Lanes)
+                                   : _mm512_setzero_ps();
+        for (int64_t s = s0; s < s1; ++s) {
+          float* out = rows + (cr * g.S + s - first) * columns + b * outputs + p * g.Q;
+          for (int64_t k = 0; k < chunks; ++k) {
+            const __m512i from = _mm512_loadu_si512(&offset[(s * chunks + k) * kF32Lanes]);
+            const __m512 v = _mm512_maskz_permutex2var_ps(inside[s * chunks + k], lo, from, hi);
+            _mm512_mask_storeu_ps(out + k * kF32Lanes, first_lanes16(g.Q - k * kF32Lanes), v);
+          }
         }
       }
     }
