@@ -92,6 +92,25 @@ void conv2d_backward(Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& dy, co
   cpu::conv2d_backward(dx, dw, dbias, dy, x, w, p);
 }
 
+TapWindow conv2d_tap_window(const Shape& x, const Shape& w, const Conv2dParams& p) {
+  return cpu::conv2d_tap_window(x, w, p);  // geometry only: the same on every device
+}
+
+Conv2dParams conv2d_cropped_params(const Conv2dParams& p, const TapWindow& t) {
+  Conv2dParams cropped = p;
+  cropped.pad_h -= static_cast<int>(t.r0);
+  cropped.pad_w -= static_cast<int>(t.s0);
+  return cropped;
+}
+
+void conv2d_crop_kernel(Tensor& crop, const Tensor& w, const TapWindow& t) {
+  cpu::conv2d_crop_kernel(crop, w, t);  // CPU only: it checks
+}
+
+void conv2d_uncrop_kernel_grad(Tensor& dw, const Tensor& dcrop, const TapWindow& t) {
+  cpu::conv2d_uncrop_kernel_grad(dw, dcrop, t);
+}
+
 // ---- linear ----------------------------------------------------------------------------
 
 void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias) {

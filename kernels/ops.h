@@ -47,6 +47,23 @@ void conv2d_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b
 // On the CPU a half x may have an f32 dw: the weight gradient's f32 sums, not rounded to half.
 void conv2d_backward(Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& dy, const Tensor& x,
                      const Tensor& w, const Conv2dParams& p);
+// Kernel taps that only ever meet padding multiply zeros (a 3x3 pad-1 kernel on a 1x1 image has
+// eight). They form the kernel's borders, so the conv equals the one with the kernel cropped to
+// the window of taps that meet the image, rows [r0, r1) and columns [s0, s1), and its padding
+// cut by r0 and s0 (conv2d_cropped_params). The CPU conv crops by itself in forward and again in
+// backward; a caller that runs both on one weight can crop it once (nn's conv2d does, casting
+// to the autocast dtype in the same pass).
+struct TapWindow {
+  int64_t r0, r1, s0, s1;
+  bool empty() const { return r0 >= r1 || s0 >= s1; }  // every output reads only padding
+  Shape cropped(const Shape& w) const { return {w[0], w[1], r1 - r0, s1 - s0}; }
+};
+TapWindow conv2d_tap_window(const Shape& x, const Shape& w, const Conv2dParams& p);
+Conv2dParams conv2d_cropped_params(const Conv2dParams& p, const TapWindow& t);
+// CPU: crop (K, C, r1 - r0, s1 - s0) = w's taps inside t, converted to crop's dtype.
+void conv2d_crop_kernel(Tensor& crop, const Tensor& w, const TapWindow& t);
+// CPU: dw (K, C, R, S) = dcrop inside t, zero outside (one dtype).
+void conv2d_uncrop_kernel_grad(Tensor& dw, const Tensor& dcrop, const TapWindow& t);
 
 // ---- linear ----------------------------------------------------------------------------
 // x: (N, IN)  w: (OUT, IN)  bias: (OUT) or undefined  ->  y: (N, OUT) = x w^T + bias

@@ -167,16 +167,10 @@ void uncropped_backward(T* dx, GemmResult<T>* dw, const T* dy, const T* x, const
 
 // ---- conv2d_tap_crop.cpp -------------------------------------------------------------------
 
-// Kernel taps that only ever meet padding multiply zeros. They form borders of the kernel
-// (rows r whose every output row reads outside the image, likewise columns s), so the conv
-// equals one with the kernel cropped to the active taps [r0, r1) x [s0, s1) and the padding
-// cut by r0, s0 (never below 0: tap r = pad_h reads row 0 at p = 0). ResNet-18's 3x3 pad-1
-// convs on 1x1 images become 1x1 convs this way, 9x less work.
-struct TapWindow {
-  int64_t r0, r1, s0, s1;
-  bool empty() const { return r0 >= r1 || s0 >= s1; }  // every output reads only padding
-};
-
+// Kernel taps that only ever meet padding multiply zeros (kernels::TapWindow, ops.h): rows r
+// whose every output row reads outside the image, likewise columns s. The padding cut by r0, s0
+// never goes below 0 (tap r = pad_h reads row 0 at p = 0). ResNet-18's 3x3 pad-1 convs on 1x1
+// images become 1x1 convs this way, 9x less work.
 TapWindow active_taps(const ConvGeometry& g);
 bool covers_kernel(const TapWindow& t, const ConvGeometry& g);
 

@@ -1,10 +1,15 @@
 // The tap-crop path of the CPU convolution (kernels/cpu/conv2d_paths.h): kernel taps that only
 // ever meet padding multiply zeros, so a conv whose kernel has such border taps is run with the
 // kernel cropped to the taps that meet the image, and its weight gradient is zero outside them.
+// The crop and its way back are also ops of their own (kernels::conv2d_crop_kernel, ops.h), for
+// a caller that crops once for forward and backward.
 #include <algorithm>
 
 #include "core/tensor.h"
+#include "kernels/cast_math.h"
 #include "kernels/cpu/conv2d_paths.h"
+#include "kernels/cpu/cpu_dispatch.h"
+#include "kernels/cpu/cpu_ops.h"
 #include "kernels/cpu/im2col.h"
 
 namespace ringgrad::kernels::cpu {
@@ -38,50 +43,56 @@ ConvGeometry cropped(ConvGeometry g, const TapWindow& t) {
   return g;
 }
 
-// w (K, C, R, S) cropped to the window: (K, C, r1 - r0, s1 - s0). Parallel over (k, c), since
-// ResNet-18's largest kernels (9 MB) are exactly the ones that get cropped. A window of one tap
-// (a 3x3 kernel on a 1x1 image) is one strided copy, written apart so that it runs as one: the
-// nested loops over a window of runtime size cost more than the memory they read.
-template <class T>
-Tensor crop_kernel(const T* w, const ConvGeometry& g, const TapWindow& t) {
-  const int64_t R = t.r1 - t.r0, S = t.s1 - t.s0, taps = g.R * g.S, pairs = g.K * g.C;
-  Tensor crop = Tensor::empty({g.K, g.C, R, S}, DTypeOf<T>::value);
-  T* c = crop.data<T>();
+// c (K, C, r1 - r0, s1 - s0) = w (K, C, R, S) inside the window, converted from W to C: `pairs`
+// = K * C kernels of `rows` x `cols` taps. Parallel over (k, c), since ResNet-18's largest
+// kernels (9 MB) are exactly the ones that get cropped. A window of one tap (a 3x3 kernel on a
+// 1x1 image) is one strided copy, written apart so that it runs as one: the nested loops over a
+// window of runtime size cost more than the memory they read.
+template <class C, class W>
+void crop_taps(C* c, const W* w, int64_t pairs, int64_t rows, int64_t cols, const TapWindow& t) {
+  const int64_t R = t.r1 - t.r0, S = t.s1 - t.s0, taps = rows * cols;
   if (R == 1 && S == 1) {
-    const T* tap = w + t.r0 * g.S + t.s0;
+    const W* tap = w + t.r0 * cols + t.s0;
 #pragma omp parallel for schedule(static)
-    for (int64_t kc = 0; kc < pairs; ++kc) c[kc] = tap[kc * taps];
-    return crop;
+    for (int64_t kc = 0; kc < pairs; ++kc) c[kc] = convert_element<C>(tap[kc * taps]);
+    return;
   }
 #pragma omp parallel for schedule(static)
   for (int64_t kc = 0; kc < pairs; ++kc)
     for (int64_t r = 0; r < R; ++r)
       for (int64_t s = 0; s < S; ++s)
-        c[(kc * R + r) * S + s] = w[(kc * g.R + t.r0 + r) * g.S + t.s0 + s];
+        c[(kc * R + r) * S + s] = convert_element<C>(w[(kc * rows + t.r0 + r) * cols + t.s0 + s]);
+}
+
+template <class T>
+Tensor crop_kernel(const T* w, const ConvGeometry& g, const TapWindow& t) {
+  Tensor crop = Tensor::empty({g.K, g.C, t.r1 - t.r0, t.s1 - t.s0}, DTypeOf<T>::value);
+  crop_taps(crop.data<T>(), w, g.K * g.C, g.R, g.S, t);
   return crop;
 }
 
-// dw (K, C, R, S) from the cropped kernel's gradient (both G: GemmResult): zero outside the
-// window. Zeroed a block of (k, c) pairs at a time (one memset of a few KiB, where one per
-// kernel of 9 taps was a call per 36 bytes), and the window's taps written into it while the
-// block is in L1; a window of one tap again apart.
+// dw (K, C, R, S) from the cropped kernel's gradient: zero outside the window. Zeroed a block of
+// (k, c) pairs at a time (one memset of a few KiB, where one per kernel of 9 taps was a call per
+// 36 bytes), and the window's taps written into it while the block is in L1; a window of one
+// tap again apart.
 template <class G>
-void uncrop_kernel_grad(G* dw, const G* dcrop, const ConvGeometry& g, const TapWindow& t) {
-  const int64_t R = t.r1 - t.r0, S = t.s1 - t.s0, taps = g.R * g.S, pairs = g.K * g.C;
+void uncrop_taps(G* dw, const G* dcrop, int64_t pairs, int64_t rows, int64_t cols,
+                 const TapWindow& t) {
+  const int64_t R = t.r1 - t.r0, S = t.s1 - t.s0, taps = rows * cols;
   constexpr int64_t kBlock = 256;
 #pragma omp parallel for schedule(static)
   for (int64_t first = 0; first < pairs; first += kBlock) {
     const int64_t last = std::min(pairs, first + kBlock);
     std::fill(dw + first * taps, dw + last * taps, G{});
     if (R == 1 && S == 1) {
-      G* tap = dw + t.r0 * g.S + t.s0;
+      G* tap = dw + t.r0 * cols + t.s0;
       for (int64_t kc = first; kc < last; ++kc) tap[kc * taps] = dcrop[kc];
       continue;
     }
     for (int64_t kc = first; kc < last; ++kc)
       for (int64_t r = 0; r < R; ++r)
         for (int64_t s = 0; s < S; ++s)
-          dw[kc * taps + (t.r0 + r) * g.S + t.s0 + s] = dcrop[(kc * R + r) * S + s];
+          dw[kc * taps + (t.r0 + r) * cols + t.s0 + s] = dcrop[(kc * R + r) * S + s];
   }
 }
 
@@ -122,7 +133,7 @@ void tap_cropped_backward(T* dx, GemmResult<T>* dw, const T* dy, const T* x, con
         return dense_small_image_backward(dx, dcrop_sums, dy, x, crop.data<T>(), N, cg);
     uncropped_backward(dx, dcrop_sums, dy, x, crop.data<T>(), N, cg);
   }();
-  if (dw) uncrop_kernel_grad(dw, dcrop.data<R>(), g, taps);
+  if (dw) uncrop_taps(dw, dcrop.data<R>(), g.K * g.C, g.R, g.S, taps);
 }
 
 #define RG_INSTANTIATE(T)                                                                          \
@@ -134,5 +145,41 @@ RG_INSTANTIATE(float)
 RG_INSTANTIATE(double)
 RG_INSTANTIATE(BFloat16)
 #undef RG_INSTANTIATE
+
+TapWindow conv2d_tap_window(const Shape& x, const Shape& w, const Conv2dParams& p) {
+  return active_taps(conv_geometry(x, w, p));
+}
+
+void conv2d_crop_kernel(Tensor& crop, const Tensor& w, const TapWindow& t) {
+  constexpr const char* op = "conv2d_crop_kernel";
+  check_cpu(w, op);
+  RG_CHECK_EQ(w.dim(), 4, op, ": w must be (K, C, R, S), got ", w.shape().str());
+  RG_CHECK(!t.empty() && t.r0 >= 0 && t.r1 <= w.size(2) && t.s0 >= 0 && t.s1 <= w.size(3), op,
+           ": the window is empty or outside the ", w.size(2), "x", w.size(3), " kernel");
+  check_shape(crop, t.cropped(w.shape()), op, "crop");
+  check_cpu(crop, op);
+  dispatch_floating(w.dtype(), op, [&](auto w_tag) {
+    using W = decltype(w_tag);
+    dispatch_floating(crop.dtype(), op, [&](auto crop_tag) {
+      using C = decltype(crop_tag);
+      crop_taps(crop.data<C>(), w.data<W>(), w.size(0) * w.size(1), w.size(2), w.size(3), t);
+    });
+  });
+}
+
+void conv2d_uncrop_kernel_grad(Tensor& dw, const Tensor& dcrop, const TapWindow& t) {
+  constexpr const char* op = "conv2d_uncrop_kernel_grad";
+  check_cpu(dw, op);
+  RG_CHECK_EQ(dw.dim(), 4, op, ": dw must be (K, C, R, S), got ", dw.shape().str());
+  RG_CHECK(!t.empty() && t.r0 >= 0 && t.r1 <= dw.size(2) && t.s0 >= 0 && t.s1 <= dw.size(3), op,
+           ": the window is empty or outside the ", dw.size(2), "x", dw.size(3), " kernel");
+  check_shape(dcrop, t.cropped(dw.shape()), op, "dcrop");
+  check_cpu(dcrop, op);
+  RG_CHECK(dcrop.dtype() == dw.dtype(), op, ": dcrop and dw dtypes differ");
+  dispatch_floating(dw.dtype(), op, [&](auto tag) {
+    using G = decltype(tag);
+    uncrop_taps(dw.data<G>(), dcrop.data<G>(), dw.size(0) * dw.size(1), dw.size(2), dw.size(3), t);
+  });
+}
 
 }  // namespace ringgrad::kernels::cpu

@@ -16,6 +16,9 @@ namespace ringgrad::kernels::cpu {
 // conv2d (conv2d.cpp, with its tap-crop and flipped-backward paths beside it)
 decltype(kernels::conv2d_forward) conv2d_forward;
 decltype(kernels::conv2d_backward) conv2d_backward;
+decltype(kernels::conv2d_tap_window) conv2d_tap_window;  // conv2d_tap_crop.cpp
+decltype(kernels::conv2d_crop_kernel) conv2d_crop_kernel;
+decltype(kernels::conv2d_uncrop_kernel_grad) conv2d_uncrop_kernel_grad;
 // linear
 decltype(kernels::linear_forward) linear_forward;
 decltype(kernels::linear_backward) linear_backward;

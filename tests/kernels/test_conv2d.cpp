@@ -323,6 +323,54 @@ TEST_CASE("conv2d in f32 matches the reference over every path") {
   check_against_reference({1, 2}, cases, DType::f32, 1e-4, 31);
 }
 
+TEST_CASE("conv2d tap windows, and the kernel cropped to one (cast as it goes) and back") {
+  kernels::Conv2dParams p = conv_params(1, 1, 1, 1);
+  // 3x3 pad 1: on a 1x1 image only the centre meets a pixel; on 5x5 every tap does.
+  const kernels::TapWindow centre = kernels::conv2d_tap_window({2, 3, 1, 1}, {4, 3, 3, 3}, p);
+  CHECK((centre.r0 == 1 && centre.r1 == 2 && centre.s0 == 1 && centre.s1 == 2));
+  const kernels::TapWindow all = kernels::conv2d_tap_window({2, 3, 5, 5}, {4, 3, 3, 3}, p);
+  CHECK((all.r0 == 0 && all.r1 == 3 && all.s0 == 0 && all.s1 == 3));
+  // Stride 2 on 2x2: output 0 reads rows -1..1, so taps 1 and 2 along each axis.
+  const kernels::TapWindow corner =
+      kernels::conv2d_tap_window({1, 3, 2, 2}, {4, 3, 3, 3}, conv_params(2, 2, 1, 1));
+  CHECK((corner.r0 == 1 && corner.r1 == 3 && corner.s0 == 1 && corner.s1 == 3));
+  const kernels::Conv2dParams q = kernels::conv2d_cropped_params(p, centre);
+  CHECK((q.pad_h == 0 && q.pad_w == 0 && q.stride_h == 1));
+
+  Generator gen(41);
+  const Tensor w = random_tensor({4, 3, 3, 3}, gen, DType::f32);
+  for (const kernels::TapWindow& t : {centre, corner}) {
+    const int64_t R = t.r1 - t.r0, S = t.s1 - t.s0;
+    Tensor crop = Tensor::empty({4, 3, R, S}, DType::bf16);
+    kernels::conv2d_crop_kernel(crop, w, t);
+    Tensor dw = Tensor::full({4, 3, 3, 3}, 7.0);  // overwritten everywhere
+    Tensor dcrop = crop.to(DType::f32);
+    kernels::conv2d_uncrop_kernel_grad(dw, dcrop, t);
+    const std::vector<float> ws = w.to_vector<float>(), back = dw.to_vector<float>();
+    const std::vector<float> cropped = crop.to(DType::f32).to_vector<float>();
+    int64_t wrong = 0;
+    for (int64_t kc = 0; kc < 12; ++kc)
+      for (int64_t r = 0; r < 3; ++r)
+        for (int64_t s = 0; s < 3; ++s) {
+          const int64_t at = (kc * 3 + r) * 3 + s;
+          const bool inside = r >= t.r0 && r < t.r1 && s >= t.s0 && s < t.s1;
+          if (!inside) {
+            wrong += back[at] != 0.0f;
+            continue;
+          }
+          const float want = bf16_to_float(float_to_bf16(ws[at]));
+          const int64_t c = (kc * R + r - t.r0) * S + s - t.s0;
+          wrong += cropped[c] != want || back[at] != want;
+        }
+    CHECK(wrong == 0);
+  }
+  Tensor wrong_shape = Tensor::empty({4, 3, 2, 2});
+  CHECK_THROWS_WITH_AS(kernels::conv2d_crop_kernel(wrong_shape, w, centre),
+                       doctest::Contains("crop"), Error);
+  CHECK_THROWS_WITH_AS(kernels::conv2d_crop_kernel(wrong_shape, w, kernels::TapWindow{1, 4, 0, 2}),
+                       doctest::Contains("outside the 3x3 kernel"), Error);
+}
+
 TEST_CASE("conv2d backward matches central finite differences") {
   const std::vector<ConvCase> cases = {
       {{2, 2, 5, 4}, {3, 2, 3, 3}, 1, 1, 1, 1, true},

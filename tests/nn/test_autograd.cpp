@@ -59,6 +59,43 @@ TEST_CASE("autograd: a composed network's gradients match finite differences") {
   }
 }
 
+TEST_CASE("autograd: a conv cropped to the taps that meet the image has the true gradients") {
+  // conv2d crops a kernel whose border taps only ever meet padding once, for forward and
+  // backward (nn/autograd/ops_linear.cpp, weight_crop): a 3x3 pad-1 kernel on 1x1 images keeps
+  // its centre, on 2x2 images at stride 2 its lower-right 2x2. Finite differences of the loss
+  // see the whole kernel: the outer taps' gradient is zero, the kept taps' is where they are.
+  struct Case {
+    Shape x;
+    int stride;
+    int64_t kept;  // taps kept per kernel
+  };
+  Generator g(9);
+  for (const Case& c : {Case{{2, 3, 1, 1}, 1, 1}, Case{{2, 3, 2, 2}, 2, 4}}) {
+    CAPTURE(c.x.str());
+    kernels::Conv2dParams p;
+    p.stride_h = p.stride_w = c.stride;
+    p.pad_h = p.pad_w = 1;
+    Variable x(random_tensor(c.x, g), true), w(random_tensor({4, 3, 3, 3}, g), true);
+    const kernels::TapWindow taps = kernels::conv2d_tap_window(c.x, w.shape(), p);
+    REQUIRE((taps.r1 - taps.r0) * (taps.s1 - taps.s0) == c.kept);
+    const Tensor labels = Tensor::from_vector<int64_t>({1, 2}, {2});
+    auto loss = [&] { return cross_entropy(reshape(conv2d(x, w, Variable(), p), {2, 4}), labels); };
+    backward(loss());
+    const Tensor one = Tensor::full({}, 1.0, DType::f64);
+    auto f = [&] {
+      NoGradGuard no_grad;
+      return loss().value();
+    };
+    for (Variable* v : {&x, &w}) {
+      const Tensor analytic = v->grad().clone();
+      check_close(analytic, numeric_gradient(f, v->value(), one, 1e-5), 1e-6, "conv gradient");
+    }
+    int64_t nonzero = 0;
+    for (double d : w.grad().to_vector<double>()) nonzero += d != 0;
+    CHECK(nonzero == 4 * 3 * c.kept);
+  }
+}
+
 TEST_CASE("autograd: gradients accumulate across backward calls until zeroed") {
   Variable w(Tensor::from_vector<double>({2.0, -1.0}, {1, 2}), true);
   Variable x(Tensor::from_vector<double>({3.0, 4.0}, {1, 2}));
