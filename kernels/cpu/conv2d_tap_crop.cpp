@@ -150,14 +150,26 @@ TapWindow conv2d_tap_window(const Shape& x, const Shape& w, const Conv2dParams& 
   return active_taps(conv_geometry(x, w, p));
 }
 
+namespace {
+
+// What both ops check: `full` a (K, C, R, S) CPU tensor, t a window inside its kernel, and `crop`
+// the CPU tensor of t's cropped shape.
+void check_crop(const Tensor& full, const Tensor& crop, const TapWindow& t, const char* op,
+                const char* full_name, const char* crop_name) {
+  check_cpu(full, op);
+  check_cpu(crop, op);
+  RG_CHECK_EQ(full.dim(), 4, op, ": ", full_name, " must be (K, C, R, S), got ",
+              full.shape().str());
+  RG_CHECK(!t.empty() && t.r0 >= 0 && t.r1 <= full.size(2) && t.s0 >= 0 && t.s1 <= full.size(3), op,
+           ": the window is empty or outside the ", full.size(2), "x", full.size(3), " kernel");
+  check_shape(crop, t.cropped(full.shape()), op, crop_name);
+}
+
+}  // namespace
+
 void conv2d_crop_kernel(Tensor& crop, const Tensor& w, const TapWindow& t) {
   constexpr const char* op = "conv2d_crop_kernel";
-  check_cpu(w, op);
-  RG_CHECK_EQ(w.dim(), 4, op, ": w must be (K, C, R, S), got ", w.shape().str());
-  RG_CHECK(!t.empty() && t.r0 >= 0 && t.r1 <= w.size(2) && t.s0 >= 0 && t.s1 <= w.size(3), op,
-           ": the window is empty or outside the ", w.size(2), "x", w.size(3), " kernel");
-  check_shape(crop, t.cropped(w.shape()), op, "crop");
-  check_cpu(crop, op);
+  check_crop(w, crop, t, op, "w", "crop");
   dispatch_floating(w.dtype(), op, [&](auto w_tag) {
     using W = decltype(w_tag);
     dispatch_floating(crop.dtype(), op, [&](auto crop_tag) {
@@ -169,12 +181,7 @@ void conv2d_crop_kernel(Tensor& crop, const Tensor& w, const TapWindow& t) {
 
 void conv2d_uncrop_kernel_grad(Tensor& dw, const Tensor& dcrop, const TapWindow& t) {
   constexpr const char* op = "conv2d_uncrop_kernel_grad";
-  check_cpu(dw, op);
-  RG_CHECK_EQ(dw.dim(), 4, op, ": dw must be (K, C, R, S), got ", dw.shape().str());
-  RG_CHECK(!t.empty() && t.r0 >= 0 && t.r1 <= dw.size(2) && t.s0 >= 0 && t.s1 <= dw.size(3), op,
-           ": the window is empty or outside the ", dw.size(2), "x", dw.size(3), " kernel");
-  check_shape(dcrop, t.cropped(dw.shape()), op, "dcrop");
-  check_cpu(dcrop, op);
+  check_crop(dw, dcrop, t, op, "dw", "dcrop");
   RG_CHECK(dcrop.dtype() == dw.dtype(), op, ": dcrop and dw dtypes differ");
   dispatch_floating(dw.dtype(), op, [&](auto tag) {
     using G = decltype(tag);

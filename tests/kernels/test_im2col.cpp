@@ -6,7 +6,8 @@
 // runs of this suite (RINGGRAD_CPU_ISA=avx2) check the run walk on the same cases.
 #include <doctest/doctest.h>
 
-#include <cmath>
+#include <algorithm>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,36 @@ std::vector<std::pair<int64_t, int64_t>> row_ranges(const ConvGeometry& g) {
   return {{0, rows}, {g.S / 2 + g.S, rows - 1}, {rows - 1, rows}};
 }
 
+// im2col_rows over every case and row range, each entry the bits of the x value it copies (T{}
+// for padding); the buffer starts as NaN, so an entry never written shows.
+template <class T>
+void check_im2col_rows(const std::vector<Case>& cases, uint64_t seed) {
+  Generator gen(seed);
+  for (const Case& c : cases) {
+    const ConvGeometry g = geometry(c);
+    const int64_t images = c.x[0], columns = images * g.output_plane();
+    const Tensor x = testing::random_tensor(c.x, gen, DTypeOf<T>::value);
+    const T* xs = x.data<T>();
+    for (const auto& [first, last] : row_ranges(g)) {
+      CAPTURE(c.x.str());
+      CAPTURE(first);
+      CAPTURE(last);
+      std::vector<T> got((last - first) * columns);
+      std::fill(reinterpret_cast<unsigned char*>(got.data()),
+                reinterpret_cast<unsigned char*>(got.data() + got.size()), 0xff);  // NaN
+      kernels::cpu::im2col_rows(got.data(), xs, first, last, images, g);
+      int64_t wrong = 0;
+      for (int64_t row = first; row < last; ++row)
+        for (int64_t column = 0; column < columns; ++column) {
+          const int64_t from = source_of(g, row, column);
+          const T want = from < 0 ? T{} : xs[from];
+          wrong += std::memcmp(&got[(row - first) * columns + column], &want, sizeof(T)) != 0;
+        }
+      CHECK(wrong == 0);
+    }
+  }
+}
+
 }  // namespace
 
 TEST_CASE("im2col_rows in bf16 on small planes copies what im2col.h defines") {
@@ -80,28 +111,7 @@ TEST_CASE("im2col_rows in bf16 on small planes copies what im2col.h defines") {
     testing::skip_test("this CPU has no AVX512-BF16 or AMX, so no conv builds bf16 columns");
     return;
   }
-  Generator gen(3);
-  for (const Case& c : kCases) {
-    const ConvGeometry g = geometry(c);
-    const int64_t images = c.x[0], columns = images * g.output_plane();
-    const Tensor x = testing::random_tensor(c.x, gen, DType::bf16);
-    const BFloat16* xs = x.data<BFloat16>();
-    for (const auto& [first, last] : row_ranges(g)) {
-      CAPTURE(c.x.str());
-      CAPTURE(first);
-      CAPTURE(last);
-      std::vector<BFloat16> got((last - first) * columns, BFloat16{0x7fc1});  // a NaN
-      kernels::cpu::im2col_rows(got.data(), xs, first, last, images, g);
-      int64_t wrong = 0;
-      for (int64_t row = first; row < last; ++row)
-        for (int64_t column = 0; column < columns; ++column) {
-          const int64_t from = source_of(g, row, column);
-          const uint16_t want = from < 0 ? 0 : xs[from].bits;
-          wrong += got[(row - first) * columns + column].bits != want;
-        }
-      CHECK(wrong == 0);
-    }
-  }
+  check_im2col_rows<BFloat16>(kCases, 3);
 }
 
 TEST_CASE("col2im in f32 on small planes sums what im2col.h defines, in the walk's order") {
@@ -126,26 +136,5 @@ TEST_CASE("col2im in f32 on small planes sums what im2col.h defines, in the walk
 }
 
 TEST_CASE("im2col_rows in f32 on narrow rows copies what im2col.h defines") {
-  Generator gen(5);
-  for (const Case& c : kRowCases) {
-    const ConvGeometry g = geometry(c);
-    const int64_t images = c.x[0], columns = images * g.output_plane();
-    const Tensor x = testing::random_tensor(c.x, gen, DType::f32);
-    const float* xs = x.data<float>();
-    for (const auto& [first, last] : row_ranges(g)) {
-      CAPTURE(c.x.str());
-      CAPTURE(first);
-      CAPTURE(last);
-      std::vector<float> got((last - first) * columns, std::nanf(""));
-      kernels::cpu::im2col_rows(got.data(), xs, first, last, images, g);
-      int64_t wrong = 0;
-      for (int64_t row = first; row < last; ++row)
-        for (int64_t column = 0; column < columns; ++column) {
-          const int64_t from = source_of(g, row, column);
-          const float want = from < 0 ? 0.0f : xs[from];
-          wrong += !(got[(row - first) * columns + column] == want);
-        }
-      CHECK(wrong == 0);
-    }
-  }
+  check_im2col_rows<float>(kRowCases, 5);
 }
