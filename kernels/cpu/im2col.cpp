@@ -119,8 +119,8 @@ void im2col_rows(T* rows, const T* x, int64_t first, int64_t last, int64_t image
       shifted_row(rows + (index - first) * columns, x, index, images, g);
     return;
   }
-  if constexpr (std::is_same_v<T, float>)
-    if (narrow_row_im2col_applies(g))
+  if constexpr (!std::is_same_v<T, double>)
+    if (narrow_row_im2col_applies<T>(g))
       return narrow_row_im2col_rows(rows, x, first, last, images, g);
   const int64_t stride = g.stride_w;
   if constexpr (std::is_same_v<T, BFloat16>) {

@@ -44,14 +44,17 @@ void col2im(T* dx, const T* dcol, int64_t images, const ConvGeometry& g);
 
 // The same by register permutes (im2col_permutes.cpp, Note [im2col by register permutes]), which
 // im2col_rows and col2im take where they apply: planes of a few dozen pixels (bf16 im2col, f32
-// col2im) and rows of at most 32 pixels (f32 im2col).
+// col2im) and rows of a few dozen pixels (f32 and bf16 im2col).
 bool small_plane_im2col_applies(const ConvGeometry& g);
 void small_plane_im2col_rows(BFloat16* rows, const BFloat16* x, int64_t first, int64_t last,
                              int64_t images, const ConvGeometry& g);
 bool small_plane_col2im_applies(const ConvGeometry& g);
 void small_plane_col2im(float* dx, const float* dcol, int64_t images, const ConvGeometry& g);
+template <class T>  // float or BFloat16
 bool narrow_row_im2col_applies(const ConvGeometry& g);
 void narrow_row_im2col_rows(float* rows, const float* x, int64_t first, int64_t last,
+                            int64_t images, const ConvGeometry& g);
+void narrow_row_im2col_rows(BFloat16* rows, const BFloat16* x, int64_t first, int64_t last,
                             int64_t images, const ConvGeometry& g);
 
 }  // namespace ringgrad::kernels::cpu

@@ -13,10 +13,10 @@
 //     tabulated once a call, padding pointing at lane 63, which the masked load leaves zero. Each
 //     (channel, image) plane is loaded once, and each of its R*S rows of the column matrix is one
 //     two-register permute (vpermt2w) and one masked store per 32 outputs;
-//   narrow rows (f32, rows of at most 32 pixels: 28 wide and less): per tap column s, the offsets
-//     within an input row of one output row, padding masked to zero. Each input row is loaded
-//     once per (channel, tap row, image, output row) and gives the S taps' output rows, one
-//     vpermt2ps each.
+//   narrow rows (rows of at most 32 f32 or 64 bf16 pixels: 28 wide and less): per tap column s,
+//     the offsets within an input row of one output row, padding masked to zero. Each input row
+//     is loaded once per (channel, tap row, image, output row) and gives the S taps' output
+//     rows, one vpermt2ps (vpermt2w) each.
 // col2im of small planes (f32) is the plane table read the other way: per tap, input pixel i
 // takes the output that read it, if any, so each plane of dx is a sum of R*S permutes (vpermt2ps
 // over the tap's output row of at most 32 entries) under a mask of the pixels the tap reached.
@@ -91,52 +91,115 @@ RG_AVX512_BW void small_plane_im2col_rows(BFloat16* rows, const BFloat16* x, int
   }
 }
 
+namespace {
+
+#define RG_ROW_LANES __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) static
+
+// The vector operations of the narrow-row im2col per element type: an input row in two registers
+// of kLanes lanes, lanes picked by Index-wide offsets.
+template <class T>
+struct RowLanes;
+
+template <>
+struct RowLanes<float> {
+  static constexpr int64_t kLanes = 16;
+  using Mask = __mmask16;
+  using Index = int32_t;
+  using Vector = __m512;
+  RG_ROW_LANES Mask first(int64_t n) { return first_lanes16(n); }
+  RG_ROW_LANES Vector zero() { return _mm512_setzero_ps(); }
+  RG_ROW_LANES Vector load(Mask m, const float* p) { return _mm512_maskz_loadu_ps(m, p); }
+  RG_ROW_LANES Vector pick(Mask m, Vector lo, __m512i index, Vector hi) {
+    return _mm512_maskz_permutex2var_ps(m, lo, index, hi);
+  }
+  RG_ROW_LANES void store(float* p, Mask m, Vector v) { _mm512_mask_storeu_ps(p, m, v); }
+};
+
+template <>
+struct RowLanes<BFloat16> {
+  static constexpr int64_t kLanes = 32;
+  using Mask = __mmask32;
+  using Index = uint16_t;
+  using Vector = __m512i;
+  RG_ROW_LANES Mask first(int64_t n) { return first_lanes32(n); }
+  RG_ROW_LANES Vector zero() { return _mm512_setzero_si512(); }
+  RG_ROW_LANES Vector load(Mask m, const BFloat16* p) { return _mm512_maskz_loadu_epi16(m, p); }
+  RG_ROW_LANES Vector pick(Mask m, Vector lo, __m512i index, Vector hi) {
+    return _mm512_maskz_permutex2var_epi16(m, lo, index, hi);
+  }
+  RG_ROW_LANES void store(BFloat16* p, Mask m, Vector v) { _mm512_mask_storeu_epi16(p, m, v); }
+};
+
+#undef RG_ROW_LANES
+
+}  // namespace
+
+// Every CPU with AVX-512 since Skylake-SP has AVX-512BW (the 16-bit lanes); the check keeps the
+// f32 rows off one that does not.
+template <class T>
 bool narrow_row_im2col_applies(const ConvGeometry& g) {
-  return g.W <= 2 * kF32Lanes && cpu_has(Isa::avx512);
+  return g.W <= 2 * RowLanes<T>::kLanes && cpu_has(Isa::avx512) &&
+         __builtin_cpu_supports("avx512bw");
 }
 
-__attribute__((target("avx512f"))) void narrow_row_im2col_rows(float* rows, const float* x,
-                                                               int64_t first, int64_t last,
-                                                               int64_t images,
-                                                               const ConvGeometry& g) {
+namespace {
+
+template <class T>
+RG_AVX512_BW void narrow_rows(T* rows, const T* x, int64_t first, int64_t last, int64_t images,
+                              const ConvGeometry& g) {
+  using V = RowLanes<T>;
+  constexpr int64_t kLanes = V::kLanes;
   const int64_t outputs = g.output_plane(), columns = images * outputs;
-  const int64_t chunks = round_up(g.Q, kF32Lanes) / kF32Lanes;
+  const int64_t chunks = round_up(g.Q, kLanes) / kLanes;
   // [s][chunk]: where in the input row output q of tap column s reads, and whether it is inside.
-  std::vector<int32_t> offset(g.S * chunks * kF32Lanes, 0);
-  std::vector<__mmask16> inside(g.S * chunks, 0);
+  std::vector<typename V::Index> offset(g.S * chunks * kLanes, 0);
+  std::vector<typename V::Mask> inside(g.S * chunks, 0);
   for (int64_t s = 0; s < g.S; ++s)
     for (int64_t q = 0; q < g.Q; ++q) {
       const int64_t w = q * g.stride_w - g.pad_w + s;
       if (w < 0 || w >= g.W) continue;
-      offset[s * chunks * kF32Lanes + q] = static_cast<int32_t>(w);
-      inside[s * chunks + q / kF32Lanes] |= static_cast<__mmask16>(1u << (q % kF32Lanes));
+      offset[s * chunks * kLanes + q] = static_cast<typename V::Index>(w);
+      inside[s * chunks + q / kLanes] |= typename V::Mask{1} << (q % kLanes);
     }
-  const __mmask16 low = first_lanes16(g.W),
-                  high = first_lanes16(std::max<int64_t>(g.W - kF32Lanes, 0));
+  const typename V::Mask low = V::first(g.W), high = V::first(std::max<int64_t>(g.W - kLanes, 0));
   // Rows index = (c * R + r) * S + s: one (c, r) at a time, its taps s in [s0, s1).
   for (int64_t cr = first / g.S; cr * g.S < last; ++cr) {
     const int64_t c = cr / g.R, r = cr % g.R;
     const int64_t s0 = std::max(first - cr * g.S, int64_t{0}), s1 = std::min(last - cr * g.S, g.S);
     for (int64_t b = 0; b < images; ++b) {
-      const float* plane = x + (b * g.C + c) * g.input_plane();
+      const T* plane = x + (b * g.C + c) * g.input_plane();
       for (int64_t p = 0; p < g.P; ++p) {
         const int64_t h = p * g.stride_h - g.pad_h + r;
         const bool in_image = h >= 0 && h < g.H;
-        const __m512 lo =
-            in_image ? _mm512_maskz_loadu_ps(low, plane + h * g.W) : _mm512_setzero_ps();
-        const __m512 hi = in_image ? _mm512_maskz_loadu_ps(high, plane + h * g.W + kF32Lanes)
-                                   : _mm512_setzero_ps();
+        const typename V::Vector lo = in_image ? V::load(low, plane + h * g.W) : V::zero();
+        const typename V::Vector hi =
+            in_image ? V::load(high, plane + h * g.W + kLanes) : V::zero();
         for (int64_t s = s0; s < s1; ++s) {
-          float* out = rows + (cr * g.S + s - first) * columns + b * outputs + p * g.Q;
+          T* out = rows + (cr * g.S + s - first) * columns + b * outputs + p * g.Q;
           for (int64_t k = 0; k < chunks; ++k) {
-            const __m512i from = _mm512_loadu_si512(&offset[(s * chunks + k) * kF32Lanes]);
-            const __m512 v = _mm512_maskz_permutex2var_ps(inside[s * chunks + k], lo, from, hi);
-            _mm512_mask_storeu_ps(out + k * kF32Lanes, first_lanes16(g.Q - k * kF32Lanes), v);
+            const __m512i from = _mm512_loadu_si512(&offset[(s * chunks + k) * kLanes]);
+            V::store(out + k * kLanes, V::first(g.Q - k * kLanes),
+                     V::pick(inside[s * chunks + k], lo, from, hi));
           }
         }
       }
     }
   }
+}
+
+}  // namespace
+
+template bool narrow_row_im2col_applies<float>(const ConvGeometry&);
+template bool narrow_row_im2col_applies<BFloat16>(const ConvGeometry&);
+
+void narrow_row_im2col_rows(float* rows, const float* x, int64_t first, int64_t last,
+                            int64_t images, const ConvGeometry& g) {
+  narrow_rows(rows, x, first, last, images, g);
+}
+
+void narrow_row_im2col_rows(BFloat16* rows, const BFloat16* x, int64_t first, int64_t last,
+                            int64_t images, const ConvGeometry& g) {
+  narrow_rows(rows, x, first, last, images, g);
 }
 
 __attribute__((target("avx512f"))) void small_plane_col2im(float* dx, const float* dcol,

@@ -1,6 +1,6 @@
 // Tests for the column-matrix moves (kernels/cpu/im2col.h) where the register permutes of
 // im2col_permutes.cpp take over from the run walk of im2col.cpp: im2col_rows in bf16 (small
-// planes), im2col in f32 (narrow rows) and col2im in f32 (small planes), against the definitions
+// planes, narrow rows) and f32 (narrow rows), col2im in f32 (small planes), against the definitions
 // in im2col.h written as plain loops, over strides, uneven padding, row ranges that start and end
 // inside a channel's taps, and the first planes and rows too large for the permutes. The capped
 // runs of this suite (RINGGRAD_CPU_ISA=avx2) check the run walk on the same cases.
@@ -39,14 +39,15 @@ const std::vector<Case> kCases = {
     {{2, 2, 9, 9}, 3, 3, 1, 1, 1, 1},  // neither
 };
 
-// Rows for the f32 narrow-row permutes: at most 32 pixels wide.
+// Rows for the narrow-row permutes: at most 32 pixels wide in f32, 64 in bf16.
 const std::vector<Case> kRowCases = {
     {{3, 1, 28, 28}, 7, 7, 2, 2, 3, 3},  // resnet18's stem
     {{2, 3, 14, 14}, 3, 3, 2, 2, 1, 1},  // resnet20's 32x14x14-64 s2
     {{2, 2, 28, 28}, 1, 1, 2, 2, 0, 0},  // the 1x1 stride-2 shortcut
     {{2, 2, 5, 32}, 3, 3, 1, 1, 1, 2},   // 32 wide, 34 outputs a row: three vectors
     {{2, 2, 6, 9}, 3, 5, 1, 2, 1, 2},    // uneven strides and padding
-    {{2, 2, 5, 33}, 3, 3, 2, 2, 1, 1},   // 33 wide: the walk
+    {{2, 2, 5, 33}, 3, 3, 2, 2, 1, 1},   // 33 wide: the walk in f32, rows in bf16
+    {{1, 2, 3, 65}, 3, 3, 2, 2, 1, 1},   // 65 wide: the walk
 };
 
 ConvGeometry geometry(const Case& c) {
@@ -106,12 +107,13 @@ void check_im2col_rows(const std::vector<Case>& cases, uint64_t seed) {
 
 }  // namespace
 
-TEST_CASE("im2col_rows in bf16 on small planes copies what im2col.h defines") {
+TEST_CASE("im2col_rows in bf16 on small planes and narrow rows copies what im2col.h defines") {
   if (!kernels::cpu::cpu_has_bf16_gemm()) {
     testing::skip_test("this CPU has no AVX512-BF16 or AMX, so no conv builds bf16 columns");
     return;
   }
   check_im2col_rows<BFloat16>(kCases, 3);
+  check_im2col_rows<BFloat16>(kRowCases, 4);
 }
 
 TEST_CASE("col2im in f32 on small planes sums what im2col.h defines, in the walk's order") {
