@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "kernels/cast_math.h"
-#include "kernels/cpu/avx512_bw.h"
+#include "kernels/cpu/avx512_bw.h"  // first_lanes16
 #include "kernels/cpu/cpu_dispatch.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/cpu_ops.h"
@@ -17,7 +17,7 @@ namespace {
 // same bits, NaN and subnormals included (the CPU's own vcvtneps2bf16 flushes subnormals).
 // Autocast makes this cast of every conv and linear weight at every step; the element loop,
 // compiled for AVX2, narrows eight lanes a step through a pack and a permute across lanes.
-RG_AVX512_BW void f32_to_bf16_avx512(BFloat16* d, const float* s, int64_t n) {
+__attribute__((target("avx512f"))) void f32_to_bf16_avx512(BFloat16* d, const float* s, int64_t n) {
   const __m512i rounding = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
   const __m512i magnitude = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
   const __m512i quiet = _mm512_set1_epi32(0x40);

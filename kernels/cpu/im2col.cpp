@@ -75,11 +75,12 @@ void shifted_row(T* out_row, const T* x, int64_t index, int64_t images, const Co
   }
 }
 
-// bf16 runs are short (at most 28 in a ResNet on MNIST): from kVectorRun entries on, a masked
-// AVX-512 load and store per 32 entries (16 at stride 2, whose even lanes a permute gathers)
-// instead of an element loop or a memcpy / memset call per run; shorter runs, as on 4x4 and 2x2
-// images, are faster element by element (measured with conv_bench --bf16). Only CPUs with a
-// bf16 GEMM convolve in bf16, and every one of them has AVX-512BW.
+// bf16 rows reach the walk only when too wide for the register permutes (im2col_permutes.cpp:
+// more than 64 pixels, or an AVX-512 CPU without the 16-bit lanes): from kVectorRun entries on, a
+// masked AVX-512 load and store per 32 entries (16 at stride 2, whose even lanes a permute
+// gathers) instead of an element loop or a memcpy / memset call per run; shorter runs are faster
+// element by element (measured with conv_bench --bf16 on 4x4 and 2x2 images, before the permutes).
+// Only CPUs with a bf16 GEMM convolve in bf16, and every one of them has AVX-512BW.
 constexpr int64_t kVectorRun = 8;
 
 // out[i] = in[i * stride] for i < count, stride 1 or 2.

@@ -47,7 +47,8 @@ const std::vector<Case> kRowCases = {
     {{2, 2, 5, 32}, 3, 3, 1, 1, 1, 2},   // 32 wide, 34 outputs a row: three vectors
     {{2, 2, 6, 9}, 3, 5, 1, 2, 1, 2},    // uneven strides and padding
     {{2, 2, 5, 33}, 3, 3, 2, 2, 1, 1},   // 33 wide: the walk in f32, rows in bf16
-    {{1, 2, 3, 65}, 3, 3, 2, 2, 1, 1},   // 65 wide: the walk
+    {{1, 2, 3, 65}, 3, 3, 2, 2, 1, 1},   // 65 wide: the walk (its bf16 vector copies at stride 2)
+    {{1, 2, 3, 70}, 3, 3, 1, 1, 0, 0},   // and at stride 1: 68 outputs a row
 };
 
 ConvGeometry geometry(const Case& c) {
