@@ -1,17 +1,19 @@
-// The direct bf16 convolution on AMX (kernels/cpu/conv2d_paths.h), for stride-1 convs with
-// images large enough to fill tiles: no column matrix at all.
+// The direct bf16 convolution on AMX or AVX512-BF16 (kernels/cpu/conv2d_paths.h), for stride-1
+// convs with images large enough to fill tiles: no column matrix at all.
 //
 // Note [Direct bf16 convolution]
 // The im2col path copies every input value R*S times into the column matrix and then packs that
 // into tiles: for a conv with few channels (resnet20's 16-64) that copying, not the multiplying,
-// is the cost. A stride-1 convolution needs no copy on AMX. Pad each image with zeros to
-// Hp x Wp; the output at flat position e = oh * Wp + ow then reads, for tap (r, s), the padded
-// input at e + r * Wp + s: the same image shifted. So with each image packed once as channel
-// pairs, xp[pair][position] (two bf16 values in 32 bits, the layout a tile multiply takes), the
+// is the cost. A stride-1 convolution needs no copy. Pad each image with zeros to Hp x Wp; the
+// output at flat position e = oh * Wp + ow then reads, for tap (r, s), the padded input at
+// e + r * Wp + s: the same image shifted. So with each image packed once as channel pairs,
+// xp[pair][position] (two bf16 values in 32 bits, the layout a bf16 dot product takes), the
 // B operand of tap (r, s) for 16 output positions is 16 rows (channel pairs) of 64 contiguous
-// bytes, which a tile load reads in place at the pair stride, and
+// bytes, read in place at the pair stride, and
 //   y tile (16 channels x 16 positions) += sum over taps and channel blocks of
 //                                          w tile (16 channels x 32 input channels) x xp tile.
+// On AMX a tile load reads those rows and one TDPBF16PS multiplies; on AVX512-BF16 each row is
+// one vector load and each weight pair one broadcast into VDPBF16PS, as in the GEMM's kernel.
 // Every flat position is computed and the ow >= Q ones (they read across a row edge) are
 // thrown away: Wp / Q more multiplies (30/28 at 28x28, 9/7 at 7x7), far fewer bytes moved.
 // Tested against the direct-loop reference (conv2d_reference.cpp) by the conv2d tests in bf16.
@@ -19,6 +21,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "kernels/cpu/amx_config.h"
@@ -26,7 +29,7 @@
 #include "kernels/cpu/cpu_features.h"
 
 #define RG_AMX __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bf16,avx512vbmi2,avx512vl")))
-// Every CPU with AMX has these (Sapphire Rapids and later).
+// Every CPU with AMX has these (Sapphire Rapids and later); AVX512-BF16 ones are asked for VBMI2.
 #define RG_STORE __attribute__((target("avx512f,avx512bf16,avx512vbmi2,avx512vl,avx512bw")))
 
 namespace ringgrad::kernels::cpu {
@@ -102,7 +105,7 @@ std::vector<uint16_t> pack_weights(const BFloat16* w, const ConvGeometry& g,
 // C tile (output channels from k0, flat positions from e0) into y (K, P, Q) of one image,
 // plus bias, rounded to bf16; rows past K and positions past P * Wp or in columns ow >= Q are
 // not stored. The stored positions of a tile are consecutive outputs (a position thrown away
-// ends an output row), so each row of the tile is one compressing store.
+// ends an output row), so each row of the tile is one compress and one contiguous store.
 RG_STORE void store_tile(BFloat16* y, const float* tile, int64_t k0, int64_t e0,
                          const BFloat16* bias, const ConvGeometry& g, const DirectLayout& d) {
   __mmask16 keep = 0;
@@ -118,11 +121,15 @@ RG_STORE void store_tile(BFloat16* y, const float* tile, int64_t k0, int64_t e0,
     }
   }
   if (!keep) return;
+  // Compressed in a register, then stored under a mask of the kept count: a compressing store
+  // to memory is microcoded on AMD's Zen 4, many times slower.
+  const __mmask16 stored = static_cast<__mmask16>((1u << __builtin_popcount(keep)) - 1);
   for (int64_t i = 0; i < kTile && k0 + i < g.K; ++i) {
     const __m512 sum = _mm512_add_ps(_mm512_loadu_ps(tile + i * kTile),
                                      _mm512_set1_ps(bias ? widen(bias[k0 + i]) : 0.0f));
     const __m256i rounded = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(sum));
-    _mm256_mask_compressstoreu_epi16(y + (k0 + i) * g.output_plane() + first, keep, rounded);
+    _mm256_mask_storeu_epi16(y + (k0 + i) * g.output_plane() + first, stored,
+                             _mm256_maskz_compress_epi16(keep, rounded));
   }
 }
 
@@ -190,8 +197,46 @@ void configure(const DirectLayout& d) {
   use_tile_shapes(shapes);
 }
 
+// The same 16 x 16 C tile on AVX512-BF16, in 16 vectors (one per output channel, its lanes the
+// positions): per tap and channel pair, the shifted image's 16 positions are one load straight
+// from xp and each channel's weight pair one broadcast, as in the GEMM's dot_tile.
+RG_STORE void dot_direct_block(BFloat16* y, const uint32_t* xp, const uint16_t* a_tiles,
+                               const BFloat16* bias, int64_t kt, int64_t pt, const ConvGeometry& g,
+                               const DirectLayout& d) {
+  const int64_t taps = g.R * g.S, row = 2 * d.block_pairs, a_size = kTile * row;
+  __m512 acc[kTile];
+#pragma GCC unroll 16
+  for (int i = 0; i < kTile; ++i) acc[i] = _mm512_setzero_ps();
+  for (int64_t tap = 0; tap < taps; ++tap) {
+    const int64_t shift = tap / g.S * d.Wp + tap % g.S;
+    for (int64_t block = 0; block < d.pair_blocks; ++block) {
+      const uint16_t* a = a_tiles + ((kt * taps + tap) * d.pair_blocks + block) * a_size;
+      const uint32_t* b = xp + block * d.block_pairs * d.plane + pt * kTile + shift;
+      for (int64_t pair = 0; pair < d.block_pairs; ++pair, b += d.plane) {
+        const __m512bh positions = (__m512bh)_mm512_loadu_si512(b);
+#pragma GCC unroll 16
+        for (int i = 0; i < kTile; ++i) {
+          int32_t w_pair;
+          std::memcpy(&w_pair, a + i * row + 2 * pair, sizeof w_pair);
+          acc[i] = _mm512_dpbf16_ps(acc[i], (__m512bh)_mm512_set1_epi32(w_pair), positions);
+        }
+      }
+    }
+  }
+  alignas(64) float tile[kTile * kTile];
+#pragma GCC unroll 16
+  for (int i = 0; i < kTile; ++i) _mm512_store_ps(tile + i * kTile, acc[i]);
+  store_tile(y, tile, kt * kTile, pt * kTile, bias, g, d);
+}
+
 void direct_image(BFloat16* y, const uint32_t* xp, const uint16_t* a_tiles, const BFloat16* bias,
                   const ConvGeometry& g, const DirectLayout& d) {
+  if (!cpu_has(Isa::amx)) {
+    for (int64_t kt = 0; kt < d.k_tiles; ++kt)
+      for (int64_t pt = 0; pt < d.position_tiles; ++pt)
+        dot_direct_block(y, xp, a_tiles, bias, kt, pt, g, d);
+    return;
+  }
   configure(d);
   for (int64_t kt = 0; kt < d.k_tiles; kt += 2)
     for (int64_t pt = 0; pt < d.position_tiles; pt += 2) {
@@ -210,10 +255,15 @@ void direct_image(BFloat16* y, const uint32_t* xp, const uint16_t* a_tiles, cons
 }  // namespace
 
 bool direct_conv_applies(const ConvGeometry& g) {
-  if (!cpu_has(Isa::amx) || g.stride_h != 1 || g.stride_w != 1 || g.R * g.S == 1) return false;
-  // At least 3/5 of the computed positions are outputs (7x7 images and larger with 3x3 kernels).
+  if (g.stride_h != 1 || g.stride_w != 1 || g.R * g.S == 1) return false;
+  // Of the positions computed, at least 3/5 outputs on AMX (7x7 images and larger with 3x3
+  // kernels), 5/6 on AVX512-BF16 (14x14 and larger), where the GEMM's own kernel is closer to
+  // the direct one (docs/measurements.md).
   const DirectLayout d = direct_layout(g);
-  return 5 * g.output_plane() >= 3 * d.position_tiles * kTile;
+  const int64_t computed = d.position_tiles * kTile;
+  if (cpu_has(Isa::amx)) return 5 * g.output_plane() >= 3 * computed;
+  return cpu_has(Isa::avx512_bf16) && __builtin_cpu_supports("avx512vbmi2") &&
+         6 * g.output_plane() >= 5 * computed;
 }
 
 void direct_conv_forward(BFloat16* y, const BFloat16* x, const BFloat16* w, const BFloat16* bias,

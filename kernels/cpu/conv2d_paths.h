@@ -17,8 +17,9 @@
 //   conv2d_dense_small_image.cpp bf16 on images of no more pixels than kernel taps: the conv as
 //                                one product with a dense weight matrix (Note [Dense small-image
 //                                convolution]);
-//   conv2d_direct_bf16.cpp       bf16 on AMX, stride 1: tile multiplies straight from the padded
-//                                image, no column matrix (Note [Direct bf16 convolution]).
+//   conv2d_direct_bf16.cpp       bf16 on AMX or AVX512-BF16, stride 1: dot products straight
+//                                from the padded image, no column matrix
+//                                (Note [Direct bf16 convolution]).
 // Read conv2d_reference.cpp (the definition, plain loops) before any of them.
 #pragma once
 #include <algorithm>
@@ -233,8 +234,8 @@ void dense_small_image_backward(BFloat16* dx, float* dw, const BFloat16* dy, con
 
 // ---- conv2d_direct_bf16.cpp ----------------------------------------------------------------
 
-// Whether the direct path takes this conv: an AMX CPU, stride 1, a kernel larger than 1x1, and
-// images wide enough that most tile positions are outputs.
+// Whether the direct path takes this conv: a CPU with AMX, or with AVX512-BF16 and VBMI2, stride
+// 1, a kernel larger than 1x1, and images wide enough that most tile positions are outputs.
 bool direct_conv_applies(const ConvGeometry& g);
 
 // y (N, K, P, Q) = conv(x, w) + bias (bias may be null) when direct_conv_applies(g).
