@@ -1,6 +1,7 @@
 // What the bf16 kernels' AVX-512 code shares (gemm_bf16.cpp, im2col.cpp,
-// conv2d_dense_small_image.cpp): the target attribute of a function that uses AVX-512BW, and the
-// masks of a vector's first n lanes. Only CPUs with a bf16 GEMM (AVX512-BF16, which all have
+// conv2d_dense_small_image.cpp, conv2d_direct_bf16_weight_grad.cpp): the target attribute of a
+// function that uses AVX-512BW, the masks of a vector's first n lanes, and a 16 x 16 transpose
+// of 32-bit values. Only CPUs with a bf16 GEMM (AVX512-BF16, which all have
 // AVX-512BW) reach such functions. Private to kernels/cpu.
 #pragma once
 #include <immintrin.h>
@@ -16,6 +17,33 @@ inline __mmask32 first_lanes32(int64_t n) {
 }
 inline __mmask16 first_lanes16(int64_t n) {
   return n >= 16 ? __mmask16(0xFFFF) : (__mmask16(1) << n) - 1;
+}
+
+// rows (16 vectors of 16 32-bit values) becomes its transpose, in four rounds that each swap
+// blocks twice the size of the last: single values within pairs of rows, pairs of values, then
+// groups of four and of eight (128-bit lanes, whole 256-bit halves). All-lanes masked forms:
+// GCC 12's plain ones start from an undefined vector and warn that it may be used uninitialised.
+RG_AVX512_BW inline void transpose_16x16(__m512i rows[16]) {
+  __m512i t[16];
+  for (int i = 0; i < 16; i += 2) {  // 32-bit values of rows i, i+1
+    t[i] = _mm512_maskz_unpacklo_epi32(0xFFFF, rows[i], rows[i + 1]);
+    t[i + 1] = _mm512_maskz_unpackhi_epi32(0xFFFF, rows[i], rows[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {  // 64-bit pairs of rows i..i+3
+    rows[i] = _mm512_maskz_unpacklo_epi64(0xFF, t[i], t[i + 2]);
+    rows[i + 1] = _mm512_maskz_unpackhi_epi64(0xFF, t[i], t[i + 2]);
+    rows[i + 2] = _mm512_maskz_unpacklo_epi64(0xFF, t[i + 1], t[i + 3]);
+    rows[i + 3] = _mm512_maskz_unpackhi_epi64(0xFF, t[i + 1], t[i + 3]);
+  }
+  for (int i = 0; i < 16; i += 8)  // 128-bit lanes of rows i..i+7
+    for (int j = 0; j < 4; ++j) {
+      t[i + j] = _mm512_maskz_shuffle_i32x4(0xFFFF, rows[i + j], rows[i + j + 4], 0x88);
+      t[i + j + 4] = _mm512_maskz_shuffle_i32x4(0xFFFF, rows[i + j], rows[i + j + 4], 0xdd);
+    }
+  for (int j = 0; j < 8; ++j) {  // 256-bit halves
+    rows[j] = _mm512_maskz_shuffle_i32x4(0xFFFF, t[j], t[j + 8], 0x88);
+    rows[j + 8] = _mm512_maskz_shuffle_i32x4(0xFFFF, t[j], t[j + 8], 0xdd);
+  }
 }
 
 }  // namespace ringgrad::kernels::cpu

@@ -19,7 +19,9 @@
 //                                convolution]);
 //   conv2d_direct_bf16.cpp       bf16 on AMX or AVX512-BF16, stride 1: dot products straight
 //                                from the padded image, no column matrix
-//                                (Note [Direct bf16 convolution]).
+//                                (Note [Direct bf16 convolution]);
+//   conv2d_direct_bf16_weight_grad.cpp  its weight gradient on AVX512-BF16
+//                                (Note [Direct bf16 weight gradient]).
 // Read conv2d_reference.cpp (the definition, plain loops) before any of them.
 #pragma once
 #include <algorithm>
@@ -241,5 +243,16 @@ bool direct_conv_applies(const ConvGeometry& g);
 // y (N, K, P, Q) = conv(x, w) + bias (bias may be null) when direct_conv_applies(g).
 void direct_conv_forward(BFloat16* y, const BFloat16* x, const BFloat16* w, const BFloat16* bias,
                          int64_t N, const ConvGeometry& g);
+
+// ---- conv2d_direct_bf16_weight_grad.cpp ----------------------------------------------------
+
+// Whether dw comes straight from dy and x (Note [Direct bf16 weight gradient]): AVX512-BF16
+// without AMX (whose tile GEMM is the faster there), stride 1, a kernel larger than 1x1, and at
+// least 5/6 of its products real.
+bool direct_weight_grad_applies(const ConvGeometry& g);
+
+// dw (K, C, R, S) as f32 sums, when direct_weight_grad_applies(g).
+void direct_weight_grad(float* dw, const BFloat16* dy, const BFloat16* x, int64_t N,
+                        const ConvGeometry& g);
 
 }  // namespace ringgrad::kernels::cpu

@@ -51,33 +51,6 @@ RG_AVX512_BW inline __attribute__((always_inline)) __m512i joined_rows(const uin
   return _mm512_or_si512(low, _mm512_maskz_slli_epi32(0xFFFF, high, 16));
 }
 
-// rows (16 vectors of 16 32-bit values) becomes its transpose, in four rounds that each swap
-// blocks twice the size of the last: single values within pairs of rows, pairs of values, then
-// groups of four and of eight (128-bit lanes, whole 256-bit halves). All-lanes masked forms,
-// for the reason widened_row gives.
-RG_AVX512_BW void transpose_16x16(__m512i rows[16]) {
-  __m512i t[16];
-  for (int i = 0; i < 16; i += 2) {  // 32-bit values of rows i, i+1
-    t[i] = _mm512_maskz_unpacklo_epi32(0xFFFF, rows[i], rows[i + 1]);
-    t[i + 1] = _mm512_maskz_unpackhi_epi32(0xFFFF, rows[i], rows[i + 1]);
-  }
-  for (int i = 0; i < 16; i += 4) {  // 64-bit pairs of rows i..i+3
-    rows[i] = _mm512_maskz_unpacklo_epi64(0xFF, t[i], t[i + 2]);
-    rows[i + 1] = _mm512_maskz_unpackhi_epi64(0xFF, t[i], t[i + 2]);
-    rows[i + 2] = _mm512_maskz_unpacklo_epi64(0xFF, t[i + 1], t[i + 3]);
-    rows[i + 3] = _mm512_maskz_unpackhi_epi64(0xFF, t[i + 1], t[i + 3]);
-  }
-  for (int i = 0; i < 16; i += 8)  // 128-bit lanes of rows i..i+7
-    for (int j = 0; j < 4; ++j) {
-      t[i + j] = _mm512_maskz_shuffle_i32x4(0xFFFF, rows[i + j], rows[i + j + 4], 0x88);
-      t[i + j + 4] = _mm512_maskz_shuffle_i32x4(0xFFFF, rows[i + j], rows[i + j + 4], 0xdd);
-    }
-  for (int j = 0; j < 8; ++j) {  // 256-bit halves
-    rows[j] = _mm512_maskz_shuffle_i32x4(0xFFFF, t[j], t[j + 8], 0x88);
-    rows[j + 8] = _mm512_maskz_shuffle_i32x4(0xFFFF, t[j], t[j + 8], 0xdd);
-  }
-}
-
 // B tile (products from p0, columns from j0) of op(B) (k x n), pairs of products interleaved.
 RG_AVX512_BW void pack_b_tile(uint16_t* tile, Op op, const uint16_t* b, int64_t ldb, int64_t k,
                               int64_t n, int64_t p0, int64_t j0) {
