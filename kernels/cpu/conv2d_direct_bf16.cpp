@@ -12,25 +12,28 @@
 // bytes, read in place at the pair stride, and
 //   y tile (16 channels x 16 positions) += sum over taps and channel blocks of
 //                                          w tile (16 channels x 32 input channels) x xp tile.
-// On AMX a tile load reads those rows and one TDPBF16PS multiplies; on AVX512-BF16 each row is
-// one vector load and each weight pair one broadcast into VDPBF16PS, as in the GEMM's kernel.
-// Every flat position is computed and the ow >= Q ones (they read across a row edge) are
-// thrown away: Wp / Q more multiplies (30/28 at 28x28, 9/7 at 7x7), far fewer bytes moved.
+// On AMX a tile load reads those rows and one TDPBF16PS multiplies; every flat position is
+// computed and the ow >= Q ones (they read across a row edge) are thrown away: Wp / Q more
+// multiplies (30/28 at 28x28, 9/7 at 7x7), far fewer bytes moved. On AVX512-BF16 the same
+// shifted reads of xp feed VDPBF16PS the other way round, output channels in the lanes and
+// one position per broadcast, so that only outputs are computed (the row pieces below).
 // Tested against the direct-loop reference (conv2d_reference.cpp) by the conv2d tests in bf16.
 #include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
 #include "kernels/cpu/amx_config.h"
+#include "kernels/cpu/avx512_bw.h"
 #include "kernels/cpu/conv2d_paths.h"
 #include "kernels/cpu/cpu_features.h"
 
 #define RG_AMX __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bf16,avx512vbmi2,avx512vl")))
-// Every CPU with AMX has these (Sapphire Rapids and later); AVX512-BF16 ones are asked for VBMI2.
+// Every CPU with AMX has these (Sapphire Rapids and later).
 #define RG_STORE __attribute__((target("avx512f,avx512bf16,avx512vbmi2,avx512vl,avx512bw")))
+// And every CPU with AVX512-BF16 these.
+#define RG_AVX512_BF16 __attribute__((target("avx512f,avx512bf16,avx512vl,avx512bw")))
 
 namespace ringgrad::kernels::cpu {
 
@@ -58,7 +61,8 @@ DirectLayout direct_layout(const ConvGeometry& g) {
   d.positions = g.P * d.Wp;
   d.position_tiles = (d.positions + kTile - 1) / kTile;
   const int64_t last_read = d.position_tiles * kTile - 1 + (g.R - 1) * d.Wp + g.S - 1;
-  d.plane = std::max(last_read + 1, (g.H + 2 * g.pad_h) * d.Wp);
+  // A last row piece on AVX512-BF16 reads up to 27 positions past the padded image.
+  d.plane = std::max(last_read + 1, (g.H + 2 * g.pad_h) * d.Wp + 28);
   d.k_tiles = (g.K + kTile - 1) / kTile;
   return d;
 }
@@ -197,46 +201,124 @@ void configure(const DirectLayout& d) {
   use_tile_shapes(shapes);
 }
 
-// The same 16 x 16 C tile on AVX512-BF16, in 16 vectors (one per output channel, its lanes the
-// positions): per tap and channel pair, the shifted image's 16 positions are one load straight
-// from xp and each channel's weight pair one broadcast, as in the GEMM's dot_tile.
-RG_STORE void dot_direct_block(BFloat16* y, const uint32_t* xp, const uint16_t* a_tiles,
-                               const BFloat16* bias, int64_t kt, int64_t pt, const ConvGeometry& g,
-                               const DirectLayout& d) {
-  const int64_t taps = g.R * g.S, row = 2 * d.block_pairs, a_size = kTile * row;
-  __m512 acc[kTile];
-#pragma GCC unroll 16
-  for (int i = 0; i < kTile; ++i) acc[i] = _mm512_setzero_ps();
+// ---- AVX512-BF16: output rows, the output channels in the lanes -------------------------------
+// A vector of 16 positions of xp would read every flat position, the columns thrown away too,
+// and store its rows by compressing. Here the lanes are 16 output channels instead: wp[tap][pair]
+// holds each output channel's weight pair for that tap and input channel pair, so that
+//   acc[q] (16 output channels at position q) += broadcast xp[pair][shifted q] . wp[tap][pair]
+// for NQ consecutive outputs q of one output row, KB vectors of output channels at once
+// (NQ x KB accumulators of the 32 registers, NQ broadcasts and KB loads for NQ x KB dot
+// products), and nothing is computed past the row but a last block's tail. The block is
+// transposed to output-channel rows to be stored, the bias added as a vector first.
+
+// (KB, NQ) blocks, the positions along a row times the vectors of 16 output channels at most 28.
+struct RowBlock {
+  int kb, nq;
+};
+
+// The block for this conv: the widest row piece that wastes the least of the row, then as many
+// channel vectors as the registers and K allow.
+RowBlock row_block(const ConvGeometry& g) {
+  const int64_t k_vectors = (g.K + kTile - 1) / kTile;
+  int nq = 28;
+  for (const int candidate : {14, 7})
+    if ((g.Q + candidate - 1) / candidate * candidate < (g.Q + nq - 1) / nq * nq) nq = candidate;
+  int kb = 1;
+  while (kb * 2 * nq <= 28 && k_vectors % (kb * 2) == 0) kb *= 2;
+  return {kb, nq};
+}
+
+// wp (taps x pairs x k_vectors * 16 values of 32 bits): output channel k's weights for input
+// channels 2i and 2i + 1 at each tap, low and high half; zero past K and C.
+std::vector<uint32_t> pack_weight_pairs(const BFloat16* w, const ConvGeometry& g,
+                                        const DirectLayout& d) {
+  const int64_t taps = g.R * g.S, pairs = d.pair_blocks * d.block_pairs;
+  const int64_t lanes = d.k_tiles * kTile;
+  std::vector<uint32_t> wp(taps * pairs * lanes, 0u);
+  for (int64_t k = 0; k < g.K; ++k)
+    for (int64_t c = 0; c < g.C; ++c)
+      for (int64_t tap = 0; tap < taps; ++tap)
+        wp[(tap * pairs + c / 2) * lanes + k] |= uint32_t{bits(w)[(k * g.C + c) * taps + tap]}
+                                                 << (16 * (c % 2));
+  return wp;
+}
+
+// The outputs q0 .. q0 + NQ - 1 (those below Q stored) of output row p, channels from vector kv0.
+template <int KB, int NQ>
+RG_AVX512_BF16 void row_piece(BFloat16* y, const uint32_t* xp, const uint32_t* wp,
+                              const BFloat16* bias, int64_t kv0, int64_t p, int64_t q0,
+                              const ConvGeometry& g, const DirectLayout& d) {
+  const int64_t taps = g.R * g.S, pairs = d.pair_blocks * d.block_pairs;
+  const int64_t lanes = d.k_tiles * kTile;
+  __m512 acc[NQ][KB];
+#pragma GCC unroll 28
+  for (int q = 0; q < NQ; ++q)
+#pragma GCC unroll 4
+    for (int v = 0; v < KB; ++v) acc[q][v] = _mm512_setzero_ps();
   for (int64_t tap = 0; tap < taps; ++tap) {
-    const int64_t shift = tap / g.S * d.Wp + tap % g.S;
-    for (int64_t block = 0; block < d.pair_blocks; ++block) {
-      const uint16_t* a = a_tiles + ((kt * taps + tap) * d.pair_blocks + block) * a_size;
-      const uint32_t* b = xp + block * d.block_pairs * d.plane + pt * kTile + shift;
-      for (int64_t pair = 0; pair < d.block_pairs; ++pair, b += d.plane) {
-        const __m512bh positions = (__m512bh)_mm512_loadu_si512(b);
-#pragma GCC unroll 16
-        for (int i = 0; i < kTile; ++i) {
-          int32_t w_pair;
-          std::memcpy(&w_pair, a + i * row + 2 * pair, sizeof w_pair);
-          acc[i] = _mm512_dpbf16_ps(acc[i], (__m512bh)_mm512_set1_epi32(w_pair), positions);
-        }
+    const uint32_t* x = xp + (p + tap / g.S) * d.Wp + q0 + tap % g.S;
+    const uint32_t* w = wp + tap * pairs * lanes + kv0 * kTile;
+    for (int64_t pair = 0; pair < pairs; ++pair, x += d.plane, w += lanes) {
+      __m512bh weights[KB];
+#pragma GCC unroll 4
+      for (int v = 0; v < KB; ++v) weights[v] = (__m512bh)_mm512_loadu_si512(w + v * kTile);
+#pragma GCC unroll 28
+      for (int q = 0; q < NQ; ++q) {
+        const __m512bh inputs = (__m512bh)_mm512_set1_epi32(static_cast<int32_t>(x[q]));
+#pragma GCC unroll 4
+        for (int v = 0; v < KB; ++v) acc[q][v] = _mm512_dpbf16_ps(acc[q][v], inputs, weights[v]);
       }
     }
   }
-  alignas(64) float tile[kTile * kTile];
+  const int64_t stored = std::min<int64_t>(NQ, g.Q - q0);
+#pragma GCC unroll 4
+  for (int v = 0; v < KB; ++v) {
+    const int64_t k0 = (kv0 + v) * kTile;
+    __m512 add = _mm512_setzero_ps();
+    if (bias) {
+      alignas(64) float b[kTile] = {};
+      for (int64_t i = 0; i < kTile && k0 + i < g.K; ++i) b[i] = widen(bias[k0 + i]);
+      add = _mm512_load_ps(b);
+    }
+#pragma GCC unroll 2
+    for (int c0 = 0; c0 < NQ; c0 += kTile) {  // 16 positions at a time, transposed
+      if (c0 >= stored) break;
+      __m512i rows[kTile];
 #pragma GCC unroll 16
-  for (int i = 0; i < kTile; ++i) _mm512_store_ps(tile + i * kTile, acc[i]);
-  store_tile(y, tile, kt * kTile, pt * kTile, bias, g, d);
+      for (int j = 0; j < kTile; ++j)
+        rows[j] = c0 + j < NQ ? _mm512_castps_si512(_mm512_add_ps(acc[c0 + j][v], add))
+                              : _mm512_setzero_si512();
+      transpose_16x16(rows);
+      const __mmask16 keep = first_lanes16(stored - c0);
+      for (int64_t i = 0; i < kTile && k0 + i < g.K; ++i)
+        _mm256_mask_storeu_epi16(y + (k0 + i) * g.output_plane() + p * g.Q + q0 + c0, keep,
+                                 (__m256i)_mm512_cvtneps_pbh(_mm512_castsi512_ps(rows[i])));
+    }
+  }
+}
+
+template <int KB, int NQ>
+void rows_image(BFloat16* y, const uint32_t* xp, const uint32_t* wp, const BFloat16* bias,
+                const ConvGeometry& g, const DirectLayout& d) {
+  for (int64_t kv0 = 0; kv0 < d.k_tiles; kv0 += KB)
+    for (int64_t p = 0; p < g.P; ++p)
+      for (int64_t q0 = 0; q0 < g.Q; q0 += NQ) row_piece<KB, NQ>(y, xp, wp, bias, kv0, p, q0, g, d);
+}
+
+void rows_direct_image(BFloat16* y, const uint32_t* xp, const uint32_t* wp, const BFloat16* bias,
+                       const ConvGeometry& g, const DirectLayout& d) {
+  const RowBlock b = row_block(g);
+  if (b.nq == 28) return rows_image<1, 28>(y, xp, wp, bias, g, d);
+  if (b.nq == 14)
+    return b.kb == 2 ? rows_image<2, 14>(y, xp, wp, bias, g, d)
+                     : rows_image<1, 14>(y, xp, wp, bias, g, d);
+  if (b.kb == 4) return rows_image<4, 7>(y, xp, wp, bias, g, d);
+  if (b.kb == 2) return rows_image<2, 7>(y, xp, wp, bias, g, d);
+  rows_image<1, 7>(y, xp, wp, bias, g, d);
 }
 
 void direct_image(BFloat16* y, const uint32_t* xp, const uint16_t* a_tiles, const BFloat16* bias,
                   const ConvGeometry& g, const DirectLayout& d) {
-  if (!cpu_has(Isa::amx)) {
-    for (int64_t kt = 0; kt < d.k_tiles; ++kt)
-      for (int64_t pt = 0; pt < d.position_tiles; ++pt)
-        dot_direct_block(y, xp, a_tiles, bias, kt, pt, g, d);
-    return;
-  }
   configure(d);
   for (int64_t kt = 0; kt < d.k_tiles; kt += 2)
     for (int64_t pt = 0; pt < d.position_tiles; pt += 2) {
@@ -256,20 +338,23 @@ void direct_image(BFloat16* y, const uint32_t* xp, const uint16_t* a_tiles, cons
 
 bool direct_conv_applies(const ConvGeometry& g) {
   if (g.stride_h != 1 || g.stride_w != 1 || g.R * g.S == 1) return false;
-  // Of the positions computed, at least 3/5 outputs on AMX (7x7 images and larger with 3x3
-  // kernels), 5/6 on AVX512-BF16 (14x14 and larger), where the GEMM's own kernel is closer to
-  // the direct one (docs/measurements.md).
-  const DirectLayout d = direct_layout(g);
-  const int64_t computed = d.position_tiles * kTile;
-  if (cpu_has(Isa::amx)) return 5 * g.output_plane() >= 3 * computed;
-  return cpu_has(Isa::avx512_bf16) && __builtin_cpu_supports("avx512vbmi2") &&
-         6 * g.output_plane() >= 5 * computed;
+  // On AMX at least 3/5 of the positions computed are outputs (7x7 images and larger with 3x3
+  // kernels). On AVX512-BF16 at least 5/6 of a row's pieces (so not 4x4 images), and 8 input
+  // channels or more: with fewer (the stem) storing the rows costs more than multiplying.
+  if (cpu_has(Isa::amx)) {
+    const DirectLayout d = direct_layout(g);
+    return 5 * g.output_plane() >= 3 * d.position_tiles * kTile;
+  }
+  const RowBlock b = row_block(g);
+  return cpu_has(Isa::avx512_bf16) && g.C >= 8 && 6 * g.Q >= 5 * ((g.Q + b.nq - 1) / b.nq * b.nq);
 }
 
 void direct_conv_forward(BFloat16* y, const BFloat16* x, const BFloat16* w, const BFloat16* bias,
                          int64_t N, const ConvGeometry& g) {
   const DirectLayout d = direct_layout(g);
-  const std::vector<uint16_t> a_tiles = pack_weights(w, g, d);
+  const bool amx = cpu_has(Isa::amx);
+  const std::vector<uint16_t> a_tiles = amx ? pack_weights(w, g, d) : std::vector<uint16_t>();
+  const std::vector<uint32_t> wp = amx ? std::vector<uint32_t>() : pack_weight_pairs(w, g, d);
   const int threads = static_cast<int>(std::min<int64_t>(omp_get_max_threads(), N));
 #pragma omp parallel num_threads(threads)
   {
@@ -277,7 +362,11 @@ void direct_conv_forward(BFloat16* y, const BFloat16* x, const BFloat16* w, cons
 #pragma omp for schedule(static)
     for (int64_t n = 0; n < N; ++n) {
       pack_image(xp.data(), x + n * g.image_size(), g, d);
-      direct_image(y + n * g.output_image_size(), xp.data(), a_tiles.data(), bias, g, d);
+      BFloat16* out = y + n * g.output_image_size();
+      if (amx)
+        direct_image(out, xp.data(), a_tiles.data(), bias, g, d);
+      else
+        rows_direct_image(out, xp.data(), wp.data(), bias, g, d);
     }
   }
 }

@@ -252,12 +252,15 @@ TEST_CASE("conv2d in bf16 matches the f64 reference of the same bf16 values over
   // direct one too; elsewhere the conv widens to f32. Either way each result is rounded to bf16
   // once: within half a bf16 ulp (2^-8 relative) of the exact value, plus f32 summation error.
   std::vector<ConvCase> cases = sweep_cases();
-  // Stride 1 on wide enough images takes the direct path (Note [Direct bf16 convolution]), on
-  // AMX from 7x7 images, on AVX512-BF16 (the 22x22 and larger ones here) from 14x14: whole and
-  // partial blocks of 16 channel pairs, an odd channel count, more than 32 output channels,
-  // resnet20's first stage, a 5x5 kernel without padding; and there the weight gradient straight
-  // from dy and x too (Note [Direct bf16 weight gradient]) for resnet20's first stage and for
-  // 32 -> 48 channels on 22x22. And a strided
+  // Stride 1 on wide enough images takes the direct path (Note [Direct bf16 convolution]): on
+  // AMX from 7x7 images, whole and partial blocks of 16 channel pairs, an odd channel count, more
+  // than 32 output channels, resnet20's first stage, a 5x5 kernel without padding; on
+  // AVX512-BF16 for 8 input channels or more where rows split into pieces of 7, 14 or 28 with
+  // little left over: pieces of each length, 1, 2 and 4 vectors of output channels at once (32
+  // and 64 outputs on 7x7, 64 -> 16 and 32 -> 48 in dx), a partial vector (40 outputs), bias.
+  // There the weight gradient comes straight from dy and x too
+  // (Note [Direct bf16 weight gradient]) for resnet20's first stage and for 32 -> 48 channels on
+  // 14x14. And a strided
   // conv whose weight gradient (40 x 189) is summed through whole and partial 32 x 32 tiles,
   // and rows too wide for im2col's register permutes (more than 64 pixels), whose runs are long
   // enough for the walk's vector copies: 35-36 entries at stride 2, 70 at stride 1.
@@ -267,8 +270,11 @@ TEST_CASE("conv2d in bf16 matches the f64 reference of the same bf16 values over
                              {{2, 33, 9, 9}, {40, 33, 3, 3}, 1, 1, 1, 1, true},
                              {{2, 64, 7, 7}, {16, 64, 3, 3}, 1, 1, 1, 1, false},
                              {{2, 16, 28, 28}, {16, 16, 3, 3}, 1, 1, 1, 1, false},
-                             {{2, 33, 22, 22}, {40, 33, 3, 3}, 1, 1, 1, 1, true},
-                             {{2, 32, 22, 22}, {48, 32, 3, 3}, 1, 1, 1, 1, false},
+                             {{2, 33, 21, 21}, {40, 33, 3, 3}, 1, 1, 1, 1, true},
+                             {{2, 32, 14, 14}, {48, 32, 3, 3}, 1, 1, 1, 1, false},
+                             {{2, 16, 7, 7}, {64, 16, 3, 3}, 1, 1, 1, 1, true},
+                             {{1, 12, 7, 7}, {32, 12, 3, 3}, 1, 1, 1, 1, false},
+                             {{2, 10, 18, 18}, {7, 10, 5, 5}, 1, 1, 0, 0, true},
                              {{2, 5, 28, 26}, {7, 5, 5, 5}, 1, 1, 0, 0, true},
                              {{3, 6, 12, 11}, {5, 6, 5, 5}, 1, 1, 0, 0, true}});
   check_against_reference({1, 3}, cases, DType::bf16, std::ldexp(1.0, -8) * 1.01, 17);
