@@ -259,8 +259,8 @@ TEST_CASE("conv2d in bf16 matches the f64 reference of the same bf16 values over
   // little left over: pieces of each length, 1, 2 and 4 vectors of output channels at once (32
   // and 64 outputs on 7x7, 64 -> 16 and 32 -> 48 in dx), a partial vector (40 outputs), bias.
   // There the weight gradient comes straight from dy and x too
-  // (Note [Direct bf16 weight gradient]) for resnet20's first stage and for 32 -> 48 channels on
-  // 14x14. And a strided
+  // (Note [Direct bf16 weight gradient]) for resnet20's first stage, for 32 -> 48 channels on
+  // 14x14 and for 16 <-> 64 on 7x7. And a strided
   // conv whose weight gradient (40 x 189) is summed through whole and partial 32 x 32 tiles,
   // and rows too wide for im2col's register permutes (more than 64 pixels), whose runs are long
   // enough for the walk's vector copies: 35-36 entries at stride 2, 70 at stride 1.
@@ -309,10 +309,11 @@ TEST_CASE("conv2d in half may give dw in f32: the f32 sums, never rounded to hal
 TEST_CASE("the direct bf16 weight gradient matches the reference, partial channel blocks too") {
   // Note [Direct bf16 weight gradient], called directly: conv2d takes it only where 5/6 of its
   // products are real, which leaves out channel counts that half fill a block of 16. Here: an
-  // odd count of positions (29 x 31 at pad 0), channel blocks partly filled on both sides, a
-  // 5x5 kernel wider than its padding, one image and more images than threads. Each f32
-  // accumulator sums up to 2,523 products of unit normals one after another, which stays within
-  // 1e-4 of the f64 reference; a pair or a position left out is off by 0.1 or more.
+  // odd number of images (the last one paired with zeros) and a single one, channel blocks
+  // partly filled on both sides, no padding, a 5x5 kernel wider than its padding, more image
+  // pairs than threads. Each f32 accumulator sums up to 1,682 products of unit normals one
+  // after another, which stays within 1e-4 of the f64 reference; an output, an image or a pair
+  // left out is off by 0.1 or more.
   if (!kernels::cpu::cpu_has(kernels::cpu::Isa::avx512_bf16))
     return testing::skip_test(
         "this CPU has no AVX512-BF16, which the direct weight gradient needs");
