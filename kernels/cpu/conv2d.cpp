@@ -172,6 +172,13 @@ void im2col_conv_backward(T* dx, GemmResult<T>* dw, const T* dy, const T* x, con
 template <class T>
 void uncropped_backward(T* dx, GemmResult<T>* dw, const T* dy, const T* x, const T* w, int64_t N,
                         const ConvGeometry& g) {
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    if (dw && direct_weight_grad_applies(g)) {  // Note [Direct bf16 weight gradient]
+      direct_weight_grad(dw, dy, x, N, g);
+      if (!dx) return;
+      dw = nullptr;
+    }
+  }
   if (dx && input_grad_is_conv(g)) return flipped_conv_backward(dx, dw, dy, x, w, N, g);
   im2col_conv_backward(dx, dw, dy, x, w, N, g);
 }

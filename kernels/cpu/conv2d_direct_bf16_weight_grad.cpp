@@ -1,18 +1,19 @@
-// The weight gradient of a stride-1 bf16 convolution on AVX512-BF16 straight from dy and x, no
-// column matrix (kernels/cpu/conv2d_paths.h): the backward half of the direct convolution.
+// The weight gradient of a bf16 convolution on AVX512-BF16 straight from dy and x, no column
+// matrix (kernels/cpu/conv2d_paths.h): the backward half of the direct convolution.
 //
 // Note [Direct bf16 weight gradient]
 // With x padded, dw[k][c][r][s] = sum over images n and outputs (p, q) of
-// dy[n][k][p][q] xpad[n][c][p + r][q + s]. VDPBF16PS multiplies pairs of the summed index; here
-// the pairs are two images, n and n + 1, at the same output and the same tap, so that any
-// output and any shift has its pair and only outputs are summed. Packed per image pair as
+// dy[n][k][p][q] xpad[n][c][p * stride_h + r][q * stride_w + s]. VDPBF16PS multiplies pairs of the
+// summed index; here the pairs are two images, n and n + 1, at the same output and the same tap, so
+// that any output and any shift has its pair and only outputs are summed. Packed per image pair as
 //   dyp[o][k] = (dy[n][k][o], dy[n + 1][k][o])       (o = p * Q + q, 16 output channels a line)
 //   xp[e][c]  = (xpad[n][c][e], xpad[n + 1][c][e])   (e = h * Wp + w, 16 input channels a line)
 // a block of dw^T, 16 input channels (one accumulator each) x 16 output channels (the lanes),
 // for tap (r, s) is the sum over the outputs of one vector load of dyp[o] into 16 broadcasts of
-// xp[(p + r) * Wp + q + s], all from one line, as in the GEMM's kernel. Each image pair is packed
-// once (rows joined into pairs, 16 x 16 blocks transposed) and read for every tap; an odd image
-// out is paired with zeros. Tested against the direct-loop reference by the conv2d tests.
+// xp[(p * stride_h + r) * Wp + q * stride_w + s], all from one line, as in the GEMM's kernel. Each
+// image pair is packed once (rows joined into pairs, 16 x 16 blocks transposed) and read for every
+// tap; an odd image out is paired with zeros. Tested against the direct-loop reference by the
+// conv2d tests.
 #include <immintrin.h>
 #include <omp.h>
 
@@ -96,13 +97,13 @@ RG_AVX512_BF16 void tap_block(float* sums, const uint32_t* x_pairs, const uint32
 #pragma GCC unroll 16
   for (int i = 0; i < kBlock; ++i) acc[i] = _mm512_setzero_ps();
   for (int64_t p = 0; p < g.P; ++p) {
-    const uint32_t* x_row = x_pairs + ((p + r) * d.Wp + s) * kBlock;
+    const uint32_t* x_at = x_pairs + ((p * g.stride_h + r) * d.Wp + s) * kBlock;
     const uint32_t* dy_row = dy_pairs + p * g.Q * kBlock;
-    for (int64_t q = 0; q < g.Q; ++q) {
+    for (int64_t q = 0; q < g.Q; ++q, x_at += g.stride_w * kBlock) {
       const __m512bh dy_vector = (__m512bh)_mm512_loadu_si512(dy_row + q * kBlock);
 #pragma GCC unroll 16
       for (int i = 0; i < kBlock; ++i) {
-        const int32_t x_pair = static_cast<int32_t>(x_row[q * kBlock + i]);
+        const int32_t x_pair = static_cast<int32_t>(x_at[i]);
         acc[i] = _mm512_dpbf16_ps(acc[i], (__m512bh)_mm512_set1_epi32(x_pair), dy_vector);
       }
     }
@@ -115,8 +116,8 @@ RG_AVX512_BF16 void tap_block(float* sums, const uint32_t* x_pairs, const uint32
 }  // namespace
 
 bool direct_weight_grad_applies(const ConvGeometry& g) {
-  if (!cpu_has(Isa::avx512_bf16) || cpu_has(Isa::amx)) return false;
-  if (g.stride_h != 1 || g.stride_w != 1 || g.R * g.S == 1) return false;
+  // A 1x1 kernel's column matrix is x itself or a sample of it, cheaper than packing all of x.
+  if (!cpu_has(Isa::avx512_bf16) || cpu_has(Isa::amx) || g.R * g.S == 1) return false;
   // At least 5/6 of the products are real: channel blocks not much filled with zeros.
   return 6 * g.C * g.K >= 5 * blocks_of(g.C) * kBlock * blocks_of(g.K) * kBlock;
 }

@@ -59,15 +59,13 @@ void flipped_conv_backward(T* dx, GemmResult<T>* dw, const T* dy, const T* x, co
   using R = GemmResult<T>;
   const ConvGeometry f = input_grad_geometry(g);  // the conv over dy: f.K == g.C, f.C == g.K
   const Tensor flipped = flipped_transposed_kernel(w, g);
-  // bf16 on AMX or AVX512-BF16: dx straight from dy (Note [Direct bf16 convolution]), and dw
-  // straight from dy and x where that applies (Note [Direct bf16 weight gradient]); otherwise
-  // the loop below then only builds dy's column matrix for dw.
+  // bf16 on AMX or AVX512-BF16: dx straight from dy (Note [Direct bf16 convolution]); the loop
+  // below then only builds dy's column matrix for dw.
   bool dx_done = false;
   if constexpr (std::is_same_v<T, BFloat16>) {
     if (direct_conv_applies(f)) {
       direct_conv_forward(dx, dy, flipped.data<T>(), nullptr, N, f);
       if (!dw) return;
-      if (direct_weight_grad_applies(g)) return direct_weight_grad(dw, dy, x, N, g);
       dx_done = true;
     }
   }

@@ -247,8 +247,8 @@ void direct_conv_forward(BFloat16* y, const BFloat16* x, const BFloat16* w, cons
 // ---- conv2d_direct_bf16_weight_grad.cpp ----------------------------------------------------
 
 // Whether dw comes straight from dy and x (Note [Direct bf16 weight gradient]): AVX512-BF16
-// without AMX (whose tile GEMM is the faster there), stride 1, a kernel larger than 1x1, and at
-// least 5/6 of its products real.
+// without AMX (whose tile GEMM is the faster there), a kernel larger than 1x1, and at least 5/6
+// of its products real.
 bool direct_weight_grad_applies(const ConvGeometry& g);
 
 // dw (K, C, R, S) as f32 sums, when direct_weight_grad_applies(g).

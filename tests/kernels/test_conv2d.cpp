@@ -260,7 +260,7 @@ TEST_CASE("conv2d in bf16 matches the f64 reference of the same bf16 values over
   // and 64 outputs on 7x7, 64 -> 16 and 32 -> 48 in dx), a partial vector (40 outputs), bias.
   // There the weight gradient comes straight from dy and x too
   // (Note [Direct bf16 weight gradient]) for resnet20's first stage, for 32 -> 48 channels on
-  // 14x14 and for 16 <-> 64 on 7x7. And a strided
+  // 14x14, for 16 <-> 64 on 7x7, and for a strided conv. And a strided
   // conv whose weight gradient (40 x 189) is summed through whole and partial 32 x 32 tiles,
   // and rows too wide for im2col's register permutes (more than 64 pixels), whose runs are long
   // enough for the walk's vector copies: 35-36 entries at stride 2, 70 at stride 1.
@@ -273,6 +273,7 @@ TEST_CASE("conv2d in bf16 matches the f64 reference of the same bf16 values over
                              {{2, 33, 21, 21}, {40, 33, 3, 3}, 1, 1, 1, 1, true},
                              {{2, 32, 14, 14}, {48, 32, 3, 3}, 1, 1, 1, 1, false},
                              {{2, 16, 7, 7}, {64, 16, 3, 3}, 1, 1, 1, 1, true},
+                             {{3, 16, 15, 15}, {32, 16, 3, 3}, 2, 2, 1, 1, true},
                              {{1, 12, 7, 7}, {32, 12, 3, 3}, 1, 1, 1, 1, false},
                              {{2, 10, 18, 18}, {7, 10, 5, 5}, 1, 1, 0, 0, true},
                              {{2, 5, 28, 26}, {7, 5, 5, 5}, 1, 1, 0, 0, true},
@@ -310,10 +311,10 @@ TEST_CASE("the direct bf16 weight gradient matches the reference, partial channe
   // Note [Direct bf16 weight gradient], called directly: conv2d takes it only where 5/6 of its
   // products are real, which leaves out channel counts that half fill a block of 16. Here: an
   // odd number of images (the last one paired with zeros) and a single one, channel blocks
-  // partly filled on both sides, no padding, a 5x5 kernel wider than its padding, more image
-  // pairs than threads. Each f32 accumulator sums up to 1,682 products of unit normals one
-  // after another, which stays within 1e-4 of the f64 reference; an output, an image or a pair
-  // left out is off by 0.1 or more.
+  // partly filled on both sides, no padding, a 5x5 kernel wider than its padding, strides of 2
+  // (one axis, then both, 1x1), more image pairs than threads. Each f32 accumulator sums up to
+  // 1,682 products of unit normals one after another, which stays within 1e-4 of the f64 reference;
+  // an output, an image or a pair left out is off by 0.1 or more.
   if (!kernels::cpu::cpu_has(kernels::cpu::Isa::avx512_bf16))
     return testing::skip_test(
         "this CPU has no AVX512-BF16, which the direct weight gradient needs");
@@ -321,7 +322,9 @@ TEST_CASE("the direct bf16 weight gradient matches the reference, partial channe
   ThreadCountGuard guard;
   const std::vector<ConvCase> cases = {{{3, 16, 31, 31}, {16, 16, 3, 3}, 1, 1, 0, 0, false},
                                        {{2, 21, 9, 12}, {35, 21, 3, 3}, 1, 1, 1, 1, false},
-                                       {{1, 3, 11, 10}, {5, 3, 5, 5}, 1, 1, 1, 2, false}};
+                                       {{1, 3, 11, 10}, {5, 3, 5, 5}, 1, 1, 1, 2, false},
+                                       {{3, 16, 13, 11}, {16, 16, 3, 3}, 2, 1, 1, 0, false},
+                                       {{2, 6, 9, 9}, {20, 6, 1, 1}, 2, 2, 0, 0, false}};
   for (const int threads : {1, 3}) {
     kernels::set_num_threads(threads);
     for (const ConvCase& c : cases) {
