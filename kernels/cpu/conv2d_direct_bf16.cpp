@@ -61,8 +61,9 @@ DirectLayout direct_layout(const ConvGeometry& g) {
   d.positions = g.P * d.Wp;
   d.position_tiles = (d.positions + kTile - 1) / kTile;
   const int64_t last_read = d.position_tiles * kTile - 1 + (g.R - 1) * d.Wp + g.S - 1;
-  // A last row piece on AVX512-BF16 reads up to 27 positions past the padded image.
-  d.plane = std::max(last_read + 1, (g.H + 2 * g.pad_h) * d.Wp + 28);
+  // A last row piece on AVX512-BF16 reads up to 27 outputs, at stride 2 54 positions, past
+  // the padded image.
+  d.plane = std::max(last_read + 1, (g.H + 2 * g.pad_h) * d.Wp + 2 * 28);
   d.k_tiles = (g.K + kTile - 1) / kTile;
   return d;
 }
@@ -250,7 +251,7 @@ std::vector<uint32_t> pack_weight_pairs(const BFloat16* w, const ConvGeometry& g
 }
 
 // The outputs q0 .. q0 + NQ - 1 (those below Q stored) of output row p, channels from vector kv0.
-template <int KB, int NQ>
+template <int KB, int NQ, int SW>
 RG_AVX512_BF16 void row_piece(BFloat16* y, const uint32_t* xp, const uint32_t* wp,
                               const BFloat16* bias, int64_t kv0, int64_t p, int64_t q0,
                               const ConvGeometry& g, const DirectLayout& d) {
@@ -262,7 +263,7 @@ RG_AVX512_BF16 void row_piece(BFloat16* y, const uint32_t* xp, const uint32_t* w
 #pragma GCC unroll 4
     for (int v = 0; v < KB; ++v) acc[q][v] = _mm512_setzero_ps();
   for (int64_t tap = 0; tap < taps; ++tap) {
-    const uint32_t* x = xp + (p + tap / g.S) * d.Wp + q0 + tap % g.S;
+    const uint32_t* x = xp + (p * g.stride_h + tap / g.S) * d.Wp + q0 * SW + tap % g.S;
     const uint32_t* w = wp + tap * pairs * lanes + kv0 * kTile;
     for (int64_t pair = 0; pair < pairs; ++pair, x += d.plane, w += lanes) {
       __m512bh weights[KB];
@@ -270,7 +271,7 @@ RG_AVX512_BF16 void row_piece(BFloat16* y, const uint32_t* xp, const uint32_t* w
       for (int v = 0; v < KB; ++v) weights[v] = (__m512bh)_mm512_loadu_si512(w + v * kTile);
 #pragma GCC unroll 28
       for (int q = 0; q < NQ; ++q) {
-        const __m512bh inputs = (__m512bh)_mm512_set1_epi32(static_cast<int32_t>(x[q]));
+        const __m512bh inputs = (__m512bh)_mm512_set1_epi32(static_cast<int32_t>(x[q * SW]));
 #pragma GCC unroll 4
         for (int v = 0; v < KB; ++v) acc[q][v] = _mm512_dpbf16_ps(acc[q][v], inputs, weights[v]);
       }
@@ -303,24 +304,26 @@ RG_AVX512_BF16 void row_piece(BFloat16* y, const uint32_t* xp, const uint32_t* w
   }
 }
 
-template <int KB, int NQ>
+template <int KB, int NQ, int SW>
 void rows_image(BFloat16* y, const uint32_t* xp, const uint32_t* wp, const BFloat16* bias,
                 const ConvGeometry& g, const DirectLayout& d) {
   for (int64_t kv0 = 0; kv0 < d.k_tiles; kv0 += KB)
     for (int64_t p = 0; p < g.P; ++p)
-      for (int64_t q0 = 0; q0 < g.Q; q0 += NQ) row_piece<KB, NQ>(y, xp, wp, bias, kv0, p, q0, g, d);
+      for (int64_t q0 = 0; q0 < g.Q; q0 += NQ)
+        row_piece<KB, NQ, SW>(y, xp, wp, bias, kv0, p, q0, g, d);
 }
 
+template <int SW>
 void rows_direct_image(BFloat16* y, const uint32_t* xp, const uint32_t* wp, const BFloat16* bias,
                        const ConvGeometry& g, const DirectLayout& d) {
   const RowBlock b = row_block(g);
-  if (b.nq == 28) return rows_image<1, 28>(y, xp, wp, bias, g, d);
+  if (b.nq == 28) return rows_image<1, 28, SW>(y, xp, wp, bias, g, d);
   if (b.nq == 14)
-    return b.kb == 2 ? rows_image<2, 14>(y, xp, wp, bias, g, d)
-                     : rows_image<1, 14>(y, xp, wp, bias, g, d);
-  if (b.kb == 4) return rows_image<4, 7>(y, xp, wp, bias, g, d);
-  if (b.kb == 2) return rows_image<2, 7>(y, xp, wp, bias, g, d);
-  rows_image<1, 7>(y, xp, wp, bias, g, d);
+    return b.kb == 2 ? rows_image<2, 14, SW>(y, xp, wp, bias, g, d)
+                     : rows_image<1, 14, SW>(y, xp, wp, bias, g, d);
+  if (b.kb == 4) return rows_image<4, 7, SW>(y, xp, wp, bias, g, d);
+  if (b.kb == 2) return rows_image<2, 7, SW>(y, xp, wp, bias, g, d);
+  rows_image<1, 7, SW>(y, xp, wp, bias, g, d);
 }
 
 void direct_image(BFloat16* y, const uint32_t* xp, const uint16_t* a_tiles, const BFloat16* bias,
@@ -343,16 +346,19 @@ void direct_image(BFloat16* y, const uint32_t* xp, const uint16_t* a_tiles, cons
 }  // namespace
 
 bool direct_conv_applies(const ConvGeometry& g) {
-  if (g.stride_h != 1 || g.stride_w != 1 || g.R * g.S == 1) return false;
-  // On AMX at least 3/5 of the positions computed are outputs (7x7 images and larger with 3x3
-  // kernels). On AVX512-BF16 at least 5/6 of a row's pieces (so not 4x4 images), and 8 input
-  // channels or more: with fewer (the stem) storing the rows costs more than multiplying.
+  // On AMX stride 1, a kernel larger than 1x1, and at least 3/5 of the positions computed
+  // outputs (7x7 images and larger with 3x3 kernels).
   if (cpu_has(Isa::amx)) {
+    if (g.stride_h != 1 || g.stride_w != 1 || g.R * g.S == 1) return false;
     const DirectLayout d = direct_layout(g);
     return 5 * g.output_plane() >= 3 * d.position_tiles * kTile;
   }
+  // On AVX512-BF16 a stride of 1 or 2 along the rows (not a stride-1 1x1 conv: x is its column
+  // matrix), at least 5/6 of a row's pieces outputs (so not 4x4 images), and 8 input channels
+  // or more: with fewer (the stem) storing the rows costs more than multiplying.
+  if (!cpu_has(Isa::avx512_bf16) || g.stride_w > 2 || g.is_pointwise()) return false;
   const RowBlock b = row_block(g);
-  return cpu_has(Isa::avx512_bf16) && g.C >= 8 && 6 * g.Q >= 5 * ((g.Q + b.nq - 1) / b.nq * b.nq);
+  return g.C >= 8 && 6 * g.Q >= 5 * ((g.Q + b.nq - 1) / b.nq * b.nq);
 }
 
 void direct_conv_forward(BFloat16* y, const BFloat16* x, const BFloat16* w, const BFloat16* bias,
@@ -371,8 +377,10 @@ void direct_conv_forward(BFloat16* y, const BFloat16* x, const BFloat16* w, cons
       BFloat16* out = y + n * g.output_image_size();
       if (amx)
         direct_image(out, xp.data(), a_tiles.data(), bias, g, d);
+      else if (g.stride_w == 1)
+        rows_direct_image<1>(out, xp.data(), wp.data(), bias, g, d);
       else
-        rows_direct_image(out, xp.data(), wp.data(), bias, g, d);
+        rows_direct_image<2>(out, xp.data(), wp.data(), bias, g, d);
     }
   }
 }

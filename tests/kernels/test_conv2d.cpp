@@ -257,7 +257,8 @@ TEST_CASE("conv2d in bf16 matches the f64 reference of the same bf16 values over
   // than 32 output channels, resnet20's first stage, a 5x5 kernel without padding; on
   // AVX512-BF16 for 8 input channels or more where rows split into pieces of 7, 14 or 28 with
   // little left over: pieces of each length, 1, 2 and 4 vectors of output channels at once (32
-  // and 64 outputs on 7x7, 64 -> 16 and 32 -> 48 in dx), a partial vector (40 outputs), bias.
+  // and 64 outputs on 7x7, 64 -> 16 and 32 -> 48 in dx), a partial vector (40 outputs), bias,
+  // stride 2 (3x3 and 1x1, 13 rows to 7).
   // There the weight gradient comes straight from dy and x too
   // (Note [Direct bf16 weight gradient]) for resnet20's first stage, for 32 -> 48 channels on
   // 14x14, for 16 <-> 64 on 7x7, and for a strided conv. And a strided
@@ -273,7 +274,8 @@ TEST_CASE("conv2d in bf16 matches the f64 reference of the same bf16 values over
                              {{2, 33, 21, 21}, {40, 33, 3, 3}, 1, 1, 1, 1, true},
                              {{2, 32, 14, 14}, {48, 32, 3, 3}, 1, 1, 1, 1, false},
                              {{2, 16, 7, 7}, {64, 16, 3, 3}, 1, 1, 1, 1, true},
-                             {{3, 16, 15, 15}, {32, 16, 3, 3}, 2, 2, 1, 1, true},
+                             {{3, 16, 13, 13}, {32, 16, 3, 3}, 2, 2, 1, 1, true},
+                             {{2, 16, 13, 14}, {16, 16, 1, 1}, 2, 2, 0, 0, false},
                              {{1, 12, 7, 7}, {32, 12, 3, 3}, 1, 1, 1, 1, false},
                              {{2, 10, 18, 18}, {7, 10, 5, 5}, 1, 1, 0, 0, true},
                              {{2, 5, 28, 26}, {7, 5, 5, 5}, 1, 1, 0, 0, true},
