@@ -1,7 +1,7 @@
 // What the bf16 kernels' AVX-512 code shares (gemm_bf16.cpp, im2col.cpp,
-// conv2d_dense_small_image.cpp, conv2d_direct_bf16_weight_grad.cpp): the target attribute of a
-// function that uses AVX-512BW, the masks of a vector's first n lanes, and a 16 x 16 transpose
-// of 32-bit values. Only CPUs with a bf16 GEMM (AVX512-BF16, which all have
+// conv2d_dense_small_image.cpp, conv2d_direct_bf16*.cpp): the target attribute of a function
+// that uses AVX-512BW, the masks of a vector's first n lanes, two rows joined into bf16 pairs, and
+// a 16 x 16 transpose of 32-bit values. Only CPUs with a bf16 GEMM (AVX512-BF16, which all have
 // AVX-512BW) reach such functions. Private to kernels/cpu.
 #pragma once
 #include <immintrin.h>
@@ -17,6 +17,18 @@ inline __mmask32 first_lanes32(int64_t n) {
 }
 inline __mmask16 first_lanes16(int64_t n) {
   return n >= 16 ? __mmask16(0xFFFF) : (__mmask16(1) << n) - 1;
+}
+
+// The 16 bf16 values at low and at high (those in mask; high may be null: zeros) joined into
+// 32-bit pairs, low's in the low halves: the pair layout bf16 dot products take. The all-lanes
+// masked forms of the widening and the shift avoid GCC 12's plain ones, which start from an
+// undefined vector and warn that it may be used uninitialised.
+RG_AVX512_BW inline __m512i joined_pairs(const uint16_t* low, const uint16_t* high,
+                                         __mmask16 mask) {
+  const __m512i lows = _mm512_maskz_cvtepu16_epi32(0xFFFF, _mm256_maskz_loadu_epi16(mask, low));
+  if (!high) return lows;
+  const __m512i highs = _mm512_maskz_cvtepu16_epi32(0xFFFF, _mm256_maskz_loadu_epi16(mask, high));
+  return _mm512_or_si512(lows, _mm512_maskz_slli_epi32(0xFFFF, highs, 16));
 }
 
 // rows (16 vectors of 16 32-bit values) becomes its transpose, in four rounds that each swap

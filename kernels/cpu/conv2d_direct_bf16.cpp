@@ -1,5 +1,5 @@
-// The direct bf16 convolution on AMX or AVX512-BF16 (kernels/cpu/conv2d_paths.h), for stride-1
-// convs with images large enough to fill tiles: no column matrix at all.
+// The direct bf16 convolution (kernels/cpu/conv2d_paths.h), no column matrix at all: on AMX for
+// stride-1 convs with images large enough to fill tiles, on AVX512-BF16 for strides 1 and 2.
 //
 // Note [Direct bf16 convolution]
 // The im2col path copies every input value R*S times into the column matrix and then packs that
@@ -84,15 +84,8 @@ RG_AVX512_BF16 void pack_image(uint32_t* xp, const BFloat16* x, const ConvGeomet
       for (int64_t iw = 0; iw < g.W; iw += kTile) {
         const __mmask16 mask = first_lanes16(g.W - iw);
         const uint16_t* lo = low + ih * g.W + iw;
-        const __m512i low16 =
-            _mm512_maskz_cvtepu16_epi32(0xFFFF, _mm256_maskz_loadu_epi16(mask, lo));
-        const __m512i high16 =
-            has_high ? _mm512_maskz_cvtepu16_epi32(
-                           0xFFFF, _mm256_maskz_loadu_epi16(mask, lo + g.input_plane()))
-                     : _mm512_setzero_si512();
-        _mm512_mask_storeu_epi32(
-            out + ih * d.Wp + iw, mask,
-            _mm512_or_si512(low16, _mm512_maskz_slli_epi32(0xFFFF, high16, 16)));
+        _mm512_mask_storeu_epi32(out + ih * d.Wp + iw, mask,
+                                 joined_pairs(lo, has_high ? lo + g.input_plane() : nullptr, mask));
       }
   }
 }
@@ -116,7 +109,7 @@ std::vector<uint16_t> pack_weights(const BFloat16* w, const ConvGeometry& g,
 // C tile (output channels from k0, flat positions from e0) into y (K, P, Q) of one image,
 // plus bias, rounded to bf16; rows past K and positions past P * Wp or in columns ow >= Q are
 // not stored. The stored positions of a tile are consecutive outputs (a position thrown away
-// ends an output row), so each row of the tile is one compress and one contiguous store.
+// ends an output row), so each row of the tile is one compressing store.
 RG_STORE void store_tile(BFloat16* y, const float* tile, int64_t k0, int64_t e0,
                          const BFloat16* bias, const ConvGeometry& g, const DirectLayout& d) {
   __mmask16 keep = 0;
@@ -132,15 +125,11 @@ RG_STORE void store_tile(BFloat16* y, const float* tile, int64_t k0, int64_t e0,
     }
   }
   if (!keep) return;
-  // Compressed in a register, then stored under a mask of the kept count: a compressing store
-  // to memory is microcoded on AMD's Zen 4, many times slower.
-  const __mmask16 stored = static_cast<__mmask16>((1u << __builtin_popcount(keep)) - 1);
   for (int64_t i = 0; i < kTile && k0 + i < g.K; ++i) {
     const __m512 sum = _mm512_add_ps(_mm512_loadu_ps(tile + i * kTile),
                                      _mm512_set1_ps(bias ? widen(bias[k0 + i]) : 0.0f));
     const __m256i rounded = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(sum));
-    _mm256_mask_storeu_epi16(y + (k0 + i) * g.output_plane() + first, stored,
-                             _mm256_maskz_compress_epi16(keep, rounded));
+    _mm256_mask_compressstoreu_epi16(y + (k0 + i) * g.output_plane() + first, keep, rounded);
   }
 }
 

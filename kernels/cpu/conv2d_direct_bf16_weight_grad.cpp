@@ -61,17 +61,6 @@ RG_AVX512_BF16 void store_transposed(uint32_t* out, __m512i pairs[kBlock]) {
   for (int j = 0; j < kBlock; ++j) _mm512_storeu_si512(out + j * kBlock, pairs[j]);
 }
 
-// 16 values from first and from second (zero past count; second may be null: zeros), joined
-// into pairs, first's in the low halves.
-RG_AVX512_BF16 __m512i joined(const uint16_t* first, const uint16_t* second, int64_t count) {
-  const __mmask16 mask = first_lanes16(count);
-  const __m512i low = _mm512_maskz_cvtepu16_epi32(0xFFFF, _mm256_maskz_loadu_epi16(mask, first));
-  const __m512i high =
-      second ? _mm512_maskz_cvtepu16_epi32(0xFFFF, _mm256_maskz_loadu_epi16(mask, second))
-             : _mm512_setzero_si512();
-  return _mm512_or_si512(low, _mm512_maskz_slli_epi32(0xFFFF, high, 16));
-}
-
 // out (blocks x length x 16 values of 32 bits): in each block of 16 rows, rows r of first and
 // second (row_size values apart, each `row_size` long; second may be null) joined into pairs,
 // position by position; rows past `rows` zero.
@@ -82,7 +71,8 @@ RG_AVX512_BF16 void pack_pairs(uint32_t* out, int64_t blocks, int64_t rows, int6
       __m512i pairs[kBlock];
       for (int i = 0; i < kBlock; ++i) {
         const int64_t r = b * kBlock + i, at = r * row_size + e;
-        pairs[i] = r < rows ? joined(first + at, second ? second + at : nullptr, row_size - e)
+        pairs[i] = r < rows ? joined_pairs(first + at, second ? second + at : nullptr,
+                                           first_lanes16(row_size - e))
                             : _mm512_setzero_si512();
       }
       store_transposed(out + (b * length + e) * kBlock, pairs);

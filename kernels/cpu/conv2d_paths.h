@@ -17,7 +17,7 @@
 //   conv2d_dense_small_image.cpp bf16 on images of no more pixels than kernel taps: the conv as
 //                                one product with a dense weight matrix (Note [Dense small-image
 //                                convolution]);
-//   conv2d_direct_bf16.cpp       bf16 on AMX or AVX512-BF16, stride 1: dot products straight
+//   conv2d_direct_bf16.cpp       bf16 on AMX (stride 1) or AVX512-BF16: dot products straight
 //                                from the padded image, no column matrix
 //                                (Note [Direct bf16 convolution]);
 //   conv2d_direct_bf16_weight_grad.cpp  its weight gradient on AVX512-BF16

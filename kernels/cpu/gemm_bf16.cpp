@@ -30,25 +30,14 @@ uint16_t* buffer(std::vector<uint16_t>& storage, int64_t size) {
   return storage.data();
 }
 
-// Row p of a B tile's products, its 16 columns widened to 32 bits (zero past depth or mask).
-// The all-lanes masked forms of the widening and the shift avoid GCC 12's plain ones, which
-// start from an undefined vector and warn that it may be used uninitialised.
-RG_AVX512_BW __m512i widened_row(const uint16_t* b, int64_t ldb, int64_t p, int64_t depth,
-                                 __mmask16 mask) {
-  return p < depth
-             ? _mm512_maskz_cvtepu16_epi32(0xFFFF, _mm256_maskz_loadu_epi16(mask, b + p * ldb))
-             : _mm512_setzero_si512();
-}
-
-// Rows p and p+1 (16 columns each) widened and joined: the low half of each 32-bit lane is row
-// p, the high half row p+1, the pair layout of Note [bf16 GEMM].
+// Rows p and p+1 (16 columns each, zero past depth or mask) joined: the low half of each 32-bit
+// lane is row p, the high half row p+1, the pair layout of Note [bf16 GEMM].
 RG_AVX512_BW inline __attribute__((always_inline)) __m512i joined_rows(const uint16_t* b,
                                                                        int64_t ldb, int64_t p,
                                                                        int64_t depth,
                                                                        __mmask16 mask) {
-  const __m512i low = widened_row(b, ldb, p, depth, mask);
-  const __m512i high = widened_row(b, ldb, p + 1, depth, mask);
-  return _mm512_or_si512(low, _mm512_maskz_slli_epi32(0xFFFF, high, 16));
+  if (p >= depth) return _mm512_setzero_si512();
+  return joined_pairs(b + p * ldb, p + 1 < depth ? b + (p + 1) * ldb : nullptr, mask);
 }
 
 // B tile (products from p0, columns from j0) of op(B) (k x n), pairs of products interleaved.
