@@ -1,8 +1,10 @@
-// What the bf16 kernels' AVX-512 code shares (gemm_bf16.cpp, im2col.cpp,
-// conv2d_dense_small_image.cpp, conv2d_direct_bf16*.cpp): the target attribute of a function
-// that uses AVX-512BW, the masks of a vector's first n lanes, two rows joined into bf16 pairs, and
-// a 16 x 16 transpose of 32-bit values. Only CPUs with a bf16 GEMM (AVX512-BF16, which all have
-// AVX-512BW) reach such functions. Private to kernels/cpu.
+// What the AVX-512 kernels share (gemm_bf16.cpp, im2col.cpp, cast.cpp, sgemm_avx512.cpp,
+// conv2d_dense_small_image.cpp, conv2d_direct_bf16*.cpp, batchnorm_planes_bf16.cpp): the target
+// attribute of a function that uses AVX-512BW, the masks of a vector's first n lanes, bf16 values
+// widened to f32 and f32 rounded to bf16, the sum of a vector's lanes, two rows joined into bf16
+// pairs, and a 16 x 16 transpose of 32-bit values. Those marked AVX-512F only serve any AVX-512
+// CPU; the others only CPUs with a bf16 GEMM (AVX512-BF16, which all have AVX-512BW) reach.
+// Private to kernels/cpu.
 #pragma once
 #include <immintrin.h>
 
@@ -17,6 +19,41 @@ inline __mmask32 first_lanes32(int64_t n) {
 }
 inline __mmask16 first_lanes16(int64_t n) {
   return n >= 16 ? __mmask16(0xFFFF) : (__mmask16(1) << n) - 1;
+}
+
+// 16 bf16 values as f32: those of a register, or those at p (in mask; zero in the others).
+RG_AVX512_BW inline __m512 widened(__m256i bf16) {
+  const __m512i bits = _mm512_maskz_cvtepu16_epi32(0xFFFF, bf16);
+  return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, bits, 16));
+}
+RG_AVX512_BW inline __m512 widened(const uint16_t* p, __mmask16 mask) {
+  return widened(_mm256_maskz_loadu_epi16(mask, p));
+}
+
+// float_to_bf16's rounding (core/half.h) of 16 f32 values in integer lanes, the bf16 bits in the
+// low half of each: to nearest even, NaN kept quiet, subnormals kept (the CPU's vcvtneps2bf16
+// flushes them). AVX-512F only. (Masked forms of the shifts: GCC 12 warns that the plain ones'
+// undefined source vector may be used uninitialised.)
+__attribute__((target("avx512f"))) inline __m512i rounded_to_bf16(__m512 v) {
+  const __m512i u = _mm512_castps_si512(v);
+  const __m512i high = _mm512_maskz_srli_epi32(0xFFFF, u, 16);
+  const __m512i carry = _mm512_and_si512(high, _mm512_set1_epi32(1));
+  const __m512i rounded = _mm512_maskz_srli_epi32(
+      0xFFFF, _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), carry), 16);
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                                _mm512_set1_epi32(0x7f800000));
+  return _mm512_mask_or_epi32(rounded, nan, high, _mm512_set1_epi32(0x40));
+}
+
+// The sum of v's 16 lanes, by halving. AVX-512F only. (The all-lanes masked forms of the
+// shuffles: GCC 12's plain ones, and _mm512_reduce_add_ps, start from an undefined vector.)
+__attribute__((target("avx512f"))) inline float lane_sum(__m512 v) {
+  constexpr __mmask16 all = 0xFFFF;
+  v = _mm512_add_ps(v, _mm512_mask_shuffle_f32x4(v, all, v, v, _MM_SHUFFLE(1, 0, 3, 2)));
+  v = _mm512_add_ps(v, _mm512_mask_shuffle_f32x4(v, all, v, v, _MM_SHUFFLE(2, 3, 0, 1)));
+  v = _mm512_add_ps(v, _mm512_mask_permute_ps(v, all, v, _MM_SHUFFLE(1, 0, 3, 2)));
+  v = _mm512_add_ps(v, _mm512_mask_permute_ps(v, all, v, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm512_cvtss_f32(v);
 }
 
 // The 16 bf16 values at low and at high (those in mask; high may be null: zeros) joined into

@@ -3,7 +3,8 @@
 // runs in the values' arithmetic type (f32 for f32 and bf16), each result rounded once. Sums are
 // kept in double per position of a block's run over the n rows, then folded per channel:
 // E[x^2] - mean^2 and the gradient sums need the precision, and a data-parallel run must get
-// the single-process numbers whatever the split of the batch (tests/nn/test_ddp.cpp).
+// the single-process numbers whatever the split of the batch (tests/nn/test_ddp.cpp). bf16 data
+// on AVX-512 goes plane by plane instead (Note [bf16 batch-norm planes]).
 #include "kernels/cpu/batchnorm_passes.h"
 
 #include <omp.h>
@@ -14,6 +15,7 @@
 
 #include "kernels/batchnorm_math.h"
 #include "kernels/cast_math.h"
+#include "kernels/cpu/batchnorm_planes_bf16.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/elementwise_math.h"
 
@@ -63,6 +65,13 @@ void for_each_block(Layout l, int64_t value_bytes, F&& f) {
   }
 }
 
+// f(offset, i) for every plane of the block, image by image: i counts channels from c0.
+template <class F>
+void for_each_plane(Layout l, Block b, F&& f) {
+  for (int64_t n = 0; n < l.n; ++n)
+    for (int64_t i = 0; i < b.c1 - b.c0; ++i) f(b.row(l, n) + i * l.hw, i);
+}
+
 // out[j] = value[c] for every position j of channel c in the run (value indexed from c0).
 template <class M>
 void spread(M* out, const double* value, Block b, int64_t hw) {
@@ -82,6 +91,13 @@ void fold(double* per_channel, const M* sums, Block b, int64_t hw) {
 // sum and sum_sq (indexed from c0) of the block's channels.
 template <class T>
 void block_sums(const T* x, Layout l, Block b, double* sum, double* sum_sq) {
+  if constexpr (std::is_same_v<T, BFloat16>)
+    if (bf16_planes_apply(l.hw)) {
+      std::fill_n(sum, b.c1 - b.c0, 0.0);
+      std::fill_n(sum_sq, b.c1 - b.c0, 0.0);
+      return for_each_plane(
+          l, b, [&](int64_t o, int64_t i) { plane_sums(x + o, l.hw, sum[i], sum_sq[i]); });
+    }
   double* s = scratch<double, kRunSums>(2 * b.run);
   double* q = s + b.run;
   std::fill_n(s, 2 * b.run, 0.0);
@@ -120,6 +136,13 @@ void block_apply_rows(T* y, const T* x, const T* residual, Layout l, Block b, co
 template <class T>
 void block_apply(T* y, const T* x, Layout l, Block b, const double* mean, const double* scale,
                  const double* beta, Epilogue<T> e) {
+  if constexpr (std::is_same_v<T, BFloat16>)
+    if (bf16_planes_apply(l.hw))
+      return for_each_plane(l, b, [&](int64_t o, int64_t i) {
+        plane_apply(y + o, x + o, e.residual ? e.residual + o : nullptr, e.relu, l.hw,
+                    static_cast<float>(mean[i]), static_cast<float>(scale[i]),
+                    static_cast<float>(beta[i]));
+      });
   Math<T>* m = scratch<Math<T>, kRunCoefficients>(3 * b.run);
   Math<T>* k = m + b.run;
   Math<T>* s = k + b.run;
@@ -173,6 +196,15 @@ void block_backward_sums_rows(const T* dy, const T* y, const T* x, T* dresidual,
 template <class T>
 void block_backward_sums(const T* dy, const T* y, const T* x, T* dresidual, Layout l, Block b,
                          const double* mean, double* sum_dy, double* sum_dy_xmu) {
+  if constexpr (std::is_same_v<T, BFloat16>)
+    if (bf16_planes_apply(l.hw)) {
+      std::fill_n(sum_dy, b.c1 - b.c0, 0.0);
+      std::fill_n(sum_dy_xmu, b.c1 - b.c0, 0.0);
+      return for_each_plane(l, b, [&](int64_t o, int64_t i) {
+        plane_backward_sums(dy + o, y ? y + o : nullptr, x + o, dresidual ? dresidual + o : nullptr,
+                            l.hw, mean[i], sum_dy[i], sum_dy_xmu[i]);
+      });
+    }
   if (y && dresidual)
     return block_backward_sums_rows<T, true, true>(dy, y, x, dresidual, l, b, mean, sum_dy,
                                                    sum_dy_xmu);
@@ -209,6 +241,14 @@ void block_backward_apply_rows(T* dx, const T* dy, const T* y, const T* x, Layou
 template <class T>
 void block_backward_apply(T* dx, const T* dy, const T* y, const T* x, Layout l, Block b,
                           const double* mean, const InputGradFactors* factors) {
+  if constexpr (std::is_same_v<T, BFloat16>)
+    if (bf16_planes_apply(l.hw))
+      return for_each_plane(l, b, [&](int64_t o, int64_t i) {
+        const InputGradFactors& f = factors[i];
+        plane_backward_apply(dx + o, dy + o, y ? y + o : nullptr, x + o, l.hw,
+                             static_cast<float>(mean[i]), static_cast<float>(f.scale),
+                             static_cast<float>(f.mean_dy), static_cast<float>(f.xmu_coeff));
+      });
   const int64_t channels = b.c1 - b.c0;
   double* per_channel = scratch<double, kChannelValues>(kFactors * channels);
   for (int64_t c = 0; c < channels; ++c) {

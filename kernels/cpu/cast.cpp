@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "kernels/cast_math.h"
-#include "kernels/cpu/avx512_bw.h"  // first_lanes16
+#include "kernels/cpu/avx512_bw.h"  // first_lanes16, rounded_to_bf16
 #include "kernels/cpu/cpu_dispatch.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/cpu_ops.h"
@@ -13,24 +13,15 @@ namespace ringgrad::kernels::cpu {
 
 namespace {
 
-// f32 -> bf16 sixteen at a time: float_to_bf16's rounding (core/half.h) in integer lanes, so the
-// same bits, NaN and subnormals included (the CPU's own vcvtneps2bf16 flushes subnormals).
-// Autocast makes this cast of every conv and linear weight at every step; the element loop,
-// compiled for AVX2, narrows eight lanes a step through a pack and a permute across lanes.
+// f32 -> bf16 sixteen at a time: float_to_bf16's rounding in integer lanes, so the same bits,
+// NaN and subnormals included (rounded_to_bf16, avx512_bw.h). Autocast makes this cast of every
+// conv and linear weight at every step; the element loop, compiled for AVX2, narrows eight lanes
+// a step through a pack and a permute across lanes.
 __attribute__((target("avx512f"))) void f32_to_bf16_avx512(BFloat16* d, const float* s, int64_t n) {
-  const __m512i rounding = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
-  const __m512i magnitude = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
-  const __m512i quiet = _mm512_set1_epi32(0x40);
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 lanes = first_lanes16(n - i);
-    const __m512i u = _mm512_maskz_loadu_epi32(lanes, s + i);
-    // (Shifts masked to the loaded lanes: GCC 12 warns of the unmasked form's undefined source.)
-    const __m512i high = _mm512_maskz_srli_epi32(lanes, u, 16);
-    const __m512i rounded = _mm512_maskz_srli_epi32(
-        lanes, _mm512_add_epi32(_mm512_add_epi32(u, rounding), _mm512_and_si512(high, one)), 16);
-    const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, magnitude), inf);
-    _mm512_mask_cvtepi32_storeu_epi16(d + i, lanes,
-                                      _mm512_mask_or_epi32(rounded, nan, high, quiet));
+    const __m512 v = _mm512_maskz_loadu_ps(lanes, s + i);
+    _mm512_mask_cvtepi32_storeu_epi16(d + i, lanes, rounded_to_bf16(v));
   }
 }
 

@@ -71,11 +71,12 @@ DirectLayout direct_layout(const ConvGeometry& g) {
 const uint16_t* bits(const BFloat16* p) { return reinterpret_cast<const uint16_t*>(p); }
 
 // xp (pair blocks x block_pairs planes of `plane` values) of one image x (C, H, W): channels
-// 2i and 2i+1 in the low and high half of each value, zero in the padding and past C. Rows are
-// joined 16 values at a time, the last piece masked (rows of 7 or 14 are mostly such pieces).
+// 2i and 2i+1 in the low and high half of each value, zero in the padding and past C. Only the
+// image's own values are written: xp comes zeroed, and its zeros stay for every image the
+// buffer then serves. Rows are joined 16 values at a time, the last piece masked (rows of 7 or
+// 14 are mostly such pieces).
 RG_AVX512_BF16 void pack_image(uint32_t* xp, const BFloat16* x, const ConvGeometry& g,
                                const DirectLayout& d) {
-  std::fill_n(xp, d.pair_blocks * d.block_pairs * d.plane, 0u);
   for (int64_t pair = 0; 2 * pair < g.C; ++pair) {
     const uint16_t* low = bits(x) + 2 * pair * g.input_plane();
     const bool has_high = 2 * pair + 1 < g.C;
@@ -359,7 +360,7 @@ void direct_conv_forward(BFloat16* y, const BFloat16* x, const BFloat16* w, cons
   const int threads = static_cast<int>(std::min<int64_t>(omp_get_max_threads(), N));
 #pragma omp parallel num_threads(threads)
   {
-    std::vector<uint32_t> xp(d.pair_blocks * d.block_pairs * d.plane);
+    std::vector<uint32_t> xp(d.pair_blocks * d.block_pairs * d.plane);  // zeroed once
 #pragma omp for schedule(static)
     for (int64_t n = 0; n < N; ++n) {
       pack_image(xp.data(), x + n * g.image_size(), g, d);

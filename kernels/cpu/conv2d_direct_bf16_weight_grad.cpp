@@ -123,16 +123,16 @@ void direct_weight_grad(float* dw, const BFloat16* dy, const BFloat16* x, int64_
 #pragma omp parallel num_threads(threads)
   {
     float* sums = partials.data() + omp_get_thread_num() * taps * tap_sums;
-    const int64_t padded_row = d.plane + kBlock;  // a last piece of 16 reads past the plane
-    std::vector<uint16_t> xf(2 * g.C * padded_row);
+    const int64_t padded_row = d.plane + kBlock;     // a last piece of 16 reads past the plane
+    std::vector<uint16_t> xf(2 * g.C * padded_row);  // its padding zeroed once
     std::vector<uint32_t> xp(d.c_blocks * d.plane * kBlock);
     std::vector<uint32_t> dyp(d.k_blocks * d.outputs * kBlock);
 #pragma omp for schedule(static)
     for (int64_t pair = 0; pair < image_pairs; ++pair) {
       const int64_t n = 2 * pair;
       const bool second = n + 1 < N;
-      // Both images padded, then joined.
-      std::fill(xf.begin(), xf.end(), uint16_t{0});
+      // Both images padded (only their values written, so the padding stays zero), then joined;
+      // a lone last image leaves the second half unread.
       for (int64_t i = 0; i < (second ? 2 : 1); ++i)
         for (int64_t c = 0; c < g.C; ++c)
           for (int64_t h = 0; h < g.H; ++h)

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/cpu/avx512_bw.h"  // lane_sum
 #include "kernels/cpu/cpu_features.h"
 
 #define RG_AVX512 __attribute__((target("avx512f")))
@@ -105,7 +106,7 @@ void pack_a(float* packed, Op op, const float* a, int64_t lda, int64_t m, int64_
   }
 }
 
-// The all-lanes masked forms of the shuffles, as in lane_sum below (GCC 12's plain ones warn).
+// The all-lanes masked forms of the shuffles, as in lane_sum (GCC 12's plain ones warn).
 constexpr __mmask16 kAll = 0xFFFF;
 
 // Pairs of floats (64-bit units) interleaved, as unpacklo/hi_ps do single floats.
@@ -246,18 +247,6 @@ RG_AVX512 void tile(int64_t depth, const float* a, const float* b, int64_t ldb, 
 // across its lanes at the end.
 // Rows and columns past the edge repeat the last real one and are not stored.
 constexpr int kDotRows = 4, kDotColumns = 6;
-
-// The sum of v's 16 lanes, by halving. The all-lanes masked forms of the shuffles are used
-// because GCC 12's plain ones (and _mm512_reduce_add_ps) start from _mm512_undefined_ps and
-// warn that it may be used uninitialised.
-RG_AVX512 inline float lane_sum(__m512 v) {
-  constexpr __mmask16 all = 0xFFFF;
-  v = _mm512_add_ps(v, _mm512_mask_shuffle_f32x4(v, all, v, v, _MM_SHUFFLE(1, 0, 3, 2)));
-  v = _mm512_add_ps(v, _mm512_mask_shuffle_f32x4(v, all, v, v, _MM_SHUFFLE(2, 3, 0, 1)));
-  v = _mm512_add_ps(v, _mm512_mask_permute_ps(v, all, v, _MM_SHUFFLE(1, 0, 3, 2)));
-  v = _mm512_add_ps(v, _mm512_mask_permute_ps(v, all, v, _MM_SHUFFLE(2, 3, 0, 1)));
-  return _mm512_cvtss_f32(v);
-}
 
 RG_AVX512 void dot_tile(int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
                         int64_t rows, int64_t columns, float alpha, float beta, float* c,

@@ -1,9 +1,11 @@
 // Tests for the fused batch norm + relu (+ residual add) kernels (kernels/cpu/batchnorm.cpp,
 // batchnorm_passes.cpp) against the unfused ops they replace, which stay the reference:
 // forward (training and eval), running statistics and backward, with and without a residual,
-// over layouts that reach every block shape (hw 1, 4, 16, 784; many and few channels per
-// block; 1 to 3 threads), in f64, f32 and bf16; finite-difference gradients of the fused op
-// (through the residual too); and batch norm on bf16 data against f64 on the same values.
+// over layouts that reach every block shape (hw 1, 4, 16, 49, 784; many and few channels per
+// block; 1 to 3 threads), in f64, f32 and bf16 (planes of 16 values or more on AVX-512 by the
+// plane kernels of batchnorm_planes_bf16.cpp, a last partial vector at 49); finite-difference
+// gradients of the fused op (through the residual too); and batch norm on bf16 data against f64 on
+// the same values.
 #include <cmath>
 #include <vector>
 
@@ -83,9 +85,9 @@ void check_results(const Result& got, const Result& want, double tol) {
   if (want.dresidual.defined()) check_close(got.dresidual, want.dresidual, tol, "dresidual");
 }
 
-// (n, c, h, w): hw 16 with few channels; hw 1 and 4 with many channels per block; 28x28.
-const std::vector<Shape> kLayouts = {
-    {3, 5, 4, 4}, {8, 70, 1, 1}, {4, 33, 2, 2}, {2, 3, 28, 28}, {1, 6, 3, 1}};
+// (n, c, h, w): hw 16 with few channels; hw 1 and 4 with many channels per block; 7x7; 28x28.
+const std::vector<Shape> kLayouts = {{3, 5, 4, 4}, {8, 70, 1, 1},  {4, 33, 2, 2},
+                                     {3, 6, 7, 7}, {2, 3, 28, 28}, {1, 6, 3, 1}};
 
 struct ThreadCountGuard {
   int saved = kernels::num_threads();
@@ -190,21 +192,44 @@ TEST_CASE("batch norm on bf16 data is f64 batch norm on the same values, rounded
     }
 }
 
+// mean + spread * N(0, 1), in dtype.
+Tensor offset_normal(const Shape& shape, Generator& g, double mean, double spread, DType dtype) {
+  Tensor t = random_tensor(shape, g, DType::f64, spread);
+  for (int64_t i = 0; i < t.numel(); ++i) t.set_element(i, mean + t.element(i));
+  return t.to(dtype);
+}
+
 TEST_CASE("batch norm statistics stay accurate when the mean dwarfs the spread") {
   // f32 sums of x and x^2 would cancel in E[x^2] - mean^2 here (mean 1000, spread 1: every
-  // digit f32 keeps of x^2 is taken by the mean); the kernels sum in double.
-  Generator g(25);
-  const Shape shape{64, 3, 7, 7};
-  Tensor x64 = random_tensor(shape, g);
-  for (int64_t i = 0; i < x64.numel(); ++i) x64.set_element(i, 1000 + x64.element(i));
-  const Tensor x = x64.to(DType::f32);
-  const Params p = random_params(3, DType::f32, g);
-  const Tensor dy = random_tensor(shape, g, DType::f32);
-  const Result got = run(true, x, Tensor(), p, dy);
-  auto wide = [](const Tensor& t) { return t.to(DType::f64); };
-  const Params p64{wide(p.gamma), wide(p.beta), wide(p.running_mean), wide(p.running_var)};
-  const Result want = run(true, wide(x), Tensor(), p64, wide(dy));
-  check_close(got.save_invstd, want.save_invstd, 1e-4, "invstd");
-  check_close(got.running_var, want.running_var, 1e-4, "running_var");
-  check_close(got.y, want.y, 1e-3, "y");
+  // digit f32 keeps of x^2 is taken by the mean); the kernels sum in double. bf16 planes are
+  // summed in f32 after shifting by the plane's first value: with 28x28 planes of values 250
+  // +- a few, the unshifted sum of squares outgrows f32's 24 bits. With dy = 1, beta large
+  // enough that the relu passes everything and the mean in f64 (per-channel tensors in f64, as
+  // SyncBatchNorm keeps them), dgamma = invstd * sum (x - mean) is 0: f32 sums of x - mean
+  // rounded to f32 would leave count * (the rounding) without its correction.
+  struct Case {
+    DType dtype, per_channel;
+    Shape shape;
+    double mean, spread;
+    bool dy_ones;  // dy = 1 and beta = 10, else both normal
+  };
+  for (const Case& c : {Case{DType::f32, DType::f32, {64, 3, 7, 7}, 1000, 1, false},
+                        Case{DType::bf16, DType::f64, {8, 2, 28, 28}, 250, 1.5, true}}) {
+    CAPTURE(c.dtype);
+    Generator g(25);
+    const Tensor x = offset_normal(c.shape, g, c.mean, c.spread, c.dtype);
+    const Tensor dy =
+        c.dy_ones ? Tensor::full(c.shape, 1, c.dtype) : random_tensor(c.shape, g, c.dtype);
+    Params p = random_params(c.shape[1], c.per_channel, g);
+    if (c.dy_ones) p.beta = Tensor::full({c.shape[1]}, 10, c.per_channel);
+    const Result got = run(true, x, Tensor(), p, dy);
+    auto wide = [](const Tensor& t) { return t.to(DType::f64); };
+    const Params p64{wide(p.gamma), wide(p.beta), wide(p.running_mean), wide(p.running_var)};
+    const Result want = run(true, wide(x), Tensor(), p64, wide(dy));
+    check_close(got.save_invstd, want.save_invstd, 1e-4, "invstd");
+    check_close(got.running_var, want.running_var, 1e-4, "running_var");
+    // y rounded to bf16: half an ulp of 2^-8 relative.
+    check_close(got.y, want.y, c.dtype == DType::bf16 ? std::ldexp(1.0, -8) * 1.05 : 1e-3, "y");
+    check_close(got.dgamma, want.dgamma, 1e-4, "dgamma");
+  }
 }
