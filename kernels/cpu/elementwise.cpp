@@ -4,6 +4,7 @@
 // with the element math of kernels/elementwise_math.h.
 #include "kernels/cast_math.h"
 #include "kernels/cpu/cpu_dispatch.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/elementwise_math.h"
 
@@ -13,9 +14,25 @@ namespace {
 
 // out[i] = f(in[i]...) over n values of T, computed in ComputeType<T>.
 template <class T, class F, class... In>
-void map(int64_t n, T* out, F f, const In*... in) {
+void map_loop(int64_t n, T* out, F f, const In*... in) {
 #pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i) out[i] = narrow<T>(f(widen(in[i])...));
+}
+
+// The same loop compiled for AVX-512 with BW, for bf16: sixteen lanes a step, and the rounded
+// values narrowed to 16 bits by one instruction where AVX2 packs and permutes across lanes.
+template <class T, class F, class... In>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void map_loop_avx512(
+    int64_t n, T* out, F f, const In*... in) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) out[i] = narrow<T>(f(widen(in[i])...));
+}
+
+template <class T, class F, class... In>
+void map(int64_t n, T* out, F f, const In*... in) {
+  if constexpr (std::is_same_v<T, BFloat16>)
+    if (cpu_has(Isa::avx512_bf16)) return map_loop_avx512(n, out, f, in...);
+  map_loop(n, out, f, in...);
 }
 
 }  // namespace

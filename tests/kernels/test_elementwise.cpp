@@ -1,9 +1,12 @@
 // Tests for the elementwise kernels (kernels/cpu/elementwise.cpp): relu, add, add_, add_relu
-// and scale_ on hand cases, gradients against finite differences and argument errors.
+// and scale_ on hand cases, gradients against finite differences and argument errors; on bf16
+// each result is the f32 result rounded once, bit for bit (the AVX-512 loop where the CPU has
+// it, sixteen lanes and a tail).
 #include <cmath>
 #include <limits>
 
 #include "core/rng.h"
+#include "kernels/elementwise_math.h"
 #include "kernels/ops.h"
 #include "tests/kernels/gradcheck.h"
 
@@ -113,4 +116,42 @@ TEST_CASE("relu keeps NaN as PyTorch does, forward, fused with add, and backward
   kernels::relu_forward(y, x);
   kernels::relu_backward(dx, dy, y);
   CHECK(dx.to_vector<float>() == std::vector<float>{5.0f, 0.0f, 5.0f});
+}
+
+TEST_CASE("elementwise ops on bf16 round the f32 result once, NaN and ties included") {
+  // 1000 + 37 values: whole vectors and a tail; ties, NaN, -0 and signs mixed in.
+  Generator g(5);
+  const int64_t n = 1037;
+  Tensor a = random_tensor({n}, g, DType::bf16, 3.0), b = random_tensor({n}, g, DType::bf16);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  a.set_element(3, nan);
+  b.set_element(4, nan);
+  a.set_element(5, -0.0);
+  a.set_element(6, 1.0);  // 1 + 2^-8: halfway between two bf16 values, rounded to even
+  b.set_element(6, std::ldexp(1.0, -8));
+  auto expect = [&](auto f) {
+    std::vector<uint16_t> bits(n);
+    for (int64_t i = 0; i < n; ++i)
+      bits[i] =
+          float_to_bf16(f(static_cast<float>(a.element(i)), static_cast<float>(b.element(i)))).bits;
+    return bits;
+  };
+  auto bits_of = [](const Tensor& t) {
+    const BFloat16* p = t.data<BFloat16>();
+    std::vector<uint16_t> bits(t.numel());
+    for (int64_t i = 0; i < t.numel(); ++i) bits[i] = p[i].bits;
+    return bits;
+  };
+  Tensor y = Tensor::empty({n}, DType::bf16);
+  kernels::add(y, a, b);
+  CHECK(bits_of(y) == expect([](float u, float v) { return u + v; }));
+  kernels::add_relu_forward(y, a, b);
+  CHECK(bits_of(y) == expect([](float u, float v) { return kernels::relu(u + v); }));
+  kernels::relu_forward(y, a);
+  CHECK(bits_of(y) == expect([](float u, float) { return kernels::relu(u); }));
+  kernels::relu_backward(y, b, a);
+  CHECK(bits_of(y) == expect([](float u, float v) { return kernels::relu_grad(v, u); }));
+  Tensor c = a.clone();
+  kernels::scale_(c, 0.3);
+  CHECK(bits_of(c) == expect([](float u, float) { return u * 0.3f; }));
 }
