@@ -61,6 +61,21 @@ RG_AVX512_BF16 void store_transposed(uint32_t* out, __m512i pairs[kBlock]) {
   for (int j = 0; j < kBlock; ++j) _mm512_storeu_si512(out + j * kBlock, pairs[j]);
 }
 
+// xf (images x C padded planes, `row` values apart) = those images of x, padded: each image row
+// copied 32 values at a time (the last piece masked), the padding left as it is (zero).
+RG_AVX512_BF16 void pad_images(uint16_t* xf, const BFloat16* x, int64_t images, int64_t row,
+                               const ConvGeometry& g, const GradLayout& d) {
+  for (int64_t i = 0; i < images * g.C; ++i)
+    for (int64_t h = 0; h < g.H; ++h) {
+      const uint16_t* from = bits(x) + (i * g.H + h) * g.W;
+      uint16_t* to = xf + i * row + (h + g.pad_h) * d.Wp + g.pad_w;
+      for (int64_t w = 0; w < g.W; w += 32) {
+        const __mmask32 mask = first_lanes32(g.W - w);
+        _mm512_mask_storeu_epi16(to + w, mask, _mm512_maskz_loadu_epi16(mask, from + w));
+      }
+    }
+}
+
 // out (blocks x length x 16 values of 32 bits): in each block of 16 rows, rows r of first and
 // second (row_size values apart, each `row_size` long; second may be null) joined into pairs,
 // position by position; rows past `rows` zero.
@@ -131,13 +146,8 @@ void direct_weight_grad(float* dw, const BFloat16* dy, const BFloat16* x, int64_
     for (int64_t pair = 0; pair < image_pairs; ++pair) {
       const int64_t n = 2 * pair;
       const bool second = n + 1 < N;
-      // Both images padded (only their values written, so the padding stays zero), then joined;
-      // a lone last image leaves the second half unread.
-      for (int64_t i = 0; i < (second ? 2 : 1); ++i)
-        for (int64_t c = 0; c < g.C; ++c)
-          for (int64_t h = 0; h < g.H; ++h)
-            std::copy_n(bits(x) + (((n + i) * g.C + c) * g.H + h) * g.W, g.W,
-                        xf.data() + (i * g.C + c) * padded_row + (h + g.pad_h) * d.Wp + g.pad_w);
+      // Both images padded, then joined; a lone last image leaves the second half unread.
+      pad_images(xf.data(), x + n * g.image_size(), second ? 2 : 1, padded_row, g, d);
       pack_pairs(xp.data(), d.c_blocks, g.C, d.plane, xf.data(),
                  second ? xf.data() + g.C * padded_row : nullptr, padded_row);
       const uint16_t* dy_first = bits(dy) + n * g.output_image_size();
