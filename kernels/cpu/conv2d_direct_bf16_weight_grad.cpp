@@ -54,44 +54,35 @@ GradLayout grad_layout(const ConvGeometry& g) {
 
 const uint16_t* bits(const BFloat16* p) { return reinterpret_cast<const uint16_t*>(p); }
 
-// out[16 j + i] = pairs[i][j] for i, j < 16: 16 vectors stored transposed, so that each vector
-// of out holds one value of every row.
-RG_AVX512_BF16 void store_transposed(uint32_t* out, __m512i pairs[kBlock]) {
-  transpose_16x16(pairs);
-  for (int j = 0; j < kBlock; ++j) _mm512_storeu_si512(out + j * kBlock, pairs[j]);
-}
+// Where a plane's values go in a packed plane: `count` runs of `length` values each, contiguous
+// in the source, `out_stride` positions apart in the packed plane from position `out_first`.
+struct Runs {
+  int64_t count, length, out_first, out_stride;
+};
 
-// xf (images x C padded planes, `row` values apart) = those images of x, padded: each image row
-// copied 32 values at a time (the last piece masked), the padding left as it is (zero).
-RG_AVX512_BF16 void pad_images(uint16_t* xf, const BFloat16* x, int64_t images, int64_t row,
-                               const ConvGeometry& g, const GradLayout& d) {
-  for (int64_t i = 0; i < images * g.C; ++i)
-    for (int64_t h = 0; h < g.H; ++h) {
-      const uint16_t* from = bits(x) + (i * g.H + h) * g.W;
-      uint16_t* to = xf + i * row + (h + g.pad_h) * d.Wp + g.pad_w;
-      for (int64_t w = 0; w < g.W; w += 32) {
-        const __mmask32 mask = first_lanes32(g.W - w);
-        _mm512_mask_storeu_epi16(to + w, mask, _mm512_maskz_loadu_epi16(mask, from + w));
-      }
-    }
-}
-
-// out (blocks x length x 16 values of 32 bits): in each block of 16 rows, rows r of first and
-// second (row_size values apart, each `row_size` long; second may be null) joined into pairs,
-// position by position; rows past `rows` zero.
+// out (blocks x `length` positions x 16 values of 32 bits): in each block of 16 rows (channels),
+// rows r of first and second (`row_size` values apart; second may be null: zeros) joined into
+// pairs, position by position, placed by `runs`; rows past `rows` zero. Positions outside the
+// runs (a padded image's border) are not written: out comes zeroed and stays so. Each piece of
+// 16 positions of 16 rows is joined, transposed and stored one position (a vector) at a time.
 RG_AVX512_BF16 void pack_pairs(uint32_t* out, int64_t blocks, int64_t rows, int64_t length,
-                               const uint16_t* first, const uint16_t* second, int64_t row_size) {
+                               const uint16_t* first, const uint16_t* second, int64_t row_size,
+                               Runs runs) {
   for (int64_t b = 0; b < blocks; ++b)
-    for (int64_t e = 0; e < length; e += kBlock) {
-      __m512i pairs[kBlock];
-      for (int i = 0; i < kBlock; ++i) {
-        const int64_t r = b * kBlock + i, at = r * row_size + e;
-        pairs[i] = r < rows ? joined_pairs(first + at, second ? second + at : nullptr,
-                                           first_lanes16(row_size - e))
-                            : _mm512_setzero_si512();
+    for (int64_t run = 0; run < runs.count; ++run)
+      for (int64_t e = 0; e < runs.length; e += kBlock) {
+        const __mmask16 mask = first_lanes16(runs.length - e);
+        __m512i pairs[kBlock];
+        for (int i = 0; i < kBlock; ++i) {
+          const int64_t r = b * kBlock + i, at = r * row_size + run * runs.length + e;
+          pairs[i] = r < rows ? joined_pairs(first + at, second ? second + at : nullptr, mask)
+                              : _mm512_setzero_si512();
+        }
+        transpose_16x16(pairs);
+        uint32_t* to = out + (b * length + runs.out_first + run * runs.out_stride + e) * kBlock;
+        for (int64_t j = 0; j < std::min(kBlock, runs.length - e); ++j)
+          _mm512_storeu_si512(to + j * kBlock, pairs[j]);
       }
-      store_transposed(out + (b * length + e) * kBlock, pairs);
-    }
 }
 
 // sums[c][k] (16 x 16, row stride 16) += the block of dw^T of tap (r, s) for the input channels
@@ -138,21 +129,21 @@ void direct_weight_grad(float* dw, const BFloat16* dy, const BFloat16* x, int64_
 #pragma omp parallel num_threads(threads)
   {
     float* sums = partials.data() + omp_get_thread_num() * taps * tap_sums;
-    const int64_t padded_row = d.plane + kBlock;     // a last piece of 16 reads past the plane
-    std::vector<uint16_t> xf(2 * g.C * padded_row);  // its padding zeroed once
+    // Zeroed once: the padding, positions past the image or the outputs, channels past C or K.
     std::vector<uint32_t> xp(d.c_blocks * d.plane * kBlock);
     std::vector<uint32_t> dyp(d.k_blocks * d.outputs * kBlock);
+    const Runs image_rows{g.H, g.W, g.pad_h * d.Wp + g.pad_w, d.Wp};
+    const Runs outputs{1, g.output_plane(), 0, 0};
 #pragma omp for schedule(static)
     for (int64_t pair = 0; pair < image_pairs; ++pair) {
       const int64_t n = 2 * pair;
       const bool second = n + 1 < N;
-      // Both images padded, then joined; a lone last image leaves the second half unread.
-      pad_images(xf.data(), x + n * g.image_size(), second ? 2 : 1, padded_row, g, d);
-      pack_pairs(xp.data(), d.c_blocks, g.C, d.plane, xf.data(),
-                 second ? xf.data() + g.C * padded_row : nullptr, padded_row);
+      const uint16_t* x_first = bits(x) + n * g.image_size();
+      pack_pairs(xp.data(), d.c_blocks, g.C, d.plane, x_first,
+                 second ? x_first + g.image_size() : nullptr, g.input_plane(), image_rows);
       const uint16_t* dy_first = bits(dy) + n * g.output_image_size();
       pack_pairs(dyp.data(), d.k_blocks, g.K, d.outputs, dy_first,
-                 second ? dy_first + g.output_image_size() : nullptr, g.output_plane());
+                 second ? dy_first + g.output_image_size() : nullptr, g.output_plane(), outputs);
       for (int64_t tap = 0; tap < taps; ++tap)
         for (int64_t cb = 0; cb < d.c_blocks; ++cb)
           for (int64_t kb = 0; kb < d.k_blocks; ++kb)
