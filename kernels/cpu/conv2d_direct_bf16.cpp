@@ -361,7 +361,7 @@ void direct_conv_forward(BFloat16* y, const BFloat16* x, const BFloat16* w, cons
 #pragma omp parallel num_threads(threads)
   {
     std::vector<uint32_t> xp(d.pair_blocks * d.block_pairs * d.plane);  // zeroed once
-#pragma omp for schedule(dynamic)
+#pragma omp for schedule(static)
     for (int64_t n = 0; n < N; ++n) {
       pack_image(xp.data(), x + n * g.image_size(), g, d);
       BFloat16* out = y + n * g.output_image_size();
