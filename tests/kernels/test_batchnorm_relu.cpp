@@ -164,32 +164,37 @@ TEST_CASE("batchnorm_relu backward matches central finite differences, residual 
 TEST_CASE("batch norm on bf16 data is f64 batch norm on the same values, rounded once") {
   // bf16 data, f32 parameters and statistics, f32 arithmetic (PyTorch's CPU batch norm under
   // autocast). Each data result is rounded to bf16 once: within half a bf16 ulp (2^-8
-  // relative) of the f64 result, plus f32 arithmetic error. dgamma and dbeta stay f32.
+  // relative) of the f64 result, plus f32 arithmetic error. dgamma and dbeta stay f32. With
+  // several threads the bf16 planes go by runs of images (2 threads: runs of 1 and 2 images).
   Generator g(24);
+  ThreadCountGuard guard;
   const double tol = std::ldexp(1.0, -8) * 1.05;
-  for (const Shape& shape : kLayouts)
-    for (const bool with_residual : {false, true}) {
-      CAPTURE(shape);
-      CAPTURE(with_residual);
-      const Tensor x = random_tensor(shape, g, DType::bf16, 2.0);
-      const Tensor residual = with_residual ? random_tensor(shape, g, DType::bf16) : Tensor();
-      const Tensor dy = random_tensor(shape, g, DType::bf16);
-      const Params p = random_params(shape[1], DType::f32, g);
-      const Result got = run(true, x, residual, p, dy);
-      CHECK(got.y.dtype() == DType::bf16);
-      CHECK(got.dx.dtype() == DType::bf16);
-      auto wide = [](const Tensor& t) { return t.defined() ? t.to(DType::f64) : Tensor(); };
-      const Params p64{wide(p.gamma), wide(p.beta), wide(p.running_mean), wide(p.running_var)};
-      const Result want = run(true, wide(x), wide(residual), p64, wide(dy));
-      check_close(got.y, want.y, tol, "y");
-      check_close(got.save_mean, want.save_mean, 1e-6, "save_mean");
-      check_close(got.save_invstd, want.save_invstd, 1e-6, "save_invstd");
-      // The relu masks agree (y is rounded where it is computed), so the gradients follow.
-      check_close(got.dx, want.dx, tol, "dx");
-      check_close(got.dgamma, want.dgamma, 1e-5, "dgamma");
-      check_close(got.dbeta, want.dbeta, 1e-5, "dbeta");
-      if (with_residual) check_close(got.dresidual, want.dresidual, tol, "dresidual");
-    }
+  for (const int threads : {1, 2})
+    for (const Shape& shape : kLayouts)
+      for (const bool with_residual : {false, true}) {
+        kernels::set_num_threads(threads);
+        CAPTURE(threads);
+        CAPTURE(shape);
+        CAPTURE(with_residual);
+        const Tensor x = random_tensor(shape, g, DType::bf16, 2.0);
+        const Tensor residual = with_residual ? random_tensor(shape, g, DType::bf16) : Tensor();
+        const Tensor dy = random_tensor(shape, g, DType::bf16);
+        const Params p = random_params(shape[1], DType::f32, g);
+        const Result got = run(true, x, residual, p, dy);
+        CHECK(got.y.dtype() == DType::bf16);
+        CHECK(got.dx.dtype() == DType::bf16);
+        auto wide = [](const Tensor& t) { return t.defined() ? t.to(DType::f64) : Tensor(); };
+        const Params p64{wide(p.gamma), wide(p.beta), wide(p.running_mean), wide(p.running_var)};
+        const Result want = run(true, wide(x), wide(residual), p64, wide(dy));
+        check_close(got.y, want.y, tol, "y");
+        check_close(got.save_mean, want.save_mean, 1e-6, "save_mean");
+        check_close(got.save_invstd, want.save_invstd, 1e-6, "save_invstd");
+        // The relu masks agree (y is rounded where it is computed), so the gradients follow.
+        check_close(got.dx, want.dx, tol, "dx");
+        check_close(got.dgamma, want.dgamma, 1e-5, "dgamma");
+        check_close(got.dbeta, want.dbeta, 1e-5, "dbeta");
+        if (with_residual) check_close(got.dresidual, want.dresidual, tol, "dresidual");
+      }
 }
 
 // mean + spread * N(0, 1), in dtype.
