@@ -44,14 +44,15 @@ V* scratch(int64_t size) {
   return storage.data();
 }
 
+// A block's row holds at most about kRunValues values: its sums and coefficients stay in L1.
+constexpr int64_t kRunValues = 4096;
+
 // Runs f(block) for blocks of whole channels in parallel. A block's row holds at most about
-// kRunValues values (its sums and coefficients stay in L1), the whole block at most a quarter
-// of L2 (its second pass reads it from there), and each thread gets two blocks where there are
-// channels enough.
+// kRunValues values, the whole block at most a quarter of L2 (its second pass reads it from
+// there), and each thread gets two blocks where there are channels enough.
 template <class F>
 void for_each_block(Layout l, int64_t value_bytes, F&& f) {
   if (l.c == 0) return;
-  constexpr int64_t kRunValues = 4096;
   const int64_t threads = omp_get_max_threads();
   const int64_t channel_bytes = std::max<int64_t>(1, l.n * l.hw * value_bytes);
   int64_t channels = std::min(kRunValues / l.hw, cpu_features().l2_bytes / 4 / channel_bytes);
@@ -264,22 +265,33 @@ void block_backward_apply(T* dx, const T* dy, const T* y, const T* x, Layout l, 
   block_backward_apply_rows<T, false>(dx, dy, y, x, l, b, spread_factors);
 }
 
-// The two passes of a fused forward or backward on bf16 planes with several threads, each thread
-// taking a fixed run of whole images for both, as the convolutions around batch norm split their
-// work: the images a thread's conv wrote are still in that core's cache when its batch norm
-// reads them, and its output is where the next conv's thread reads it (by channel blocks, half
-// the data would move between cores at each layer). first(n0, n1, partial) adds the per-channel
-// sums of images [n0, n1) into partial (2 x C, zeroed); once all are in, finish(c, sum) gets
-// channel c's two sums (the threads' partials added in thread order); then second(n0, n1).
+// The two passes of a fused forward or backward with several threads, each thread taking a
+// fixed run of whole images for both, as the convolutions around batch norm split their work:
+// the images a thread's conv wrote are still in that core's cache when its batch norm reads
+// them, and its output is where the next conv's thread reads it (by channel blocks over all the
+// images, half the data would move between cores at each layer). Within a run the channels go
+// in blocks of `channels` (run_channels). first(run, offset, block, partial) puts the per-channel
+// sums of the block's channels in the run (run: the layout of images [n0, n1), offset: where image
+// n0 starts) into partial (2 x C, indexed by channel); once every thread's are in, finish(c, sum)
+// gets channel c's two sums, the threads' partials added in thread order; then second(run, offset,
+// block) over the same blocks.
 template <class First, class Finish, class Second>
-void in_image_runs(Layout l, First&& first, Finish&& finish, Second&& second) {
+void in_image_runs(Layout l, int64_t channels, First&& first, Finish&& finish, Second&& second) {
   const int threads = static_cast<int>(std::min<int64_t>(omp_get_max_threads(), l.n));
   std::vector<double> partials(threads * 2 * l.c, 0.0);
 #pragma omp parallel num_threads(threads)
   {
     const int64_t t = omp_get_thread_num(), runs = omp_get_num_threads();
     const int64_t n0 = l.n * t / runs, n1 = l.n * (t + 1) / runs;
-    first(n0, n1, partials.data() + t * 2 * l.c);
+    const Layout run{n1 - n0, l.c, l.hw};
+    auto for_each_block_of_run = [&](auto&& f) {
+      for (int64_t c0 = 0; c0 < l.c; c0 += channels) {
+        const int64_t c1 = std::min(l.c, c0 + channels);
+        f(run, n0 * l.c * l.hw, Block{c0, c1, (c1 - c0) * l.hw});
+      }
+    };
+    double* partial = partials.data() + t * 2 * l.c;
+    for_each_block_of_run([&](Layout r, int64_t offset, Block b) { first(r, offset, b, partial); });
 #pragma omp barrier
 #pragma omp for schedule(static)
     for (int64_t c = 0; c < l.c; ++c) {
@@ -288,19 +300,22 @@ void in_image_runs(Layout l, First&& first, Finish&& finish, Second&& second) {
         for (int i = 0; i < 2; ++i) sum[i] += partials[(r * 2 + i) * l.c + c];
       finish(c, sum);
     }
-    second(n0, n1);
+    for_each_block_of_run(second);
   }
 }
 
-// Whether the fused passes go by image runs: bf16 planes, more than one thread (one thread keeps
-// the channel blocks, whose second pass reads the block from L2).
+// Channels per block within a run of images: blocks of about kRunValues, or on bf16 planes, which
+// keep no sums per position, all of them (image after image, the order memory is in).
 template <class T>
-bool by_image_runs(Layout l) {
+int64_t run_channels(Layout l) {
   if constexpr (std::is_same_v<T, BFloat16>)
-    return bf16_planes_apply(l.hw) && omp_get_max_threads() > 1 && l.n > 1;
-  else
-    return false;
+    if (bf16_planes_apply(l.hw)) return l.c;
+  return std::clamp<int64_t>(kRunValues / l.hw, 1, l.c);
 }
+
+// Whether the fused passes go by image runs: with more than one thread (one thread keeps the
+// channel blocks over all images, whose second pass reads the block from L2).
+bool by_image_runs(Layout l) { return omp_get_max_threads() > 1 && l.n > 1 && l.c > 0; }
 
 }  // namespace
 
@@ -339,32 +354,26 @@ void fused_forward_train_loop(T* y, const T* x, Layout l, const double* gamma, c
                               double eps, double* mean, double* invstd, double* var,
                               Epilogue<T> epilogue) {
   const double count = l.count();
-  if constexpr (std::is_same_v<T, BFloat16>)
-    if (by_image_runs<T>(l)) {
-      std::vector<double> scale(l.c);
-      return in_image_runs(
-          l,
-          [&](int64_t n0, int64_t n1, double* sums) {
-            for (int64_t n = n0; n < n1; ++n)
-              for (int64_t c = 0; c < l.c; ++c)
-                plane_sums(x + (n * l.c + c) * l.hw, l.hw, sums[c], sums[l.c + c]);
-          },
-          [&](int64_t c, const double* sum) {
-            var[c] = bn_biased_var(sum[0], sum[1], count);
-            mean[c] = sum[0] / count;
-            invstd[c] = bn_invstd(var[c], eps);
-            scale[c] = invstd[c] * gamma[c];
-          },
-          [&](int64_t n0, int64_t n1) {
-            for (int64_t n = n0; n < n1; ++n)
-              for (int64_t c = 0; c < l.c; ++c) {
-                const int64_t o = (n * l.c + c) * l.hw;
-                plane_apply(y + o, x + o, epilogue.residual ? epilogue.residual + o : nullptr,
-                            epilogue.relu, l.hw, static_cast<float>(mean[c]),
-                            static_cast<float>(scale[c]), static_cast<float>(beta[c]));
-              }
-          });
-    }
+  if (by_image_runs(l)) {
+    std::vector<double> scale(l.c);
+    return in_image_runs(
+        l, run_channels<T>(l),
+        [&](Layout run, int64_t offset, Block b, double* sums) {
+          block_sums(x + offset, run, b, sums + b.c0, sums + l.c + b.c0);
+        },
+        [&](int64_t c, const double* sum) {
+          var[c] = bn_biased_var(sum[0], sum[1], count);
+          mean[c] = sum[0] / count;
+          invstd[c] = bn_invstd(var[c], eps);
+          scale[c] = invstd[c] * gamma[c];
+        },
+        [&](Layout run, int64_t offset, Block b) {
+          const Epilogue<T> e{epilogue.residual ? epilogue.residual + offset : nullptr,
+                              epilogue.relu};
+          block_apply(y + offset, x + offset, run, b, mean + b.c0, scale.data() + b.c0, beta + b.c0,
+                      e);
+        });
+  }
   for_each_block(l, 2 * sizeof(T), [&](Block b) {
     const int64_t channels = b.c1 - b.c0;
     double* sums = scratch<double, kChannelValues>(3 * channels);  // sum, sum_sq, scale
@@ -387,40 +396,30 @@ void fused_backward_loop(T* dx, T* dresidual, const T* dy, const T* y, const T* 
                          const double* mean, const double* invstd, const double* gamma,
                          double* sum_dy, double* sum_dy_xhat) {
   const double count = l.count();
-  if constexpr (std::is_same_v<T, BFloat16>)
-    if (by_image_runs<T>(l)) {
-      std::vector<InputGradFactors> factors(l.c);
-      return in_image_runs(
-          l,
-          [&](int64_t n0, int64_t n1, double* sums) {
-            for (int64_t n = n0; n < n1; ++n)
-              for (int64_t c = 0; c < l.c; ++c) {
-                const int64_t o = (n * l.c + c) * l.hw;
-                plane_backward_sums(dy + o, y ? y + o : nullptr, x + o,
-                                    dresidual ? dresidual + o : nullptr, l.hw, mean[c], sums[c],
-                                    sums[l.c + c]);
-              }
-          },
-          [&](int64_t c, const double* sum) {
-            sum_dy[c] = sum[0];
-            sum_dy_xhat[c] = sum[1] * invstd[c];
-            factors[c] = input_grad_factors(gamma[c], invstd[c], sum_dy[c], sum_dy_xhat[c], count);
-          },
-          [&](int64_t n0, int64_t n1) {
-            if (!dx) return;
-            for (int64_t n = n0; n < n1; ++n)
-              for (int64_t c = 0; c < l.c; ++c) {
-                const int64_t o = (n * l.c + c) * l.hw;
-                const InputGradFactors& f = factors[c];
-                // The masked gradient, already in dresidual, is read back instead of dy and y.
-                plane_backward_apply(dx + o, dresidual ? dresidual + o : dy + o,
-                                     dresidual ? nullptr : (y ? y + o : nullptr), x + o, l.hw,
-                                     static_cast<float>(mean[c]), static_cast<float>(f.scale),
-                                     static_cast<float>(f.mean_dy),
-                                     static_cast<float>(f.xmu_coeff));
-              }
-          });
-    }
+  if (by_image_runs(l)) {
+    std::vector<InputGradFactors> factors(l.c);
+    auto at = [](auto* p, int64_t offset) { return p ? p + offset : nullptr; };
+    return in_image_runs(
+        l, run_channels<T>(l),
+        [&](Layout run, int64_t offset, Block b, double* sums) {
+          block_backward_sums(dy + offset, at(y, offset), x + offset, at(dresidual, offset), run, b,
+                              mean + b.c0, sums + b.c0, sums + l.c + b.c0);
+        },
+        [&](int64_t c, const double* sum) {
+          sum_dy[c] = sum[0];
+          sum_dy_xhat[c] = sum[1] * invstd[c];  // sum g * (x - mean) * invstd
+          factors[c] = input_grad_factors(gamma[c], invstd[c], sum_dy[c], sum_dy_xhat[c], count);
+        },
+        [&](Layout run, int64_t offset, Block b) {
+          if (!dx) return;
+          // The masked gradient, already written to dresidual, is read back instead of dy and y.
+          if (dresidual)
+            return block_backward_apply<T>(dx + offset, dresidual + offset, nullptr, x + offset,
+                                           run, b, mean + b.c0, factors.data() + b.c0);
+          block_backward_apply(dx + offset, dy + offset, at(y, offset), x + offset, run, b,
+                               mean + b.c0, factors.data() + b.c0);
+        });
+  }
   for_each_block(l, 3 * sizeof(T), [&](Block b) {
     const int64_t channels = b.c1 - b.c0;
     InputGradFactors* factors = scratch<InputGradFactors, kChannelValues>(channels);

@@ -1,7 +1,8 @@
 // Finite-difference gradient checking for kernels and autograd, in float64.
 // numeric_gradient(f, x, dy) returns d<f(x), dy>/dx by central differences, where f reads x
 // (mutated in place and restored) and returns its output; compare it with the analytic
-// gradient from the backward kernel fed with the same dy.
+// gradient from the backward kernel fed with the same dy. Also the helpers the kernel tests
+// share: random tensors, closeness checks, and ThreadCountGuard.
 #pragma once
 #include <doctest/doctest.h>
 
@@ -10,8 +11,15 @@
 
 #include "core/rng.h"
 #include "core/tensor.h"
+#include "kernels/ops.h"
 
 namespace ringgrad::testing {
+
+// Restores the CPU kernels' thread count when a test that changes it ends.
+struct ThreadCountGuard {
+  int saved = kernels::num_threads();
+  ~ThreadCountGuard() { kernels::set_num_threads(saved); }
+};
 
 inline Tensor random_tensor(const Shape& shape, Generator& g, DType dtype = DType::f64,
                             double scale = 1.0) {

@@ -148,52 +148,58 @@ TEST_CASE("batchnorm training backward matches finite differences through the ba
 }
 
 TEST_CASE("batchnorm split functions composed equal the whole forward and backward") {
-  // f32 data with f64 sums, as SyncBatchNorm keeps them.
-  Generator g(9);
-  const double eps = 1e-5;
-  const int64_t C = 3;
-  Tensor x = random_tensor({4, C, 3, 5}, g, DType::f32, 3.0);
-  Tensor gamma = random_tensor({C}, g, DType::f32), beta = random_tensor({C}, g, DType::f32);
-  Tensor dy = random_tensor(x.shape(), g, DType::f32);
-  const double count = 4 * 3 * 5;
+  // f32 data with f64 sums, as SyncBatchNorm keeps them. The split functions go by channel
+  // blocks; with 3 threads the whole forward and backward go by runs of images.
+  ThreadCountGuard guard;
+  for (const int threads : {1, 3}) {
+    kernels::set_num_threads(threads);
+    CAPTURE(threads);
+    Generator g(9);
+    const double eps = 1e-5;
+    const int64_t C = 3;
+    Tensor x = random_tensor({4, C, 3, 5}, g, DType::f32, 3.0);
+    Tensor gamma = random_tensor({C}, g, DType::f32), beta = random_tensor({C}, g, DType::f32);
+    Tensor dy = random_tensor(x.shape(), g, DType::f32);
+    const double count = 4 * 3 * 5;
 
-  Tensor sum = Tensor::empty({C}, DType::f64), sum_sq = like(sum);
-  kernels::batchnorm_channel_sums(sum, sum_sq, x);
-  Tensor x64 = x.to(DType::f64);
-  for (int64_t c = 0; c < C; ++c) {
-    double mean, unbiased_var;
-    channel_moments(x64, c, mean, unbiased_var);
-    CHECK(sum.data<double>()[c] == doctest::Approx(mean * count).epsilon(1e-12));
-    const double sq = unbiased_var * (count - 1) + mean * mean * count;
-    CHECK(sum_sq.data<double>()[c] == doctest::Approx(sq).epsilon(1e-12));
+    Tensor sum = Tensor::empty({C}, DType::f64), sum_sq = like(sum);
+    kernels::batchnorm_channel_sums(sum, sum_sq, x);
+    Tensor x64 = x.to(DType::f64);
+    for (int64_t c = 0; c < C; ++c) {
+      double mean, unbiased_var;
+      channel_moments(x64, c, mean, unbiased_var);
+      CHECK(sum.data<double>()[c] == doctest::Approx(mean * count).epsilon(1e-12));
+      const double sq = unbiased_var * (count - 1) + mean * mean * count;
+      CHECK(sum_sq.data<double>()[c] == doctest::Approx(sq).epsilon(1e-12));
+    }
+
+    Tensor mean = like(sum), invstd = like(sum);
+    for (int64_t c = 0; c < C; ++c) {
+      const double m = sum.data<double>()[c] / count;
+      mean.data<double>()[c] = m;
+      invstd.data<double>()[c] = 1 / std::sqrt(sum_sq.data<double>()[c] / count - m * m + eps);
+    }
+    Tensor y_split = like(x);
+    kernels::batchnorm_apply(y_split, x, mean, invstd, gamma, beta);
+
+    Tensor y = like(x), save_mean = like(gamma), save_invstd = like(gamma), none_mean, none_var;
+    kernels::batchnorm_forward_train(y, save_mean, save_invstd, none_mean, none_var, x, gamma, beta,
+                                     0.1, eps);
+    check_close(y_split, y, 1e-6, "apply vs forward_train");
+    check_close(save_mean, mean, 1e-6, "save_mean");
+    check_close(save_invstd, invstd, 1e-6, "save_invstd");
+
+    Tensor sum_dy = like(sum), sum_dy_xhat = like(sum);
+    kernels::batchnorm_backward_reduce(sum_dy, sum_dy_xhat, dy, x, mean, invstd);
+    Tensor dx_split = like(x);
+    kernels::batchnorm_backward_apply(dx_split, dy, x, mean, invstd, gamma, sum_dy, sum_dy_xhat,
+                                      count);
+    Tensor dx = like(x), dgamma = like(gamma), dbeta = like(gamma);
+    kernels::batchnorm_backward(dx, dgamma, dbeta, dy, x, gamma, save_mean, save_invstd);
+    check_close(dx_split, dx, 1e-5, "backward_apply vs backward");
+    check_close(dgamma, sum_dy_xhat, 1e-5, "dgamma == sum_dy_xhat");
+    check_close(dbeta, sum_dy, 1e-5, "dbeta == sum_dy");
   }
-
-  Tensor mean = like(sum), invstd = like(sum);
-  for (int64_t c = 0; c < C; ++c) {
-    const double m = sum.data<double>()[c] / count;
-    mean.data<double>()[c] = m;
-    invstd.data<double>()[c] = 1 / std::sqrt(sum_sq.data<double>()[c] / count - m * m + eps);
-  }
-  Tensor y_split = like(x);
-  kernels::batchnorm_apply(y_split, x, mean, invstd, gamma, beta);
-
-  Tensor y = like(x), save_mean = like(gamma), save_invstd = like(gamma), none_mean, none_var;
-  kernels::batchnorm_forward_train(y, save_mean, save_invstd, none_mean, none_var, x, gamma, beta,
-                                   0.1, eps);
-  check_close(y_split, y, 1e-6, "apply vs forward_train");
-  check_close(save_mean, mean, 1e-6, "save_mean");
-  check_close(save_invstd, invstd, 1e-6, "save_invstd");
-
-  Tensor sum_dy = like(sum), sum_dy_xhat = like(sum);
-  kernels::batchnorm_backward_reduce(sum_dy, sum_dy_xhat, dy, x, mean, invstd);
-  Tensor dx_split = like(x);
-  kernels::batchnorm_backward_apply(dx_split, dy, x, mean, invstd, gamma, sum_dy, sum_dy_xhat,
-                                    count);
-  Tensor dx = like(x), dgamma = like(gamma), dbeta = like(gamma);
-  kernels::batchnorm_backward(dx, dgamma, dbeta, dy, x, gamma, save_mean, save_invstd);
-  check_close(dx_split, dx, 1e-5, "backward_apply vs backward");
-  check_close(dgamma, sum_dy_xhat, 1e-5, "dgamma == sum_dy_xhat");
-  check_close(dbeta, sum_dy, 1e-5, "dbeta == sum_dy");
 }
 
 TEST_CASE("batchnorm float32 agrees with float64") {

@@ -89,11 +89,6 @@ void check_results(const Result& got, const Result& want, double tol) {
 const std::vector<Shape> kLayouts = {{3, 5, 4, 4}, {8, 70, 1, 1},  {4, 33, 2, 2},
                                      {3, 6, 7, 7}, {2, 3, 28, 28}, {1, 6, 3, 1}};
 
-struct ThreadCountGuard {
-  int saved = kernels::num_threads();
-  ~ThreadCountGuard() { kernels::set_num_threads(saved); }
-};
-
 }  // namespace
 
 TEST_CASE("batchnorm_relu forward and backward equal batch norm, add and relu run apart") {

@@ -110,12 +110,6 @@ std::vector<ConvCase> sweep_cases() {
   };
 }
 
-// Restores the CPU kernels' thread count when a test that changes it ends.
-struct ThreadCountGuard {
-  int saved = kernels::num_threads();
-  ~ThreadCountGuard() { kernels::set_num_threads(saved); }
-};
-
 // Every case at every thread count: random inputs of `dtype`, forward and backward against the
 // direct-loop reference run in f64 on the same values, within tol.
 void check_against_reference(std::initializer_list<int> thread_counts,

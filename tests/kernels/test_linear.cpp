@@ -60,12 +60,6 @@ LinearGrads reference_grads(const Tensor& dy, const Tensor& x, const Tensor& w) 
   return g;
 }
 
-// Restores the CPU kernels' thread count when a test that changes it ends.
-struct ThreadCountGuard {
-  int saved = kernels::num_threads();
-  ~ThreadCountGuard() { kernels::set_num_threads(saved); }
-};
-
 }  // namespace
 
 TEST_CASE("linear worked by hand: forward and backward") {
