@@ -2,17 +2,23 @@
 // conv2d_dense_small_image.cpp, conv2d_direct_bf16*.cpp, batchnorm_planes_bf16.cpp): the target
 // attribute of a function that uses AVX-512BW, the masks of a vector's first n lanes, bf16 values
 // widened to f32 and f32 rounded to bf16, the sum of a vector's lanes, two rows joined into bf16
-// pairs, and a 16 x 16 transpose of 32-bit values. Those marked AVX-512F only serve any AVX-512
-// CPU; the others only CPUs with a bf16 GEMM (AVX512-BF16, which all have AVX-512BW) reach.
-// Private to kernels/cpu.
+// pairs, a 16 x 16 transpose of 32-bit values, and bf16 data seen as its 16-bit patterns. Those
+// marked AVX-512F only serve any AVX-512 CPU; the others only CPUs with a bf16 GEMM (AVX512-BF16,
+// which all have AVX-512BW) reach. Private to kernels/cpu.
 #pragma once
 #include <immintrin.h>
 
 #include <cstdint>
 
+#include "core/half.h"
+
 #define RG_AVX512_BW __attribute__((target("avx512f,avx512bw,avx512vl")))
 
 namespace ringgrad::kernels::cpu {
+
+// bf16 values as the 16-bit patterns the integer instructions load and store.
+inline const uint16_t* bits(const BFloat16* p) { return reinterpret_cast<const uint16_t*>(p); }
+inline uint16_t* bits(BFloat16* p) { return reinterpret_cast<uint16_t*>(p); }
 
 inline __mmask32 first_lanes32(int64_t n) {
   return n >= 32 ? ~__mmask32(0) : (__mmask32(1) << n) - 1;
@@ -23,8 +29,8 @@ inline __mmask16 first_lanes16(int64_t n) {
 
 // 16 bf16 values as f32: those of a register, or those at p (in mask; zero in the others).
 RG_AVX512_BW inline __m512 widened(__m256i bf16) {
-  const __m512i bits = _mm512_maskz_cvtepu16_epi32(0xFFFF, bf16);
-  return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, bits, 16));
+  const __m512i wide = _mm512_maskz_cvtepu16_epi32(0xFFFF, bf16);
+  return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, wide, 16));
 }
 RG_AVX512_BW inline __m512 widened(const uint16_t* p, __mmask16 mask) {
   return widened(_mm256_maskz_loadu_epi16(mask, p));

@@ -28,9 +28,6 @@ namespace ringgrad::kernels::cpu {
 
 namespace {
 
-const uint16_t* bits(const BFloat16* p) { return reinterpret_cast<const uint16_t*>(p); }
-uint16_t* bits(BFloat16* p) { return reinterpret_cast<uint16_t*>(p); }
-
 RG_AVX512_BW void store(BFloat16* p, __mmask16 mask, __m512 v) {
   _mm256_mask_storeu_epi16(bits(p), mask, _mm512_maskz_cvtepi32_epi16(0xFFFF, rounded_to_bf16(v)));
 }

@@ -68,8 +68,6 @@ DirectLayout direct_layout(const ConvGeometry& g) {
   return d;
 }
 
-const uint16_t* bits(const BFloat16* p) { return reinterpret_cast<const uint16_t*>(p); }
-
 // xp (pair blocks x block_pairs planes of `plane` values) of one image x (C, H, W): channels
 // 2i and 2i+1 in the low and high half of each value, zero in the padding and past C. Only the
 // image's own values are written: xp comes zeroed, and its zeros stay for every image the

@@ -52,8 +52,6 @@ GradLayout grad_layout(const ConvGeometry& g) {
   return d;
 }
 
-const uint16_t* bits(const BFloat16* p) { return reinterpret_cast<const uint16_t*>(p); }
-
 // Where a plane's values go in a packed plane: `count` runs of `length` values each, contiguous
 // in the source, `out_stride` positions apart in the packed plane from position `out_first`.
 struct Runs {

@@ -22,8 +22,6 @@ int64_t blocks_of(int64_t depth) { return (depth + kTileDepth - 1) / kTileDepth;
 
 constexpr int64_t kParallelPacking = 1 << 16;  // elements of A: below this, forking costs more
 
-const uint16_t* bits(const BFloat16* p) { return reinterpret_cast<const uint16_t*>(p); }
-
 // A buffer per thread, grown to the largest call and then reused (no allocation per step).
 uint16_t* buffer(std::vector<uint16_t>& storage, int64_t size) {
   if (static_cast<int64_t>(storage.size()) < size) storage.resize(size);
