@@ -172,8 +172,8 @@ void im2col_conv_backward(T* dx, GemmResult<T>* dw, const T* dy, const T* x, con
 template <class T>
 void uncropped_backward(T* dx, GemmResult<T>* dw, const T* dy, const T* x, const T* w, int64_t N,
                         const ConvGeometry& g) {
-  if constexpr (std::is_same_v<T, BFloat16>) {
-    if (dw && direct_weight_grad_applies(g)) {  // Note [Direct bf16 weight gradient]
+  if constexpr (kHasDirectPath<T>) {
+    if (dw && direct_weight_grad_applies<T>(g)) {  // Note [Direct weight gradient]
       direct_weight_grad(dw, dy, x, N, g);
       if (!dx) return;
       dw = nullptr;
@@ -203,6 +203,16 @@ bool runs_in_own_dtype(DType t) { return !is_half(t) || (t == DType::bf16 && cpu
 // f32 master weights).
 DType weight_grad_dtype(const Tensor& x, const Tensor& dw) {
   return is_half(x.dtype()) && dw.dtype() == DType::f32 ? DType::f32 : x.dtype();
+}
+
+// Whether the forward takes the direct path; then the backward takes it where it can too (not the
+// position classes, which the direct path beats where both apply).
+template <class T>
+bool takes_direct_path(const ConvGeometry& g) {
+  if constexpr (kHasDirectPath<T>)
+    return direct_conv_applies<T>(g);
+  else
+    return false;
 }
 
 // x and w defined, 4-D with matching channels (conv_geometry), x on the CPU and w of x's dtype.
@@ -254,14 +264,15 @@ void conv2d_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b
     const T* b = bias.defined() ? bias.data<T>() : nullptr;
     if (!covers_kernel(taps, g))
       return tap_cropped_forward(y.data<T>(), x.data<T>(), w.data<T>(), b, x.size(0), g, taps);
-    if constexpr (std::is_same_v<T, BFloat16>) {
+    if constexpr (std::is_same_v<T, BFloat16>)
       if (dense_small_image_applies(g))
         return dense_small_image_forward(y.data<T>(), x.data<T>(), w.data<T>(), b, x.size(0), g);
-      if (direct_conv_applies(g))
+    if constexpr (kHasDirectPath<T>)
+      if (takes_direct_path<T>(g))
         return direct_conv_forward(y.data<T>(), x.data<T>(), w.data<T>(), b, x.size(0), g);
-    } else if (position_classes_apply(g)) {
-      return position_classes_forward(y.data<T>(), x.data<T>(), w.data<T>(), b, x.size(0), g);
-    }
+    if constexpr (!std::is_same_v<T, BFloat16>)
+      if (position_classes_apply(g))
+        return position_classes_forward(y.data<T>(), x.data<T>(), w.data<T>(), b, x.size(0), g);
     if constexpr (std::is_same_v<T, float>)
       if (implicit_columns_apply(g))
         return implicit_columns_forward(y.data<T>(), x.data<T>(), w.data<T>(), b, x.size(0), g);
@@ -306,7 +317,7 @@ void conv2d_backward(Tensor& dx, Tensor& dw, Tensor& dbias, const Tensor& dy, co
       if constexpr (std::is_same_v<T, BFloat16>) {
         if (dense_small_image_applies(g))
           return dense_small_image_backward(dxp, dwp, dy.data<T>(), x.data<T>(), w.data<T>(), N, g);
-      } else if (position_classes_apply(g)) {
+      } else if (!takes_direct_path<T>(g) && position_classes_apply(g)) {
         return position_classes_backward(dxp, dwp, dy.data<T>(), x.data<T>(), w.data<T>(), N, g);
       }
       uncropped_backward(dxp, dwp, dy.data<T>(), x.data<T>(), w.data<T>(), N, g);

@@ -59,12 +59,12 @@ void flipped_conv_backward(T* dx, GemmResult<T>* dw, const T* dy, const T* x, co
   using R = GemmResult<T>;
   const ConvGeometry f = input_grad_geometry(g);  // the conv over dy: f.K == g.C, f.C == g.K
   const Tensor flipped = flipped_transposed_kernel(w, g);
-  // bf16 on AMX or AVX512-BF16: dx straight from dy (Note [Direct bf16 convolution]); the loop
-  // below then only builds dy's column matrix for dw.
+  // dx straight from dy where the direct path takes the flipped conv (Note [Direct
+  // convolution]); the loop below then only builds dy's column matrix for dw.
   bool dx_done = false;
-  if constexpr (std::is_same_v<T, BFloat16>) {
-    if (direct_conv_applies(f)) {
-      direct_conv_forward(dx, dy, flipped.data<T>(), nullptr, N, f);
+  if constexpr (kHasDirectPath<T>) {
+    if (direct_conv_applies<T>(f)) {
+      direct_conv_forward<T>(dx, dy, flipped.data<T>(), nullptr, N, f);
       if (!dw) return;
       dx_done = true;
     }
@@ -94,8 +94,9 @@ void flipped_conv_backward(T* dx, GemmResult<T>* dw, const T* dy, const T* x, co
       const int64_t first = chunk * plan.images, images = std::min(plan.images, N - first);
       const int64_t cols = images * f.output_plane();
       const T* dyc = dy + first * g.output_image_size();
+      // bf16's dw product builds col(dy) into its own tiles when dx did not need it.
+      if (!dx_done || !kWeightSumTransposed<T>) im2col(col, dyc, images, f);
       if (!dx_done) {
-        im2col(col, dyc, images, f);
         T* dxc = dx + first * g.image_size();
         R* out = result;
         if constexpr (std::is_same_v<T, R>)
@@ -109,14 +110,14 @@ void flipped_conv_backward(T* dx, GemmResult<T>* dw, const T* dy, const T* x, co
         planes_by_channel(x_moved, xc, images, g.C, g.input_plane());
         xc = x_moved;
       }
+      bool summed = false;
       if constexpr (kWeightSumTransposed<T>) {
-        if (dx_done)  // col(dy) was not built: the GEMM builds it into its tiles
+        if (dx_done) {
           accumulate_outer_im2col(g.C, KRS, cols, xc, dyc, images, f, beta, dw_sum);
-        else
-          accumulate_outer(g.C, KRS, cols, xc, col, beta, dw_sum);
-      } else {
-        accumulate_outer(g.C, KRS, cols, xc, col, beta, dw_sum);
+          summed = true;
+        }
       }
+      if (!summed) accumulate_outer(g.C, KRS, cols, xc, col, beta, dw_sum);
       beta = 1;
     }
     // dw[k][c][r][s] = sum over threads of dw^T[c][(k, R-1-r, S-1-s)], read along the sums'

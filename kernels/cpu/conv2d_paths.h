@@ -17,16 +17,17 @@
 //   conv2d_dense_small_image.cpp bf16 on images of no more pixels than kernel taps: the conv as
 //                                one product with a dense weight matrix (Note [Dense small-image
 //                                convolution]);
-//   conv2d_direct_bf16.cpp       bf16 on AMX (stride 1) or AVX512-BF16: dot products straight
-//                                from the padded image, no column matrix
-//                                (Note [Direct bf16 convolution]);
-//   conv2d_direct_bf16_weight_grad.cpp  its weight gradient on AVX512-BF16
-//                                (Note [Direct bf16 weight gradient]).
+//   conv2d_direct.cpp            bf16 on AMX (stride 1) or AVX512-BF16, f32 on AVX-512: products
+//                                straight from the padded image, no column matrix
+//                                (Note [Direct convolution]);
+//   conv2d_direct_weight_grad.cpp  its weight gradient on AVX512-BF16 (bf16) and AVX-512 (f32)
+//                                (Note [Direct weight gradient]).
 // Read conv2d_reference.cpp (the definition, plain loops) before any of them.
 #pragma once
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "core/tensor.h"
 #include "kernels/cast_math.h"
@@ -234,25 +235,34 @@ void dense_small_image_forward(BFloat16* y, const BFloat16* x, const BFloat16* w
 void dense_small_image_backward(BFloat16* dx, float* dw, const BFloat16* dy, const BFloat16* x,
                                 const BFloat16* w, int64_t N, const ConvGeometry& g);
 
-// ---- conv2d_direct_bf16.cpp ----------------------------------------------------------------
+// ---- conv2d_direct.cpp ---------------------------------------------------------------------
 
-// Whether the direct path takes this conv: a CPU with AMX, or with AVX512-BF16 and VBMI2, stride
-// 1, a kernel larger than 1x1, and images wide enough that most tile positions are outputs.
+// The dtypes the direct paths take: f32 and bf16 (not f64).
+template <class T>
+constexpr bool kHasDirectPath = std::is_same_v<T, float> || std::is_same_v<T, BFloat16>;
+
+// Whether the direct path takes this conv (T float or BFloat16): bf16 on a CPU with AMX, stride
+// 1, a kernel larger than 1x1 and images wide enough that most tile positions are outputs; or
+// bf16 on AVX512-BF16, f32 on AVX-512, as output rows, for strides 1 and 2 on rows that split
+// into pieces of 7, 14 or 28 with little left over.
+template <class T>
 bool direct_conv_applies(const ConvGeometry& g);
 
-// y (N, K, P, Q) = conv(x, w) + bias (bias may be null) when direct_conv_applies(g).
-void direct_conv_forward(BFloat16* y, const BFloat16* x, const BFloat16* w, const BFloat16* bias,
-                         int64_t N, const ConvGeometry& g);
+// y (N, K, P, Q) = conv(x, w) + bias (bias may be null) when direct_conv_applies<T>(g).
+template <class T>
+void direct_conv_forward(T* y, const T* x, const T* w, const T* bias, int64_t N,
+                         const ConvGeometry& g);
 
-// ---- conv2d_direct_bf16_weight_grad.cpp ----------------------------------------------------
+// ---- conv2d_direct_weight_grad.cpp ---------------------------------------------------------
 
-// Whether dw comes straight from dy and x (Note [Direct bf16 weight gradient]): AVX512-BF16
-// without AMX (whose tile GEMM is the faster there), a kernel larger than 1x1, and at least 5/6
-// of its products real.
+// Whether dw comes straight from dy and x (Note [Direct weight gradient]; T float or BFloat16):
+// bf16 on AVX512-BF16 without AMX (whose tile GEMM is the faster there), f32 on AVX-512, a kernel
+// larger than 1x1, and at least 5/6 of its products real.
+template <class T>
 bool direct_weight_grad_applies(const ConvGeometry& g);
 
-// dw (K, C, R, S) as f32 sums, when direct_weight_grad_applies(g).
-void direct_weight_grad(float* dw, const BFloat16* dy, const BFloat16* x, int64_t N,
-                        const ConvGeometry& g);
+// dw (K, C, R, S) as f32 sums, when direct_weight_grad_applies<T>(g).
+template <class T>
+void direct_weight_grad(float* dw, const T* dy, const T* x, int64_t N, const ConvGeometry& g);
 
 }  // namespace ringgrad::kernels::cpu

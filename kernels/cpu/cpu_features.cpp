@@ -28,7 +28,11 @@ constexpr int kXfeatureXtiledata = 18;
 Isa hardware_isa(std::string& limited) {
   __builtin_cpu_init();
   if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return Isa::baseline;
-  if (!__builtin_cpu_supports("avx512f")) return Isa::avx2;
+  // Isa::avx512 is the set every AVX-512 CPU since Skylake-SP has, F with BW, DQ and VL (the
+  // 8- and 16-bit lanes, and AVX-512's masks on 256-bit registers): its kernels may use all four.
+  if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
+      !__builtin_cpu_supports("avx512dq") || !__builtin_cpu_supports("avx512vl"))
+    return Isa::avx2;
   if (!__builtin_cpu_supports("avx512bf16")) return Isa::avx512;
   if (!__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-bf16"))
     return Isa::avx512_bf16;
@@ -104,6 +108,9 @@ std::string cpu_conv_path(DType t) {
     return "AVX512-BF16 dot products" + why;
   if (t == DType::f16) return "f32 copies: no f16 kernel on the CPU";
   if (t == DType::bf16) return "f32 copies: this CPU has no bf16 dot products" + why;
+  if (cpu::cpu_has(cpu::Isa::avx512))
+    return "AVX-512 direct rows, else " +
+           std::string(cpu::avx512_sgemm_enabled() ? "our AVX-512 SGEMM" : "OpenBLAS") + why;
   return cpu::avx512_sgemm_enabled() ? "our AVX-512 SGEMM" + why : "OpenBLAS" + why;
 }
 

@@ -1,8 +1,8 @@
 // What this CPU can run, read once at run time, so that one binary picks the right tuned kernel
-// on every machine: the vector instruction sets (AVX2 + FMA, AVX-512F, AVX512-BF16 dot products,
-// AMX bf16 tiles with Linux's permission to use their state) and the per-core cache sizes the
-// GEMMs block for. RINGGRAD_CPU_ISA caps what is used (avx2, avx512, avx512_bf16, amx), so one
-// machine can time or test each kernel. Private to kernels/cpu.
+// on every machine: the vector instruction sets (AVX2 + FMA, AVX-512 F/BW/DQ/VL, AVX512-BF16 dot
+// products, AMX bf16 tiles with Linux's permission to use their state) and the per-core cache
+// sizes the GEMMs block for. RINGGRAD_CPU_ISA caps what is used (avx2, avx512, avx512_bf16, amx),
+// so one machine can time or test each kernel. Private to kernels/cpu.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -134,12 +134,9 @@ struct RowLanes<BFloat16> {
 
 }  // namespace
 
-// Every CPU with AVX-512 since Skylake-SP has AVX-512BW (the 16-bit lanes); the check keeps the
-// f32 rows off one that does not.
 template <class T>
 bool narrow_row_im2col_applies(const ConvGeometry& g) {
-  return g.W <= 2 * RowLanes<T>::kLanes && cpu_has(Isa::avx512) &&
-         __builtin_cpu_supports("avx512bw");
+  return g.W <= 2 * RowLanes<T>::kLanes && cpu_has(Isa::avx512);
 }
 
 namespace {

@@ -110,6 +110,36 @@ std::vector<ConvCase> sweep_cases() {
   };
 }
 
+// Cases for the direct path (Note [Direct convolution]), which f32 on AVX-512 and bf16 on
+// AVX512-BF16 or AMX take. Stride 1 on wide enough images: on AMX from 7x7 images, whole and
+// partial blocks of 16 channel pairs, an odd channel count, more than 32 output channels,
+// resnet20's first stage, a 5x5 kernel without padding; as row pieces (AVX-512) for 8 input
+// channels or more where rows split into pieces of 7, 14 or 28 with little left over: pieces of
+// each length, 1, 2 and 4 vectors of output channels at once (32 and 64 outputs on 7x7, 64 -> 16
+// and 32 -> 48 in dx), a partial vector (40 outputs), bias, stride 2 (3x3 and 1x1, 13 rows to 7).
+// There the weight gradient comes straight from dy and x too (Note [Direct weight gradient]) for
+// resnet20's first stage, for 32 -> 48 channels on 14x14, for 16 <-> 64 on 7x7, and for a strided
+// conv. And a strided conv whose weight gradient (40 x 189) is summed through whole and partial
+// 32 x 32 tiles, and rows too wide for im2col's register permutes (more than 64 pixels), whose
+// runs are long enough for the walk's vector copies: 35-36 entries at stride 2, 70 at stride 1.
+std::vector<ConvCase> direct_path_cases() {
+  return {{{3, 21, 6, 6}, {40, 21, 3, 3}, 2, 2, 1, 1, true},
+          {{2, 3, 9, 72}, {4, 3, 3, 3}, 2, 2, 1, 1, false},
+          {{2, 2, 6, 72}, {3, 2, 3, 3}, 2, 1, 1, 0, true},
+          {{2, 33, 9, 9}, {40, 33, 3, 3}, 1, 1, 1, 1, true},
+          {{2, 64, 7, 7}, {16, 64, 3, 3}, 1, 1, 1, 1, false},
+          {{2, 16, 28, 28}, {16, 16, 3, 3}, 1, 1, 1, 1, false},
+          {{2, 33, 21, 21}, {40, 33, 3, 3}, 1, 1, 1, 1, true},
+          {{2, 32, 14, 14}, {48, 32, 3, 3}, 1, 1, 1, 1, false},
+          {{2, 16, 7, 7}, {64, 16, 3, 3}, 1, 1, 1, 1, true},
+          {{3, 16, 13, 13}, {32, 16, 3, 3}, 2, 2, 1, 1, true},
+          {{2, 16, 13, 14}, {16, 16, 1, 1}, 2, 2, 0, 0, false},
+          {{1, 12, 7, 7}, {32, 12, 3, 3}, 1, 1, 1, 1, false},
+          {{2, 10, 18, 18}, {7, 10, 5, 5}, 1, 1, 0, 0, true},
+          {{2, 5, 28, 26}, {7, 5, 5, 5}, 1, 1, 0, 0, true},
+          {{3, 6, 12, 11}, {5, 6, 5, 5}, 1, 1, 0, 0, true}};
+}
+
 // Every case at every thread count: random inputs of `dtype`, forward and backward against the
 // direct-loop reference run in f64 on the same values, within tol.
 void check_against_reference(std::initializer_list<int> thread_counts,
@@ -246,34 +276,8 @@ TEST_CASE("conv2d in bf16 matches the f64 reference of the same bf16 values over
   // direct one too; elsewhere the conv widens to f32. Either way each result is rounded to bf16
   // once: within half a bf16 ulp (2^-8 relative) of the exact value, plus f32 summation error.
   std::vector<ConvCase> cases = sweep_cases();
-  // Stride 1 on wide enough images takes the direct path (Note [Direct bf16 convolution]): on
-  // AMX from 7x7 images, whole and partial blocks of 16 channel pairs, an odd channel count, more
-  // than 32 output channels, resnet20's first stage, a 5x5 kernel without padding; on
-  // AVX512-BF16 for 8 input channels or more where rows split into pieces of 7, 14 or 28 with
-  // little left over: pieces of each length, 1, 2 and 4 vectors of output channels at once (32
-  // and 64 outputs on 7x7, 64 -> 16 and 32 -> 48 in dx), a partial vector (40 outputs), bias,
-  // stride 2 (3x3 and 1x1, 13 rows to 7).
-  // There the weight gradient comes straight from dy and x too
-  // (Note [Direct bf16 weight gradient]) for resnet20's first stage, for 32 -> 48 channels on
-  // 14x14, for 16 <-> 64 on 7x7, and for a strided conv. And a strided
-  // conv whose weight gradient (40 x 189) is summed through whole and partial 32 x 32 tiles,
-  // and rows too wide for im2col's register permutes (more than 64 pixels), whose runs are long
-  // enough for the walk's vector copies: 35-36 entries at stride 2, 70 at stride 1.
-  cases.insert(cases.end(), {{{3, 21, 6, 6}, {40, 21, 3, 3}, 2, 2, 1, 1, true},
-                             {{2, 3, 9, 72}, {4, 3, 3, 3}, 2, 2, 1, 1, false},
-                             {{2, 2, 6, 72}, {3, 2, 3, 3}, 2, 1, 1, 0, true},
-                             {{2, 33, 9, 9}, {40, 33, 3, 3}, 1, 1, 1, 1, true},
-                             {{2, 64, 7, 7}, {16, 64, 3, 3}, 1, 1, 1, 1, false},
-                             {{2, 16, 28, 28}, {16, 16, 3, 3}, 1, 1, 1, 1, false},
-                             {{2, 33, 21, 21}, {40, 33, 3, 3}, 1, 1, 1, 1, true},
-                             {{2, 32, 14, 14}, {48, 32, 3, 3}, 1, 1, 1, 1, false},
-                             {{2, 16, 7, 7}, {64, 16, 3, 3}, 1, 1, 1, 1, true},
-                             {{3, 16, 13, 13}, {32, 16, 3, 3}, 2, 2, 1, 1, true},
-                             {{2, 16, 13, 14}, {16, 16, 1, 1}, 2, 2, 0, 0, false},
-                             {{1, 12, 7, 7}, {32, 12, 3, 3}, 1, 1, 1, 1, false},
-                             {{2, 10, 18, 18}, {7, 10, 5, 5}, 1, 1, 0, 0, true},
-                             {{2, 5, 28, 26}, {7, 5, 5, 5}, 1, 1, 0, 0, true},
-                             {{3, 6, 12, 11}, {5, 6, 5, 5}, 1, 1, 0, 0, true}});
+  const std::vector<ConvCase> direct = direct_path_cases();
+  cases.insert(cases.end(), direct.begin(), direct.end());
   check_against_reference({1, 3}, cases, DType::bf16, std::ldexp(1.0, -8) * 1.01, 17);
 }
 
@@ -303,17 +307,16 @@ TEST_CASE("conv2d in half may give dw in f32: the f32 sums, never rounded to hal
   }
 }
 
-TEST_CASE("the direct bf16 weight gradient matches the reference, partial channel blocks too") {
-  // Note [Direct bf16 weight gradient], called directly: conv2d takes it only where 5/6 of its
-  // products are real, which leaves out channel counts that half fill a block of 16. Here: an
-  // odd number of images (the last one paired with zeros) and a single one, channel blocks
-  // partly filled on both sides, no padding, a 5x5 kernel wider than its padding, strides of 2
-  // (one axis, then both, 1x1), more image pairs than threads. Each f32 accumulator sums up to
-  // 1,682 products of unit normals one after another, which stays within 1e-4 of the f64 reference;
-  // an output, an image or a pair left out is off by 0.1 or more.
-  if (!kernels::cpu::cpu_has(kernels::cpu::Isa::avx512_bf16))
-    return testing::skip_test(
-        "this CPU has no AVX512-BF16, which the direct weight gradient needs");
+TEST_CASE("the direct weight gradient matches the reference, partial channel blocks too") {
+  // Note [Direct weight gradient], called directly, in f32 (AVX-512) and bf16 (AVX512-BF16):
+  // conv2d takes it only where 5/6 of its products are real, which leaves out channel counts that
+  // half fill a block of 16. Here: an odd number of images (in bf16 the last one paired with
+  // zeros) and a single one, channel blocks partly filled on both sides, no padding, a 5x5 kernel
+  // wider than its padding, strides of 2 (one axis, then both, 1x1), more image steps than
+  // threads. Each f32 accumulator sums up to 2,523 products of unit normals one after another
+  // (f32 takes one image a step, bf16 two in each product), which stays within 2e-4 of the f64
+  // reference; an output, an image or a pair left out is off by 0.1 or more.
+  using kernels::cpu::Isa;
   Generator gen(41);
   ThreadCountGuard guard;
   const std::vector<ConvCase> cases = {{{3, 16, 31, 31}, {16, 16, 3, 3}, 1, 1, 0, 0, false},
@@ -321,22 +324,33 @@ TEST_CASE("the direct bf16 weight gradient matches the reference, partial channe
                                        {{1, 3, 11, 10}, {5, 3, 5, 5}, 1, 1, 1, 2, false},
                                        {{3, 16, 13, 11}, {16, 16, 3, 3}, 2, 1, 1, 0, false},
                                        {{2, 6, 9, 9}, {20, 6, 1, 1}, 2, 2, 0, 0, false}};
-  for (const int threads : {1, 3}) {
-    kernels::set_num_threads(threads);
-    for (const ConvCase& c : cases) {
-      CAPTURE(threads);
-      CAPTURE(c.x);
-      CAPTURE(c.w);
-      const kernels::Conv2dParams p = conv_params(c.stride_h, c.stride_w, c.pad_h, c.pad_w);
-      Tensor x = random_tensor(c.x, gen, DType::bf16), w = random_tensor(c.w, gen, DType::bf16);
-      Tensor dy = random_tensor(kernels::conv2d_output_shape(c.x, c.w, p), gen, DType::bf16);
-      Tensor dw = Tensor::empty(c.w, DType::f32);
-      kernels::cpu::direct_weight_grad(dw.data<float>(), dy.data<BFloat16>(), x.data<BFloat16>(),
-                                       c.x[0], kernels::conv_geometry(c.x, c.w, p));
-      ConvGrads want = reference_grads(dy.to(DType::f64), x.to(DType::f64), w.to(DType::f64), p);
-      check_close(dw, want.dw, 1e-4, "dw");
+  auto run = [&](auto tag, DType dtype) {
+    using T = decltype(tag);
+    for (const int threads : {1, 3}) {
+      kernels::set_num_threads(threads);
+      for (const ConvCase& c : cases) {
+        CAPTURE(std::string(dtype_name(dtype)));
+        CAPTURE(threads);
+        CAPTURE(c.x);
+        CAPTURE(c.w);
+        const kernels::Conv2dParams p = conv_params(c.stride_h, c.stride_w, c.pad_h, c.pad_w);
+        Tensor x = random_tensor(c.x, gen, dtype), w = random_tensor(c.w, gen, dtype);
+        Tensor dy = random_tensor(kernels::conv2d_output_shape(c.x, c.w, p), gen, dtype);
+        Tensor dw = Tensor::empty(c.w, DType::f32);
+        kernels::cpu::direct_weight_grad<T>(dw.data<float>(), dy.data<T>(), x.data<T>(), c.x[0],
+                                            kernels::conv_geometry(c.x, c.w, p));
+        ConvGrads want = reference_grads(dy.to(DType::f64), x.to(DType::f64), w.to(DType::f64), p);
+        check_close(dw, want.dw, 2e-4, "dw");
+      }
     }
-  }
+  };
+  if (!kernels::cpu::cpu_has(Isa::avx512))
+    return testing::skip_test("this CPU has no AVX-512, which the direct weight gradient needs");
+  run(float(), DType::f32);
+  if (!kernels::cpu::cpu_has(Isa::avx512_bf16))
+    return testing::skip_test(
+        "this CPU has no AVX512-BF16, which the direct bf16 weight gradient needs (f32 passed)");
+  run(BFloat16(), DType::bf16);
 }
 
 TEST_CASE("conv2d on small images (position classes) matches the reference in f64 and f32") {
@@ -363,9 +377,12 @@ TEST_CASE("conv2d on small images (position classes) matches the reference in f6
 
 TEST_CASE("conv2d in f32 matches the reference over every path") {
   // f32 has code of its own (our AVX-512 GEMM, B transposed into its strips for the weight
-  // gradients), and the sweep above runs in f64: here in f32, with stride-2 convs whose
-  // column matrix has long rows (20) and the resnet18 stem's kernel.
+  // gradients, the direct path), and the sweep above runs in f64: here in f32, with stride-2
+  // convs whose column matrix has long rows (20), the resnet18 stem's kernel, and the direct
+  // path's cases.
   std::vector<ConvCase> cases = sweep_cases();
+  const std::vector<ConvCase> direct = direct_path_cases();
+  cases.insert(cases.end(), direct.begin(), direct.end());
   cases.insert(cases.end(), {{{2, 3, 40, 36}, {4, 3, 3, 3}, 2, 2, 1, 1, true},
                              {{2, 1, 28, 28}, {8, 1, 7, 7}, 2, 2, 3, 3, false},
                              {{3, 16, 28, 28}, {8, 16, 3, 3}, 2, 2, 1, 1, true}});

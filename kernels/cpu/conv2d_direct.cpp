@@ -1,23 +1,31 @@
-// The direct bf16 convolution (kernels/cpu/conv2d_paths.h), no column matrix at all: on AMX for
-// stride-1 convs with images large enough to fill tiles, on AVX512-BF16 for strides 1 and 2.
+// The direct convolution (kernels/cpu/conv2d_paths.h), no column matrix at all: bf16 on AMX for
+// stride-1 convs with images large enough to fill tiles; bf16 on AVX512-BF16 and f32 on AVX-512
+// for strides 1 and 2, as output rows.
 //
-// Note [Direct bf16 convolution]
+// Note [Direct convolution]
 // The im2col path copies every input value R*S times into the column matrix and then packs that
-// into tiles: for a conv with few channels (resnet20's 16-64) that copying, not the multiplying,
-// is the cost. A stride-1 convolution needs no copy. Pad each image with zeros to Hp x Wp; the
-// output at flat position e = oh * Wp + ow then reads, for tap (r, s), the padded input at
-// e + r * Wp + s: the same image shifted. So with each image packed once as channel pairs,
-// xp[pair][position] (two bf16 values in 32 bits, the layout a bf16 dot product takes), the
-// B operand of tap (r, s) for 16 output positions is 16 rows (channel pairs) of 64 contiguous
-// bytes, read in place at the pair stride, and
+// for the GEMM: for a conv with few channels (resnet20's 16-64) that copying, not the
+// multiplying, is the cost. A stride-1 convolution needs no copy. Pad each image with zeros to
+// Hp x Wp; the output at flat position e = oh * Wp + ow then reads, for tap (r, s), the padded
+// input at e + r * Wp + s: the same image shifted. Each image is packed once, channel by channel
+// in 32-bit words (direct_lanes.h: one f32 value, or a bf16 pair of neighbouring channels, the
+// layout a bf16 dot product takes), and every tap reads it in place.
+//
+// On AMX the B operand of tap (r, s) for 16 output positions is 16 rows (channel pairs) of 64
+// contiguous bytes, read at the pair stride, and
 //   y tile (16 channels x 16 positions) += sum over taps and channel blocks of
 //                                          w tile (16 channels x 32 input channels) x xp tile.
-// On AMX a tile load reads those rows and one TDPBF16PS multiplies; every flat position is
-// computed and the ow >= Q ones (they read across a row edge) are thrown away: Wp / Q more
-// multiplies (30/28 at 28x28, 9/7 at 7x7), far fewer bytes moved. On AVX512-BF16 the same
-// shifted reads of xp feed VDPBF16PS the other way round, output channels in the lanes and
-// one position per broadcast, so that only outputs are computed (the row pieces below).
-// Tested against the direct-loop reference (conv2d_reference.cpp) by the conv2d tests in bf16.
+// A tile load reads those rows and one TDPBF16PS multiplies; every flat position is computed and
+// the ow >= Q ones (they read across a row edge) are thrown away: Wp / Q more multiplies (30/28
+// at 28x28, 9/7 at 7x7), far fewer bytes moved.
+//
+// On AVX-512 the same shifted reads feed the multiplies the other way round, output channels in
+// the lanes and one input word per broadcast, so that only outputs are computed (the row pieces
+// below); f32 and bf16 differ only in the multiply-add and the store. Against im2col + our SGEMM
+// in f32 this saves the column matrix and the moves between (images, K, P*Q) and (K, columns);
+// the kernel itself runs as near the FMA peak as the GEMM's.
+// Tested against the direct-loop reference (conv2d_reference.cpp) by the conv2d tests in f32 and
+// bf16.
 #include <immintrin.h>
 #include <omp.h>
 
@@ -28,12 +36,11 @@
 #include "kernels/cpu/avx512_bw.h"
 #include "kernels/cpu/conv2d_paths.h"
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/direct_lanes.h"
 
 #define RG_AMX __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bf16,avx512vbmi2,avx512vl")))
 // Every CPU with AMX has these (Sapphire Rapids and later).
 #define RG_STORE __attribute__((target("avx512f,avx512bf16,avx512vbmi2,avx512vl,avx512bw")))
-// And every CPU with AVX512-BF16 these.
-#define RG_AVX512_BF16 __attribute__((target("avx512f,avx512bf16,avx512vl,avx512bw")))
 
 namespace ringgrad::kernels::cpu {
 
@@ -43,7 +50,8 @@ constexpr int64_t kTile = 16;  // channels or positions per C tile; channel pair
 
 // The packed sizes of one direct conv.
 struct DirectLayout {
-  int64_t block_pairs;  // channel pairs per B tile: 16, or all of them when fewer
+  int64_t words;        // channel words: C, or C / 2 rounded up for bf16 pairs
+  int64_t block_pairs;  // channel pairs per B tile (AMX): 16, or all of them when fewer
   int64_t pair_blocks;  // B tiles per tap, the pairs padded with zero channels to fill them
   int64_t Wp;           // padded image width
   int64_t positions;    // flat output positions computed: P * Wp
@@ -52,39 +60,41 @@ struct DirectLayout {
   int64_t k_tiles;
 };
 
+template <class Lanes>
 DirectLayout direct_layout(const ConvGeometry& g) {
   DirectLayout d;
-  const int64_t pairs = (g.C + 1) / 2;
-  d.block_pairs = std::min(kTile, pairs);
-  d.pair_blocks = (pairs + d.block_pairs - 1) / d.block_pairs;
+  d.words = (g.C + Lanes::kValuesPerWord - 1) / Lanes::kValuesPerWord;
+  d.block_pairs = std::min(kTile, d.words);
+  d.pair_blocks = (d.words + d.block_pairs - 1) / d.block_pairs;
   d.Wp = g.W + 2 * g.pad_w;
   d.positions = g.P * d.Wp;
   d.position_tiles = (d.positions + kTile - 1) / kTile;
   const int64_t last_read = d.position_tiles * kTile - 1 + (g.R - 1) * d.Wp + g.S - 1;
-  // A last row piece on AVX512-BF16 reads up to 27 outputs, at stride 2 54 positions, past
-  // the padded image.
+  // A last row piece reads up to 27 outputs, at stride 2 54 positions, past the padded image.
   d.plane = std::max(last_read + 1, (g.H + 2 * g.pad_h) * d.Wp + 2 * 28);
   d.k_tiles = (g.K + kTile - 1) / kTile;
   return d;
 }
 
-// xp (pair blocks x block_pairs planes of `plane` values) of one image x (C, H, W): channels
-// 2i and 2i+1 in the low and high half of each value, zero in the padding and past C. Only the
-// image's own values are written: xp comes zeroed, and its zeros stay for every image the
-// buffer then serves. Rows are joined 16 values at a time, the last piece masked (rows of 7 or
-// 14 are mostly such pieces).
-RG_AVX512_BF16 void pack_image(uint32_t* xp, const BFloat16* x, const ConvGeometry& g,
-                               const DirectLayout& d) {
-  for (int64_t pair = 0; 2 * pair < g.C; ++pair) {
-    const uint16_t* low = bits(x) + 2 * pair * g.input_plane();
-    const bool has_high = 2 * pair + 1 < g.C;
-    uint32_t* out = xp + pair * d.plane + g.pad_h * d.Wp + g.pad_w;
+// xp (pair_blocks * block_pairs planes of `plane` words) of one image x (C, H, W): channel c
+// in word c / kValuesPerWord, zero in the padding and past C. Only the image's own values are
+// written: xp comes zeroed, and its zeros stay for every image the buffer then serves. Rows are
+// joined 16 values at a time, the last piece masked (rows of 7 or 14 are mostly such pieces).
+template <class Lanes>
+RG_DIRECT void pack_image(typename Lanes::Word* xp, const typename Lanes::Value* x,
+                          const ConvGeometry& g, const DirectLayout& d) {
+  constexpr int per = Lanes::kValuesPerWord;
+  for (int64_t word = 0; word < d.words; ++word) {
+    const typename Lanes::Value* first = x + per * word * g.input_plane();
+    const bool has_second = per == 2 && 2 * word + 1 < g.C;
+    auto* out = xp + word * d.plane + g.pad_h * d.Wp + g.pad_w;
     for (int64_t ih = 0; ih < g.H; ++ih)
       for (int64_t iw = 0; iw < g.W; iw += kTile) {
         const __mmask16 mask = first_lanes16(g.W - iw);
-        const uint16_t* lo = low + ih * g.W + iw;
-        _mm512_mask_storeu_epi32(out + ih * d.Wp + iw, mask,
-                                 joined_pairs(lo, has_high ? lo + g.input_plane() : nullptr, mask));
+        const auto* row = first + ih * g.W + iw;
+        _mm512_mask_storeu_epi32(
+            out + ih * d.Wp + iw, mask,
+            Lanes::words(row, has_second ? row + g.input_plane() : nullptr, mask));
       }
   }
 }
@@ -196,14 +206,14 @@ void configure(const DirectLayout& d) {
   use_tile_shapes(shapes);
 }
 
-// ---- AVX512-BF16: output rows, the output channels in the lanes -------------------------------
+// ---- AVX-512: output rows, the output channels in the lanes ------------------------------------
 // A vector of 16 positions of xp would read every flat position, the columns thrown away too,
-// and store its rows by compressing. Here the lanes are 16 output channels instead: wp[tap][pair]
-// holds each output channel's weight pair for that tap and input channel pair, so that
-//   acc[q] (16 output channels at position q) += broadcast xp[pair][shifted q] . wp[tap][pair]
+// and store its rows by compressing. Here the lanes are 16 output channels instead: wp[tap][word]
+// holds each output channel's weights for that tap and input channel word, so that
+//   acc[q] (16 output channels at position q) += broadcast xp[word][shifted q] * wp[tap][word]
 // for NQ consecutive outputs q of one output row, KB vectors of output channels at once
-// (NQ x KB accumulators of the 32 registers, NQ broadcasts and KB loads for NQ x KB dot
-// products), and nothing is computed past the row but a last block's tail. The block is
+// (NQ x KB accumulators of the 32 registers, NQ broadcasts and KB loads for NQ x KB
+// multiply-adds), and nothing is computed past the row but a last block's tail. The block is
 // transposed to output-channel rows to be stored, the bias added as a vector first.
 
 // (KB, NQ) blocks, the positions along a row times the vectors of 16 output channels at most 28.
@@ -223,46 +233,46 @@ RowBlock row_block(const ConvGeometry& g) {
   return {kb, nq};
 }
 
-// wp (taps x pairs x k_vectors * 16 values of 32 bits): output channel k's weights for input
-// channels 2i and 2i + 1 at each tap, low and high half; zero past K and C.
-std::vector<uint32_t> pack_weight_pairs(const BFloat16* w, const ConvGeometry& g,
-                                        const DirectLayout& d) {
-  const int64_t taps = g.R * g.S, pairs = d.pair_blocks * d.block_pairs;
-  const int64_t lanes = d.k_tiles * kTile;
-  std::vector<uint32_t> wp(taps * pairs * lanes, 0u);
+// wp (taps x words x k_vectors * 16 words): output channel k's weights for the input channels of
+// each word at each tap; zero past K and C.
+template <class Lanes>
+std::vector<typename Lanes::Word> pack_weight_words(const typename Lanes::Value* w,
+                                                    const ConvGeometry& g, const DirectLayout& d) {
+  constexpr int per = Lanes::kValuesPerWord;
+  const int64_t taps = g.R * g.S, lanes = d.k_tiles * kTile;
+  std::vector<typename Lanes::Word> wp(taps * d.words * lanes, 0);
   for (int64_t k = 0; k < g.K; ++k)
     for (int64_t c = 0; c < g.C; ++c)
       for (int64_t tap = 0; tap < taps; ++tap)
-        wp[(tap * pairs + c / 2) * lanes + k] |= uint32_t{bits(w)[(k * g.C + c) * taps + tap]}
-                                                 << (16 * (c % 2));
+        Lanes::place(wp[(tap * d.words + c / per) * lanes + k], w[(k * g.C + c) * taps + tap],
+                     c % per);
   return wp;
 }
 
 // The outputs q0 .. q0 + NQ - 1 (those below Q stored) of output row p, channels from vector kv0.
-template <int KB, int NQ, int SW>
-RG_AVX512_BF16 void row_piece(BFloat16* y, const uint32_t* xp, const uint32_t* wp,
-                              const BFloat16* bias, int64_t kv0, int64_t p, int64_t q0,
-                              const ConvGeometry& g, const DirectLayout& d) {
-  const int64_t taps = g.R * g.S, pairs = d.pair_blocks * d.block_pairs;
-  const int64_t lanes = d.k_tiles * kTile;
+template <class Lanes, int KB, int NQ, int SW>
+RG_DIRECT void row_piece(typename Lanes::Value* y, const typename Lanes::Word* xp,
+                         const typename Lanes::Word* wp, const typename Lanes::Value* bias,
+                         int64_t kv0, int64_t p, int64_t q0, const ConvGeometry& g,
+                         const DirectLayout& d) {
+  const int64_t taps = g.R * g.S, lanes = d.k_tiles * kTile;
   __m512 acc[NQ][KB];
 #pragma GCC unroll 28
   for (int q = 0; q < NQ; ++q)
 #pragma GCC unroll 4
     for (int v = 0; v < KB; ++v) acc[q][v] = _mm512_setzero_ps();
   for (int64_t tap = 0; tap < taps; ++tap) {
-    const uint32_t* x = xp + (p * g.stride_h + tap / g.S) * d.Wp + q0 * SW + tap % g.S;
-    const uint32_t* w = wp + tap * pairs * lanes + kv0 * kTile;
-    for (int64_t pair = 0; pair < pairs; ++pair, x += d.plane, w += lanes) {
-      __m512bh weights[KB];
+    const auto* x = xp + (p * g.stride_h + tap / g.S) * d.Wp + q0 * SW + tap % g.S;
+    const auto* w = wp + tap * d.words * lanes + kv0 * kTile;
+    for (int64_t word = 0; word < d.words; ++word, x += d.plane, w += lanes) {
+      __m512i weights[KB];
 #pragma GCC unroll 4
-      for (int v = 0; v < KB; ++v) weights[v] = (__m512bh)_mm512_loadu_si512(w + v * kTile);
+      for (int v = 0; v < KB; ++v) weights[v] = _mm512_loadu_si512(w + v * kTile);
 #pragma GCC unroll 28
-      for (int q = 0; q < NQ; ++q) {
-        const __m512bh inputs = (__m512bh)_mm512_set1_epi32(static_cast<int32_t>(x[q * SW]));
+      for (int q = 0; q < NQ; ++q)
 #pragma GCC unroll 4
-        for (int v = 0; v < KB; ++v) acc[q][v] = _mm512_dpbf16_ps(acc[q][v], inputs, weights[v]);
-      }
+        for (int v = 0; v < KB; ++v)
+          acc[q][v] = Lanes::multiply_add(acc[q][v], x[q * SW], weights[v]);
     }
   }
   const int64_t stored = std::min<int64_t>(NQ, g.Q - q0);
@@ -286,32 +296,34 @@ RG_AVX512_BF16 void row_piece(BFloat16* y, const uint32_t* xp, const uint32_t* w
       transpose_16x16(rows);
       const __mmask16 keep = first_lanes16(stored - c0);
       for (int64_t i = 0; i < kTile && k0 + i < g.K; ++i)
-        _mm256_mask_storeu_epi16(y + (k0 + i) * g.output_plane() + p * g.Q + q0 + c0, keep,
-                                 (__m256i)_mm512_cvtneps_pbh(_mm512_castsi512_ps(rows[i])));
+        Lanes::store(y + (k0 + i) * g.output_plane() + p * g.Q + q0 + c0, keep,
+                     _mm512_castsi512_ps(rows[i]));
     }
   }
 }
 
-template <int KB, int NQ, int SW>
-void rows_image(BFloat16* y, const uint32_t* xp, const uint32_t* wp, const BFloat16* bias,
+template <class Lanes, int KB, int NQ, int SW>
+void rows_image(typename Lanes::Value* y, const typename Lanes::Word* xp,
+                const typename Lanes::Word* wp, const typename Lanes::Value* bias,
                 const ConvGeometry& g, const DirectLayout& d) {
   for (int64_t kv0 = 0; kv0 < d.k_tiles; kv0 += KB)
     for (int64_t p = 0; p < g.P; ++p)
       for (int64_t q0 = 0; q0 < g.Q; q0 += NQ)
-        row_piece<KB, NQ, SW>(y, xp, wp, bias, kv0, p, q0, g, d);
+        row_piece<Lanes, KB, NQ, SW>(y, xp, wp, bias, kv0, p, q0, g, d);
 }
 
-template <int SW>
-void rows_direct_image(BFloat16* y, const uint32_t* xp, const uint32_t* wp, const BFloat16* bias,
+template <class Lanes, int SW>
+void rows_direct_image(typename Lanes::Value* y, const typename Lanes::Word* xp,
+                       const typename Lanes::Word* wp, const typename Lanes::Value* bias,
                        const ConvGeometry& g, const DirectLayout& d) {
   const RowBlock b = row_block(g);
-  if (b.nq == 28) return rows_image<1, 28, SW>(y, xp, wp, bias, g, d);
+  if (b.nq == 28) return rows_image<Lanes, 1, 28, SW>(y, xp, wp, bias, g, d);
   if (b.nq == 14)
-    return b.kb == 2 ? rows_image<2, 14, SW>(y, xp, wp, bias, g, d)
-                     : rows_image<1, 14, SW>(y, xp, wp, bias, g, d);
-  if (b.kb == 4) return rows_image<4, 7, SW>(y, xp, wp, bias, g, d);
-  if (b.kb == 2) return rows_image<2, 7, SW>(y, xp, wp, bias, g, d);
-  rows_image<1, 7, SW>(y, xp, wp, bias, g, d);
+    return b.kb == 2 ? rows_image<Lanes, 2, 14, SW>(y, xp, wp, bias, g, d)
+                     : rows_image<Lanes, 1, 14, SW>(y, xp, wp, bias, g, d);
+  if (b.kb == 4) return rows_image<Lanes, 4, 7, SW>(y, xp, wp, bias, g, d);
+  if (b.kb == 2) return rows_image<Lanes, 2, 7, SW>(y, xp, wp, bias, g, d);
+  rows_image<Lanes, 1, 7, SW>(y, xp, wp, bias, g, d);
 }
 
 void direct_image(BFloat16* y, const uint32_t* xp, const uint16_t* a_tiles, const BFloat16* bias,
@@ -333,44 +345,65 @@ void direct_image(BFloat16* y, const uint32_t* xp, const uint16_t* a_tiles, cons
 
 }  // namespace
 
+template <class T>
 bool direct_conv_applies(const ConvGeometry& g) {
-  // On AMX stride 1, a kernel larger than 1x1, and at least 3/5 of the positions computed
+  // bf16 on AMX: stride 1, a kernel larger than 1x1, and at least 3/5 of the positions computed
   // outputs (7x7 images and larger with 3x3 kernels).
-  if (cpu_has(Isa::amx)) {
+  if (std::is_same_v<T, BFloat16> && cpu_has(Isa::amx)) {
     if (g.stride_h != 1 || g.stride_w != 1 || g.R * g.S == 1) return false;
-    const DirectLayout d = direct_layout(g);
+    const DirectLayout d = direct_layout<Bf16Lanes>(g);
     return 5 * g.output_plane() >= 3 * d.position_tiles * kTile;
   }
-  // On AVX512-BF16 a stride of 1 or 2 along the rows (not a stride-1 1x1 conv: x is its column
-  // matrix), at least 5/6 of a row's pieces outputs (so not 4x4 images), and 8 input channels
-  // or more: with fewer (the stem) storing the rows costs more than multiplying.
-  if (!cpu_has(Isa::avx512_bf16) || g.stride_w > 2 || g.is_pointwise()) return false;
+  // The row pieces, bf16 on AVX512-BF16 and f32 on AVX-512: a stride of 1 or 2 along the rows
+  // (not a stride-1 1x1 conv: x is its column matrix), at least 5/6 of a row's pieces outputs
+  // (so not 4x4 images), and 8 input channels or more: with fewer (the stem) storing the rows
+  // costs more than multiplying.
+  if (!cpu_has(std::is_same_v<T, BFloat16> ? Isa::avx512_bf16 : Isa::avx512)) return false;
+  if (g.stride_w > 2 || g.is_pointwise()) return false;
   const RowBlock b = row_block(g);
   return g.C >= 8 && 6 * g.Q >= 5 * ((g.Q + b.nq - 1) / b.nq * b.nq);
 }
 
-void direct_conv_forward(BFloat16* y, const BFloat16* x, const BFloat16* w, const BFloat16* bias,
-                         int64_t N, const ConvGeometry& g) {
-  const DirectLayout d = direct_layout(g);
-  const bool amx = cpu_has(Isa::amx);
-  const std::vector<uint16_t> a_tiles = amx ? pack_weights(w, g, d) : std::vector<uint16_t>();
-  const std::vector<uint32_t> wp = amx ? std::vector<uint32_t>() : pack_weight_pairs(w, g, d);
+template <class T>
+void direct_conv_forward(T* y, const T* x, const T* w, const T* bias, int64_t N,
+                         const ConvGeometry& g) {
+  using Lanes = LanesOf<T>;
+  using Word = typename Lanes::Word;
+  const DirectLayout d = direct_layout<Lanes>(g);
+  bool amx = false;
+  std::vector<uint16_t> a_tiles;
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    amx = cpu_has(Isa::amx);
+    if (amx) a_tiles = pack_weights(w, g, d);
+  }
+  const std::vector<Word> wp = amx ? std::vector<Word>() : pack_weight_words<Lanes>(w, g, d);
   const int threads = static_cast<int>(std::min<int64_t>(omp_get_max_threads(), N));
 #pragma omp parallel num_threads(threads)
   {
-    std::vector<uint32_t> xp(d.pair_blocks * d.block_pairs * d.plane);  // zeroed once
+    std::vector<Word> xp(d.pair_blocks * d.block_pairs * d.plane);  // zeroed once
 #pragma omp for schedule(static)
     for (int64_t n = 0; n < N; ++n) {
-      pack_image(xp.data(), x + n * g.image_size(), g, d);
-      BFloat16* out = y + n * g.output_image_size();
-      if (amx)
-        direct_image(out, xp.data(), a_tiles.data(), bias, g, d);
-      else if (g.stride_w == 1)
-        rows_direct_image<1>(out, xp.data(), wp.data(), bias, g, d);
+      pack_image<Lanes>(xp.data(), x + n * g.image_size(), g, d);
+      T* out = y + n * g.output_image_size();
+      if constexpr (std::is_same_v<T, BFloat16>)
+        if (amx) {
+          direct_image(out, xp.data(), a_tiles.data(), bias, g, d);
+          continue;
+        }
+      if (g.stride_w == 1)
+        rows_direct_image<Lanes, 1>(out, xp.data(), wp.data(), bias, g, d);
       else
-        rows_direct_image<2>(out, xp.data(), wp.data(), bias, g, d);
+        rows_direct_image<Lanes, 2>(out, xp.data(), wp.data(), bias, g, d);
     }
   }
 }
+
+#define RG_INSTANTIATE(T)                                                         \
+  template bool direct_conv_applies<T>(const ConvGeometry&);                      \
+  template void direct_conv_forward<T>(T*, const T*, const T*, const T*, int64_t, \
+                                       const ConvGeometry&);
+RG_INSTANTIATE(float)
+RG_INSTANTIATE(BFloat16)
+#undef RG_INSTANTIATE
 
 }  // namespace ringgrad::kernels::cpu

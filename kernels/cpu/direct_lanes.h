@@ -1,0 +1,74 @@
+// The two element types of the direct convolution's AVX-512 kernels (conv2d_direct.cpp and
+// conv2d_direct_weight_grad.cpp, which are templates over these): what a 32-bit word of their
+// packed operands holds, and how 16 f32 sums take the product of one word, broadcast, with a
+// vector of 16 words.
+//   F32Lanes:  one f32 value a word; a fused multiply-add.
+//   Bf16Lanes: two bf16 values a word (neighbouring channels, or the same position of two
+//              images), low one first; a VDPBF16PS pair dot product, also into f32 sums.
+// Private to kernels/cpu.
+#pragma once
+#include <immintrin.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "core/half.h"
+#include "kernels/cpu/avx512_bw.h"
+
+// The kernels' target: AVX-512 F, BW and VL, and AVX512-BF16 for Bf16Lanes. A template's
+// attribute cannot depend on its arguments, so the f32 instances are compiled with it too; they
+// hold no bf16 instruction (GCC emits those only for bf16 intrinsics), so they run on every CPU
+// at Isa::avx512, with or without AVX512-BF16.
+#define RG_DIRECT __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
+
+namespace ringgrad::kernels::cpu {
+
+struct F32Lanes {
+  using Value = float;
+  using Word = float;
+  static constexpr int kValuesPerWord = 1;
+
+  // acc + x * w in each lane.
+  RG_DIRECT static __m512 multiply_add(__m512 acc, Word x, __m512i w) {
+    return _mm512_fmadd_ps(_mm512_set1_ps(x), _mm512_castsi512_ps(w), acc);
+  }
+  // The values at first (in mask; zero in the others), one a word. `second` must be null.
+  RG_DIRECT static __m512i words(const Value* first, const Value*, __mmask16 mask) {
+    return _mm512_maskz_loadu_epi32(mask, first);
+  }
+  // Value v in its word, whose place (0) is the only one.
+  static void place(Word& word, Value v, int64_t) { word = v; }
+  RG_DIRECT static void store(Value* out, __mmask16 mask, __m512 sums) {
+    _mm512_mask_storeu_ps(out, mask, sums);
+  }
+};
+
+struct Bf16Lanes {
+  using Value = BFloat16;
+  using Word = uint32_t;
+  static constexpr int kValuesPerWord = 2;
+
+  // acc + x.low * w.low + x.high * w.high in each lane (w's pairs, x's pair broadcast).
+  RG_DIRECT static __m512 multiply_add(__m512 acc, Word x, __m512i w) {
+    return _mm512_dpbf16_ps(acc, (__m512bh)_mm512_set1_epi32(static_cast<int32_t>(x)), (__m512bh)w);
+  }
+  // The values at first and second (in mask; zero in the others, and all of second when null)
+  // joined into pairs, first's in the low halves.
+  RG_DIRECT static __m512i words(const Value* first, const Value* second, __mmask16 mask) {
+    return joined_pairs(bits(first), second ? bits(second) : nullptr, mask);
+  }
+  // Value v into half `place` (0 low, 1 high) of its word.
+  static void place(Word& word, Value v, int64_t place) {
+    word |= uint32_t{v.bits} << (16 * place);
+  }
+  // The sums rounded to bf16 by the CPU's conversion (to nearest even).
+  RG_DIRECT static void store(Value* out, __mmask16 mask, __m512 sums) {
+    _mm256_mask_storeu_epi16(bits(out), mask, (__m256i)_mm512_cvtneps_pbh(sums));
+  }
+};
+
+// The lanes of a dtype: F32Lanes for float, Bf16Lanes for BFloat16.
+template <class T>
+using LanesOf = std::conditional_t<std::is_same_v<T, float>, F32Lanes, Bf16Lanes>;
+
+}  // namespace ringgrad::kernels::cpu
