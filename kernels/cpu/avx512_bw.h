@@ -1,5 +1,5 @@
 // What the AVX-512 kernels share (gemm_bf16.cpp, im2col.cpp, cast.cpp, sgemm_avx512.cpp,
-// conv2d_dense_small_image.cpp, conv2d_direct*.cpp, batchnorm_planes_bf16.cpp): the target
+// conv2d_dense_small_image.cpp, conv2d_direct*.cpp, batchnorm_planes.cpp): the target
 // attribute of a function that uses AVX-512BW, the masks of a vector's first n lanes, bf16 values
 // widened to f32 and f32 rounded to bf16, the sum of a vector's lanes, two rows joined into bf16
 // pairs, a 16 x 16 transpose of 32-bit values, and bf16 data seen as its 16-bit patterns. Every

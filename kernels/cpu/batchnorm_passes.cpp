@@ -3,8 +3,8 @@
 // runs in the values' arithmetic type (f32 for f32 and bf16), each result rounded once. Sums are
 // kept in double per position of a block's run over the n rows, then folded per channel:
 // E[x^2] - mean^2 and the gradient sums need the precision, and a data-parallel run must get
-// the single-process numbers whatever the split of the batch (tests/nn/test_ddp.cpp). bf16 data
-// on AVX-512 goes plane by plane instead (Note [bf16 batch-norm planes]).
+// the single-process numbers whatever the split of the batch (tests/nn/test_ddp.cpp). f32 and bf16
+// data on AVX-512 go plane by plane instead (Note [Batch-norm planes]).
 #include "kernels/cpu/batchnorm_passes.h"
 
 #include <omp.h>
@@ -15,7 +15,7 @@
 
 #include "kernels/batchnorm_math.h"
 #include "kernels/cast_math.h"
-#include "kernels/cpu/batchnorm_planes_bf16.h"
+#include "kernels/cpu/batchnorm_planes.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/elementwise_math.h"
 
@@ -92,8 +92,8 @@ void fold(double* per_channel, const M* sums, Block b, int64_t hw) {
 // sum and sum_sq (indexed from c0) of the block's channels.
 template <class T>
 void block_sums(const T* x, Layout l, Block b, double* sum, double* sum_sq) {
-  if constexpr (std::is_same_v<T, BFloat16>)
-    if (bf16_planes_apply(l.hw)) {
+  if constexpr (kHasPlanes<T>)
+    if (planes_apply<T>(l.hw)) {
       std::fill_n(sum, b.c1 - b.c0, 0.0);
       std::fill_n(sum_sq, b.c1 - b.c0, 0.0);
       return for_each_plane(
@@ -137,8 +137,8 @@ void block_apply_rows(T* y, const T* x, const T* residual, Layout l, Block b, co
 template <class T>
 void block_apply(T* y, const T* x, Layout l, Block b, const double* mean, const double* scale,
                  const double* beta, Epilogue<T> e) {
-  if constexpr (std::is_same_v<T, BFloat16>)
-    if (bf16_planes_apply(l.hw))
+  if constexpr (kHasPlanes<T>)
+    if (planes_apply<T>(l.hw))
       return for_each_plane(l, b, [&](int64_t o, int64_t i) {
         plane_apply(y + o, x + o, e.residual ? e.residual + o : nullptr, e.relu, l.hw,
                     static_cast<float>(mean[i]), static_cast<float>(scale[i]),
@@ -197,8 +197,8 @@ void block_backward_sums_rows(const T* dy, const T* y, const T* x, T* dresidual,
 template <class T>
 void block_backward_sums(const T* dy, const T* y, const T* x, T* dresidual, Layout l, Block b,
                          const double* mean, double* sum_dy, double* sum_dy_xmu) {
-  if constexpr (std::is_same_v<T, BFloat16>)
-    if (bf16_planes_apply(l.hw)) {
+  if constexpr (kHasPlanes<T>)
+    if (planes_apply<T>(l.hw)) {
       std::fill_n(sum_dy, b.c1 - b.c0, 0.0);
       std::fill_n(sum_dy_xmu, b.c1 - b.c0, 0.0);
       return for_each_plane(l, b, [&](int64_t o, int64_t i) {
@@ -242,8 +242,8 @@ void block_backward_apply_rows(T* dx, const T* dy, const T* y, const T* x, Layou
 template <class T>
 void block_backward_apply(T* dx, const T* dy, const T* y, const T* x, Layout l, Block b,
                           const double* mean, const InputGradFactors* factors) {
-  if constexpr (std::is_same_v<T, BFloat16>)
-    if (bf16_planes_apply(l.hw))
+  if constexpr (kHasPlanes<T>)
+    if (planes_apply<T>(l.hw))
       return for_each_plane(l, b, [&](int64_t o, int64_t i) {
         const InputGradFactors& f = factors[i];
         plane_backward_apply(dx + o, dy + o, y ? y + o : nullptr, x + o, l.hw,
@@ -304,12 +304,12 @@ void in_image_runs(Layout l, int64_t channels, First&& first, Finish&& finish, S
   }
 }
 
-// Channels per block within a run of images: blocks of about kRunValues, or on bf16 planes, which
+// Channels per block within a run of images: blocks of about kRunValues, or on the planes, which
 // keep no sums per position, all of them (image after image, the order memory is in).
 template <class T>
 int64_t run_channels(Layout l) {
-  if constexpr (std::is_same_v<T, BFloat16>)
-    if (bf16_planes_apply(l.hw)) return l.c;
+  if constexpr (kHasPlanes<T>)
+    if (planes_apply<T>(l.hw)) return l.c;
   return std::clamp<int64_t>(kRunValues / l.hw, 1, l.c);
 }
 

@@ -3,7 +3,7 @@
 // forward (training and eval), running statistics and backward, with and without a residual,
 // over layouts that reach every block shape (hw 1, 4, 16, 49, 784; many and few channels per
 // block; 1 to 3 threads), in f64, f32 and bf16 (planes of 16 values or more on AVX-512 by the
-// plane kernels of batchnorm_planes_bf16.cpp, a last partial vector at 49); finite-difference
+// plane kernels of batchnorm_planes.cpp, a last partial vector at 49); finite-difference
 // gradients of the fused op (through the residual too); and batch norm on bf16 data against f64 on
 // the same values.
 #include <cmath>
