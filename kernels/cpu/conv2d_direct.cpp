@@ -255,26 +255,27 @@ RG_DIRECT void row_piece(typename Lanes::Value* y, const typename Lanes::Word* x
                          const typename Lanes::Word* wp, const typename Lanes::Value* bias,
                          int64_t kv0, int64_t p, int64_t q0, const ConvGeometry& g,
                          const DirectLayout& d) {
-  const int64_t taps = g.R * g.S, lanes = d.k_tiles * kTile;
+  const int64_t lanes = d.k_tiles * kTile;
   __m512 acc[NQ][KB];
 #pragma GCC unroll 28
   for (int q = 0; q < NQ; ++q)
 #pragma GCC unroll 4
     for (int v = 0; v < KB; ++v) acc[q][v] = _mm512_setzero_ps();
-  for (int64_t tap = 0; tap < taps; ++tap) {
-    const auto* x = xp + (p * g.stride_h + tap / g.S) * d.Wp + q0 * SW + tap % g.S;
-    const auto* w = wp + tap * d.words * lanes + kv0 * kTile;
-    for (int64_t word = 0; word < d.words; ++word, x += d.plane, w += lanes) {
-      __m512i weights[KB];
+  const auto* w = wp + kv0 * kTile;  // tap after tap, word after word
+  for (int64_t r = 0; r < g.R; ++r)
+    for (int64_t s = 0; s < g.S; ++s) {
+      const auto* x = xp + (p * g.stride_h + r) * d.Wp + q0 * SW + s;
+      for (int64_t word = 0; word < d.words; ++word, x += d.plane, w += lanes) {
+        __m512i weights[KB];
 #pragma GCC unroll 4
-      for (int v = 0; v < KB; ++v) weights[v] = _mm512_loadu_si512(w + v * kTile);
+        for (int v = 0; v < KB; ++v) weights[v] = _mm512_loadu_si512(w + v * kTile);
 #pragma GCC unroll 28
-      for (int q = 0; q < NQ; ++q)
+        for (int q = 0; q < NQ; ++q)
 #pragma GCC unroll 4
-        for (int v = 0; v < KB; ++v)
-          acc[q][v] = Lanes::multiply_add(acc[q][v], x[q * SW], weights[v]);
+          for (int v = 0; v < KB; ++v)
+            acc[q][v] = Lanes::multiply_add(acc[q][v], x[q * SW], weights[v]);
+      }
     }
-  }
   const int64_t stored = std::min<int64_t>(NQ, g.Q - q0);
 #pragma GCC unroll 4
   for (int v = 0; v < KB; ++v) {
@@ -356,12 +357,12 @@ bool direct_conv_applies(const ConvGeometry& g) {
   }
   // The row pieces, bf16 on AVX512-BF16 and f32 on AVX-512: a stride of 1 or 2 along the rows
   // (not a stride-1 1x1 conv: x is its column matrix), at least 5/6 of a row's pieces outputs
-  // (so not 4x4 images), and 8 input channels or more: with fewer (the stem) storing the rows
-  // costs more than multiplying.
+  // (so not 4x4 images), and in bf16 8 input channels or more: with fewer (the stem) storing
+  // the rows, rounded to bf16, costs more than multiplying (measured; in f32 the stem gains).
   if (!cpu_has(std::is_same_v<T, BFloat16> ? Isa::avx512_bf16 : Isa::avx512)) return false;
   if (g.stride_w > 2 || g.is_pointwise()) return false;
   const RowBlock b = row_block(g);
-  return g.C >= 8 && 6 * g.Q >= 5 * ((g.Q + b.nq - 1) / b.nq * b.nq);
+  return (std::is_same_v<T, float> || g.C >= 8) && 6 * g.Q >= 5 * ((g.Q + b.nq - 1) / b.nq * b.nq);
 }
 
 template <class T>
