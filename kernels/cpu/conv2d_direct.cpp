@@ -22,8 +22,9 @@
 // On AVX-512 the same shifted reads feed the multiplies the other way round, output channels in
 // the lanes and one input word per broadcast, so that only outputs are computed (the row pieces
 // below); f32 and bf16 differ only in the multiply-add and the store. Against im2col + our SGEMM
-// in f32 this saves the column matrix and the moves between (images, K, P*Q) and (K, columns);
-// the kernel itself runs as near the FMA peak as the GEMM's.
+// in f32 this saves the column matrix and the moves between (images, K, P*Q) and (K, columns),
+// with an inner loop of the same shape as the GEMM's micro-kernel (loads of weights, broadcasts
+// of inputs, a block of accumulators).
 // Tested against the direct-loop reference (conv2d_reference.cpp) by the conv2d tests in f32 and
 // bf16.
 #include <immintrin.h>
@@ -56,7 +57,7 @@ struct DirectLayout {
   int64_t Wp;           // padded image width
   int64_t positions;    // flat output positions computed: P * Wp
   int64_t position_tiles;
-  int64_t plane;  // values per packed pair: the padded image and what the last tile reads past it
+  int64_t plane;  // words per packed channel word: the padded image and what is read past it
   int64_t k_tiles;
 };
 

@@ -70,6 +70,19 @@ struct ConvCase {
   bool bias;
 };
 
+// A case's parameters, and random x, w and dy of its shapes in dtype.
+struct RandomCase {
+  kernels::Conv2dParams p;
+  Tensor x, w, dy;
+};
+
+RandomCase random_case(const ConvCase& c, Generator& gen, DType dtype) {
+  RandomCase r{conv_params(c.stride_h, c.stride_w, c.pad_h, c.pad_w),
+               random_tensor(c.x, gen, dtype), random_tensor(c.w, gen, dtype), Tensor()};
+  r.dy = random_tensor(kernels::conv2d_output_shape(c.x, c.w, r.p), gen, dtype);
+  return r;
+}
+
 // Configurations that reach every path of the CPU convolution.
 std::vector<ConvCase> sweep_cases() {
   return {
@@ -294,12 +307,11 @@ TEST_CASE("conv2d in half may give dw in f32: the f32 sums, never rounded to hal
         CAPTURE(threads);
         CAPTURE(c.x);
         CAPTURE(c.w);
-        const kernels::Conv2dParams p = conv_params(c.stride_h, c.stride_w, c.pad_h, c.pad_w);
-        Tensor x = random_tensor(c.x, gen, half), w = random_tensor(c.w, gen, half);
-        Tensor dy = random_tensor(kernels::conv2d_output_shape(c.x, c.w, p), gen, half);
+        const RandomCase r = random_case(c, gen, half);
         Tensor dx = Tensor::empty(c.x, half), dw = Tensor::empty(c.w, DType::f32), none;
-        kernels::conv2d_backward(dx, dw, none, dy, x, w, p);
-        ConvGrads want = reference_grads(dy.to(DType::f64), x.to(DType::f64), w.to(DType::f64), p);
+        kernels::conv2d_backward(dx, dw, none, r.dy, r.x, r.w, r.p);
+        ConvGrads want =
+            reference_grads(r.dy.to(DType::f64), r.x.to(DType::f64), r.w.to(DType::f64), r.p);
         check_close(dw, want.dw, 1e-5, "dw");
         check_close(dx, want.dx, std::ldexp(1.0, -8) * 1.01, "dx");
       }
@@ -333,13 +345,12 @@ TEST_CASE("the direct weight gradient matches the reference, partial channel blo
         CAPTURE(threads);
         CAPTURE(c.x);
         CAPTURE(c.w);
-        const kernels::Conv2dParams p = conv_params(c.stride_h, c.stride_w, c.pad_h, c.pad_w);
-        Tensor x = random_tensor(c.x, gen, dtype), w = random_tensor(c.w, gen, dtype);
-        Tensor dy = random_tensor(kernels::conv2d_output_shape(c.x, c.w, p), gen, dtype);
+        const RandomCase r = random_case(c, gen, dtype);
         Tensor dw = Tensor::empty(c.w, DType::f32);
-        kernels::cpu::direct_weight_grad<T>(dw.data<float>(), dy.data<T>(), x.data<T>(), c.x[0],
-                                            kernels::conv_geometry(c.x, c.w, p));
-        ConvGrads want = reference_grads(dy.to(DType::f64), x.to(DType::f64), w.to(DType::f64), p);
+        kernels::cpu::direct_weight_grad<T>(dw.data<float>(), r.dy.data<T>(), r.x.data<T>(), c.x[0],
+                                            kernels::conv_geometry(c.x, c.w, r.p));
+        ConvGrads want =
+            reference_grads(r.dy.to(DType::f64), r.x.to(DType::f64), r.w.to(DType::f64), r.p);
         check_close(dw, want.dw, 2e-4, "dw");
       }
     }
