@@ -15,7 +15,7 @@
 #include "core/half.h"
 #include "kernels/cpu/avx512_bw.h"
 
-// The kernels' target: AVX-512 F, BW and VL, and AVX512-BF16 for Bf16Lanes. A template's
+// The kernels' target: AVX-512 F, BW, DQ and VL, and AVX512-BF16 for Bf16Lanes. A template's
 // attribute cannot depend on its arguments, so the f32 instances are compiled with it too; they
 // hold no bf16 instruction (GCC emits those only for bf16 intrinsics), so they run on every CPU
 // at Isa::avx512, with or without AVX512-BF16.
