@@ -256,8 +256,8 @@ void direct_conv_forward(T* y, const T* x, const T* w, const T* bias, int64_t N,
 // ---- conv2d_direct_weight_grad.cpp ---------------------------------------------------------
 
 // Whether dw comes straight from dy and x (Note [Direct weight gradient]; T float or BFloat16):
-// bf16 on AVX512-BF16 without AMX (whose tile GEMM is the faster there), f32 on AVX-512, a kernel
-// larger than 1x1, and at least 5/6 of its products real.
+// bf16 on AVX512-BF16 without AMX (whose tile GEMM is the faster there), f32 where its forward
+// is direct, a kernel larger than 1x1, and at least 5/6 of its products real.
 template <class T>
 bool direct_weight_grad_applies(const ConvGeometry& g);
 
