@@ -21,7 +21,7 @@ int num_threads();
 // space of the OpenMP runtime (a segfault at the first parallel region).
 int max_num_threads();
 // What the CPU convolutions in dtype t run on here, in words ("AMX tiles", "AVX512-BF16 dot
-// products", "f32 copies: why", "our AVX-512 SGEMM", "OpenBLAS"), for logs and benchmark
+// products", "f32 copies: why", "AVX2 direct pieces, else OpenBLAS", ...), for logs and benchmark
 // headers: one binary picks its kernels at run time (RINGGRAD_CPU_ISA caps the choice).
 std::string cpu_conv_path(DType t);
 

@@ -1,6 +1,6 @@
 // The direct convolution (kernels/cpu/conv2d_paths.h), no column matrix at all: bf16 on AMX for
 // stride-1 convs with images large enough to fill tiles; bf16 on AVX512-BF16 and f32 on AVX-512
-// for strides 1 and 2, as output rows.
+// for strides 1 and 2, as output rows; f32 on AVX2 for the same convs, as pieces of 6 outputs.
 //
 // Note [Direct convolution]
 // The im2col path copies every input value R*S times into the column matrix and then packs that
@@ -21,10 +21,11 @@
 //
 // On AVX-512 the same shifted reads feed the multiplies the other way round, output channels in
 // the lanes and one input word per broadcast, so that only outputs are computed (the row pieces
-// below); f32 and bf16 differ only in the multiply-add and the store. Against im2col + our SGEMM
+// below); f32 and bf16 differ only in the multiply-add and the store. Against im2col + a GEMM
 // in f32 this saves the column matrix and the moves between (images, K, P*Q) and (K, columns),
 // with an inner loop of the same shape as the GEMM's micro-kernel (loads of weights, broadcasts
-// of inputs, a block of accumulators).
+// of inputs, a block of accumulators). AVX2 has half the lanes and half the registers, and its
+// own piece shape (below the AVX-512 pieces).
 // Tested against the direct-loop reference (conv2d_reference.cpp) by the conv2d tests in f32 and
 // bf16.
 #include <immintrin.h>
@@ -34,6 +35,7 @@
 #include <vector>
 
 #include "kernels/cpu/amx_config.h"
+#include "kernels/cpu/avx2.h"
 #include "kernels/cpu/avx512_bw.h"
 #include "kernels/cpu/conv2d_paths.h"
 #include "kernels/cpu/cpu_features.h"
@@ -71,31 +73,38 @@ DirectLayout direct_layout(const ConvGeometry& g) {
   d.positions = g.P * d.Wp;
   d.position_tiles = (d.positions + kTile - 1) / kTile;
   const int64_t last_read = d.position_tiles * kTile - 1 + (g.R - 1) * d.Wp + g.S - 1;
-  // A last row piece reads up to 27 outputs, at stride 2 54 positions, past the padded image.
-  d.plane = std::max(last_read + 1, (g.H + 2 * g.pad_h) * d.Wp + 2 * 28);
+  // A last row piece reads up to 27 outputs, at stride 2 54 positions, past the padded image;
+  // AVX2's pieces of two rows a row of the stride more.
+  d.plane = std::max(last_read + 1, (g.H + 2 * g.pad_h + g.stride_h) * d.Wp + 2 * 28);
   d.k_tiles = (g.K + kTile - 1) / kTile;
   return d;
 }
 
 // xp (pair_blocks * block_pairs planes of `plane` words) of one image x (C, H, W): channel c
 // in word c / kValuesPerWord, zero in the padding and past C. Only the image's own values are
-// written: xp comes zeroed, and its zeros stay for every image the buffer then serves. Rows are
-// joined 16 values at a time, the last piece masked (rows of 7 or 14 are mostly such pieces).
-template <class Lanes>
-RG_DIRECT void pack_image(typename Lanes::Word* xp, const typename Lanes::Value* x,
-                          const ConvGeometry& g, const DirectLayout& d) {
-  constexpr int per = Lanes::kValuesPerWord;
+// written: xp comes zeroed, and its zeros stay for every image the buffer then serves. In f32
+// (any ISA) each row is copied as it is; bf16 rows are joined 16 values at a time, the last piece
+// masked (rows of 7 or 14 are mostly such pieces).
+void pack_image(float* xp, const float* x, const ConvGeometry& g, const DirectLayout& d) {
+  for (int64_t c = 0; c < g.C; ++c)
+    for (int64_t ih = 0; ih < g.H; ++ih)
+      std::copy_n(x + c * g.input_plane() + ih * g.W, g.W,
+                  xp + c * d.plane + (g.pad_h + ih) * d.Wp + g.pad_w);
+}
+
+RG_DIRECT void pack_image(uint32_t* xp, const BFloat16* x, const ConvGeometry& g,
+                          const DirectLayout& d) {
   for (int64_t word = 0; word < d.words; ++word) {
-    const typename Lanes::Value* first = x + per * word * g.input_plane();
-    const bool has_second = per == 2 && 2 * word + 1 < g.C;
-    auto* out = xp + word * d.plane + g.pad_h * d.Wp + g.pad_w;
+    const BFloat16* first = x + 2 * word * g.input_plane();
+    const bool has_second = 2 * word + 1 < g.C;
+    uint32_t* out = xp + word * d.plane + g.pad_h * d.Wp + g.pad_w;
     for (int64_t ih = 0; ih < g.H; ++ih)
       for (int64_t iw = 0; iw < g.W; iw += kTile) {
         const __mmask16 mask = first_lanes16(g.W - iw);
-        const auto* row = first + ih * g.W + iw;
+        const BFloat16* row = first + ih * g.W + iw;
         _mm512_mask_storeu_epi32(
             out + ih * d.Wp + iw, mask,
-            Lanes::words(row, has_second ? row + g.input_plane() : nullptr, mask));
+            Bf16Lanes::words(row, has_second ? row + g.input_plane() : nullptr, mask));
       }
   }
 }
@@ -234,19 +243,22 @@ RowBlock row_block(const ConvGeometry& g) {
   return {kb, nq};
 }
 
-// wp (taps x words x k_vectors * 16 words): output channel k's weights for the input channels of
-// each word at each tap; zero past K and C.
+// wp: output channel k's weights for the input channels of each word at each tap, in groups of
+// `group` output channels (16, or all k_vectors * 16 of them), each group's taps x words x group
+// words together; zero past K and C. The AVX-512 pieces read up to 4 vectors of 16 at a tap and
+// word together (group: all of them); AVX2's pieces read one group of 16 (all its taps and words),
+// which then stays in L1 for the pieces that follow.
 template <class Lanes>
-std::vector<typename Lanes::Word> pack_weight_words(const typename Lanes::Value* w,
+std::vector<typename Lanes::Word> pack_weight_words(const typename Lanes::Value* w, int64_t group,
                                                     const ConvGeometry& g, const DirectLayout& d) {
   constexpr int per = Lanes::kValuesPerWord;
-  const int64_t taps = g.R * g.S, lanes = d.k_tiles * kTile;
-  std::vector<typename Lanes::Word> wp(taps * d.words * lanes, 0);
+  const int64_t taps = g.R * g.S;
+  std::vector<typename Lanes::Word> wp(taps * d.words * d.k_tiles * kTile, 0);
   for (int64_t k = 0; k < g.K; ++k)
     for (int64_t c = 0; c < g.C; ++c)
       for (int64_t tap = 0; tap < taps; ++tap)
-        Lanes::place(wp[(tap * d.words + c / per) * lanes + k], w[(k * g.C + c) * taps + tap],
-                     c % per);
+        Lanes::place(wp[((k / group * taps + tap) * d.words + c / per) * group + k % group],
+                     w[(k * g.C + c) * taps + tap], c % per);
   return wp;
 }
 
@@ -328,6 +340,77 @@ void rows_direct_image(typename Lanes::Value* y, const typename Lanes::Word* xp,
   rows_image<Lanes, 1, 7, SW>(y, xp, wp, bias, g, d);
 }
 
+// ---- AVX2: f32 pieces of 6 outputs x 16 output channels ---------------------------------------
+// The same broadcast-and-multiply with 16 registers of 8 lanes: 6 outputs x 16 output channels
+// (two halves of a packed weight vector) are 12 accumulators, and the two weight halves and the
+// broadcast input fill 15 registers. 6 does not divide rows of 7 or 14, so the outputs are taken in
+// their flat order (e = p * Q + q), a piece crossing from one row to the next where it must:
+// each output's place in the packed plane is worked out once per piece, and every tap and
+// channel reads at those places shifted. Only the last piece of an image has outputs past the
+// end; they repeat the last output and are not stored. (Pieces of 7 outputs of one row, the
+// AVX-512 shape cut in two, need 17 registers, and the compiler keeps a sum in memory; 14 outputs
+// x 8 channels fit but broadcast one input per multiply-add, and measured slower.) Each half of
+// the block is transposed to 8 output-channel rows of 6 outputs to be stored, the bias added
+// first. Weights are packed in groups of 16 output channels, each group's taps and channels
+// together, so that one piece reads one contiguous run of them.
+template <int SW>
+RG_AVX2_FMA void piece_avx2(float* y, const float* xp, const float* wp, const float* bias,
+                            int64_t k0, int64_t e0, const ConvGeometry& g, const DirectLayout& d) {
+  constexpr int kOutputs = 6, kLanes = 8;
+  const int64_t outputs = g.output_plane();
+  int64_t at[kOutputs];  // where output e0 + i reads tap (0, 0) in a packed plane
+  for (int64_t i = 0, p = e0 / g.Q, q = e0 % g.Q; i < kOutputs; ++i) {
+    at[i] = p * g.stride_h * d.Wp + q * SW;  // past the outputs: the last one again
+    if (e0 + i + 1 < outputs && ++q == g.Q) {
+      q = 0;
+      ++p;
+    }
+  }
+  __m256 acc[kOutputs][2];
+#pragma GCC unroll 6
+  for (int i = 0; i < kOutputs; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  const float* w = wp + k0 * g.R * g.S * d.words;  // group k0 / 16
+  for (int64_t r = 0; r < g.R; ++r)
+    for (int64_t s = 0; s < g.S; ++s) {
+      const float* x = xp + r * d.Wp + s;
+      for (int64_t c = 0; c < d.words; ++c, x += d.plane, w += 2 * kLanes) {
+        const __m256 low = _mm256_loadu_ps(w), high = _mm256_loadu_ps(w + kLanes);
+#pragma GCC unroll 6
+        for (int i = 0; i < kOutputs; ++i) {
+          const __m256 input = _mm256_broadcast_ss(x + at[i]);
+          acc[i][0] = _mm256_fmadd_ps(input, low, acc[i][0]);
+          acc[i][1] = _mm256_fmadd_ps(input, high, acc[i][1]);
+        }
+      }
+    }
+  const __m256i keep = first_lanes8(std::min<int64_t>(kOutputs, outputs - e0));
+  const int64_t K = g.K;  // read once: the stores below might alias g for the compiler
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+    const int64_t first = k0 + h * kLanes;
+    if (first >= K) break;
+    const __m256 add =
+        bias ? _mm256_maskload_ps(bias + first, first_lanes8(K - first)) : _mm256_setzero_ps();
+    __m256 rows[kLanes];
+#pragma GCC unroll 8
+    for (int i = 0; i < kLanes; ++i)
+      rows[i] = i < kOutputs ? _mm256_add_ps(acc[i][h], add) : _mm256_setzero_ps();
+    transpose_8x8(rows);
+    float* out = y + first * outputs + e0;
+#pragma GCC unroll 8
+    for (int i = 0; i < kLanes; ++i)
+      if (first + i < K) _mm256_maskstore_ps(out + i * outputs, keep, rows[i]);
+  }
+}
+
+template <int SW>
+void rows_direct_image_avx2(float* y, const float* xp, const float* wp, const float* bias,
+                            const ConvGeometry& g, const DirectLayout& d) {
+  for (int64_t k0 = 0; k0 < g.K; k0 += 16)
+    for (int64_t e0 = 0; e0 < g.output_plane(); e0 += 6)
+      piece_avx2<SW>(y, xp, wp, bias, k0, e0, g, d);
+}
+
 void direct_image(BFloat16* y, const uint32_t* xp, const uint16_t* a_tiles, const BFloat16* bias,
                   const ConvGeometry& g, const DirectLayout& d) {
   configure(d);
@@ -356,14 +439,18 @@ bool direct_conv_applies(const ConvGeometry& g) {
     const DirectLayout d = direct_layout<Bf16Lanes>(g);
     return 5 * g.output_plane() >= 3 * d.position_tiles * kTile;
   }
-  // The row pieces, bf16 on AVX512-BF16 and f32 on AVX-512: a stride of 1 or 2 along the rows
-  // (not a stride-1 1x1 conv: x is its column matrix), at least 5/6 of a row's pieces outputs
-  // (so not 4x4 images), and in bf16 8 input channels or more: with fewer (the stem) storing
-  // the rows, rounded to bf16, costs more than multiplying (measured; in f32 the stem gains).
-  if (!cpu_has(std::is_same_v<T, BFloat16> ? Isa::avx512_bf16 : Isa::avx512)) return false;
+  // The row pieces, bf16 on AVX512-BF16 and f32 on AVX-512 (on AVX2 f32's pieces of 6 take the
+  // same convs): a stride of 1 or 2 along the rows (not a stride-1 1x1 conv: x is its column
+  // matrix), at least 5/6 of a row's pieces outputs (so not 4x4 images), and in bf16 or on AVX2
+  // 8 input channels or more: with fewer (the stems) storing the outputs, rounded to bf16 or
+  // transposed by halves, costs more than multiplying (measured; f32 on AVX-512 gains). On AVX2
+  // also 8 output channels or more (a stem's dx: the lanes of its one channel would be empty).
+  if (!cpu_has(std::is_same_v<T, BFloat16> ? Isa::avx512_bf16 : Isa::avx2)) return false;
   if (g.stride_w > 2 || g.is_pointwise()) return false;
+  if (!cpu_has(Isa::avx512) && (g.C < 8 || g.K < 8)) return false;
+  if (std::is_same_v<T, BFloat16> && g.C < 8) return false;
   const RowBlock b = row_block(g);
-  return (std::is_same_v<T, float> || g.C >= 8) && 6 * g.Q >= 5 * ((g.Q + b.nq - 1) / b.nq * b.nq);
+  return 6 * g.Q >= 5 * ((g.Q + b.nq - 1) / b.nq * b.nq);
 }
 
 template <class T>
@@ -378,18 +465,29 @@ void direct_conv_forward(T* y, const T* x, const T* w, const T* bias, int64_t N,
     amx = cpu_has(Isa::amx);
     if (amx) a_tiles = pack_weights(w, g, d);
   }
-  const std::vector<Word> wp = amx ? std::vector<Word>() : pack_weight_words<Lanes>(w, g, d);
+  const bool avx512 = cpu_has(Isa::avx512);  // else f32 on AVX2
+  const std::vector<Word> wp =
+      amx ? std::vector<Word>()
+          : pack_weight_words<Lanes>(w, avx512 ? d.k_tiles * kTile : 16, g, d);
   const int threads = static_cast<int>(std::min<int64_t>(omp_get_max_threads(), N));
 #pragma omp parallel num_threads(threads)
   {
     std::vector<Word> xp(d.pair_blocks * d.block_pairs * d.plane);  // zeroed once
 #pragma omp for schedule(static)
     for (int64_t n = 0; n < N; ++n) {
-      pack_image<Lanes>(xp.data(), x + n * g.image_size(), g, d);
+      pack_image(xp.data(), x + n * g.image_size(), g, d);
       T* out = y + n * g.output_image_size();
       if constexpr (std::is_same_v<T, BFloat16>)
         if (amx) {
           direct_image(out, xp.data(), a_tiles.data(), bias, g, d);
+          continue;
+        }
+      if constexpr (std::is_same_v<T, float>)
+        if (!avx512) {
+          if (g.stride_w == 1)
+            rows_direct_image_avx2<1>(out, xp.data(), wp.data(), bias, g, d);
+          else
+            rows_direct_image_avx2<2>(out, xp.data(), wp.data(), bias, g, d);
           continue;
         }
       if (g.stride_w == 1)

@@ -17,11 +17,11 @@
 //   conv2d_dense_small_image.cpp bf16 on images of no more pixels than kernel taps: the conv as
 //                                one product with a dense weight matrix (Note [Dense small-image
 //                                convolution]);
-//   conv2d_direct.cpp            bf16 on AMX (stride 1) or AVX512-BF16, f32 on AVX-512: products
-//                                straight from the padded image, no column matrix
+//   conv2d_direct.cpp            bf16 on AMX (stride 1) or AVX512-BF16, f32 on AVX-512 or AVX2:
+//                                products straight from the padded image, no column matrix
 //                                (Note [Direct convolution]);
-//   conv2d_direct_weight_grad.cpp  its weight gradient on AVX512-BF16 (bf16) and AVX-512 (f32)
-//                                (Note [Direct weight gradient]).
+//   conv2d_direct_weight_grad.cpp  its weight gradient on AVX512-BF16 (bf16) and AVX-512 or AVX2
+//                                (f32) (Note [Direct weight gradient]).
 // Read conv2d_reference.cpp (the definition, plain loops) before any of them.
 #pragma once
 #include <algorithm>
@@ -243,8 +243,8 @@ constexpr bool kHasDirectPath = std::is_same_v<T, float> || std::is_same_v<T, BF
 
 // Whether the direct path takes this conv (T float or BFloat16): bf16 on a CPU with AMX, stride
 // 1, a kernel larger than 1x1 and images wide enough that most tile positions are outputs; or
-// bf16 on AVX512-BF16, f32 on AVX-512, as output rows, for strides 1 and 2 on rows that split
-// into pieces of 7, 14 or 28 with little left over.
+// bf16 on AVX512-BF16, f32 on AVX-512 or AVX2, for strides 1 and 2 on rows that split into
+// pieces of 7, 14 or 28 with little left over.
 template <class T>
 bool direct_conv_applies(const ConvGeometry& g);
 

@@ -108,10 +108,10 @@ std::string cpu_conv_path(DType t) {
     return "AVX512-BF16 dot products" + why;
   if (t == DType::f16) return "f32 copies: no f16 kernel on the CPU";
   if (t == DType::bf16) return "f32 copies: this CPU has no bf16 dot products" + why;
-  if (cpu::cpu_has(cpu::Isa::avx512))
-    return "AVX-512 direct rows, else " +
-           std::string(cpu::avx512_sgemm_enabled() ? "our AVX-512 SGEMM" : "OpenBLAS") + why;
-  return cpu::avx512_sgemm_enabled() ? "our AVX-512 SGEMM" + why : "OpenBLAS" + why;
+  const std::string gemm = cpu::avx512_sgemm_enabled() ? "our AVX-512 SGEMM" : "OpenBLAS";
+  if (cpu::cpu_has(cpu::Isa::avx512)) return "AVX-512 direct rows, else " + gemm + why;
+  if (cpu::cpu_has(cpu::Isa::avx2)) return "AVX2 direct pieces, else " + gemm + why;
+  return gemm + why;
 }
 
 }  // namespace ringgrad::kernels

@@ -32,10 +32,6 @@ struct F32Lanes {
   RG_DIRECT static __m512 multiply_add(__m512 acc, Word x, __m512i w) {
     return _mm512_fmadd_ps(_mm512_set1_ps(x), _mm512_castsi512_ps(w), acc);
   }
-  // The values at first (in mask; zero in the others), one a word. `second` must be null.
-  RG_DIRECT static __m512i words(const Value* first, const Value*, __mmask16 mask) {
-    return _mm512_maskz_loadu_epi32(mask, first);
-  }
   // Value v in its word, whose place (0) is the only one.
   static void place(Word& word, Value v, int64_t) { word = v; }
   RG_DIRECT static void store(Value* out, __mmask16 mask, __m512 sums) {

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/cpu/avx2.h"       // transpose_8x8
 #include "kernels/cpu/avx512_bw.h"  // lane_sum
 #include "kernels/cpu/cpu_features.h"
 
@@ -59,28 +60,15 @@ inline float element(Op op, const float* x, int64_t ld, int64_t i, int64_t p) {
 }
 
 // tile[p * kRows + i] = a[i * lda + p] for the kRows (8) rows i and p < depth: 8 x 8 blocks
-// transposed in registers, in three rounds of shuffles that interleave ever larger units (single
-// floats, pairs of floats, 128-bit halves); the products past the last whole block one by one.
+// transposed in registers (avx2.h), the products past the last whole block one by one.
 RG_AVX512 void pack_whole_row_tile(float* tile, const float* a, int64_t lda, int64_t depth) {
   static_assert(kRows == 8, "one 8 x 8 transpose per block of products");
   int64_t p = 0;
   for (; p + 8 <= depth; p += 8) {
-    __m256 r[8], t[8];
+    __m256 r[8];
     for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(a + i * lda + p);
-    for (int i = 0; i < 8; i += 2) {  // half h: rows i, i+1 of products 4h, 4h+1 | 4h+2, 4h+3
-      t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-      t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-    }
-    for (int i = 0; i < 8; i += 4) {  // r[i + e], half h: rows i..i+3 of product 4h + e
-      r[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
-      r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
-      r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
-      r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
-    }
-    for (int e = 0; e < 4; ++e) {  // all 8 rows of product e from the low halves, 4 + e the high
-      _mm256_storeu_ps(tile + (p + e) * kRows, _mm256_permute2f128_ps(r[e], r[4 + e], 0x20));
-      _mm256_storeu_ps(tile + (p + 4 + e) * kRows, _mm256_permute2f128_ps(r[e], r[4 + e], 0x31));
-    }
+    transpose_8x8(r);
+    for (int e = 0; e < 8; ++e) _mm256_storeu_ps(tile + (p + e) * kRows, r[e]);
   }
   for (; p < depth; ++p)
     for (int64_t i = 0; i < kRows; ++i) tile[p * kRows + i] = a[i * lda + p];

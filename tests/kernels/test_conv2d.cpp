@@ -123,11 +123,12 @@ std::vector<ConvCase> sweep_cases() {
   };
 }
 
-// Cases for the direct path (Note [Direct convolution]), which f32 on AVX-512 and bf16 on
+// Cases for the direct path (Note [Direct convolution]), which f32 on AVX-512 or AVX2 and bf16 on
 // AVX512-BF16 or AMX take. Stride 1 on wide enough images: on AMX from 7x7 images, whole and
 // partial blocks of 16 channel pairs, an odd channel count, more than 32 output channels,
 // resnet20's first stage, a 5x5 kernel without padding; as row pieces (AVX-512; bf16 from 8 input
-// channels, f32 from 1) where rows split into pieces of 7, 14 or 28 with little left over: pieces
+// channels, f32 from 1; AVX2's pieces of 6 from 8 in and out, crossing rows, a last piece past
+// the image's end) where rows split into pieces of 7, 14 or 28 with little left over: pieces
 // of each length, 1, 2 and 4 vectors of output channels at once (32 and 64 outputs on 7x7, 64 -> 16
 // and 32 -> 48 in dx), a partial vector (40 outputs), bias, stride 2 (3x3 and 1x1, 13 rows to 7).
 // There the weight gradient comes straight from dy and x too (Note [Direct weight gradient]) for
@@ -320,7 +321,8 @@ TEST_CASE("conv2d in half may give dw in f32: the f32 sums, never rounded to hal
 }
 
 TEST_CASE("the direct weight gradient matches the reference, partial channel blocks too") {
-  // Note [Direct weight gradient], called directly, in f32 (AVX-512) and bf16 (AVX512-BF16):
+  // Note [Direct weight gradient], called directly, in f32 (AVX-512, or AVX2 under --isa=avx2)
+  // and bf16 (AVX512-BF16):
   // conv2d takes it only where 5/6 of its products are real, which leaves out channel counts that
   // half fill a block of 16. Here: an odd number of images (in bf16 the last one paired with
   // zeros) and a single one, channel blocks partly filled on both sides, no padding, a 5x5 kernel
@@ -356,8 +358,9 @@ TEST_CASE("the direct weight gradient matches the reference, partial channel blo
       }
     }
   };
-  if (!kernels::cpu::cpu_has(Isa::avx512))
-    return testing::skip_test("this CPU has no AVX-512, which the direct weight gradient needs");
+  if (!kernels::cpu::cpu_has(Isa::avx2))
+    return testing::skip_test(
+        "this CPU has no AVX2 and FMA, which the direct weight gradient needs");
   run(float(), DType::f32, 2e-4);
   if (!kernels::cpu::cpu_has(Isa::avx512_bf16))
     return testing::skip_test(
