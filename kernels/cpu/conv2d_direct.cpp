@@ -383,6 +383,10 @@ RG_AVX2_FMA void piece_avx2(float* y, const float* xp, const float* wp, const fl
         }
       }
     }
+  // A piece stores 8 outputs a channel, the last 2 of them wrong, which the next piece then
+  // overwrites (pieces run in order, one thread an image); only the image's last piece (where 8
+  // would run into the next channel) stores through a mask. Masked stores are slow on some CPUs.
+  const bool whole = e0 + kLanes <= outputs;
   const __m256i keep = first_lanes8(std::min<int64_t>(kOutputs, outputs - e0));
   const int64_t K = g.K;  // read once: the stores below might alias g for the compiler
 #pragma GCC unroll 2
@@ -399,7 +403,12 @@ RG_AVX2_FMA void piece_avx2(float* y, const float* xp, const float* wp, const fl
     float* out = y + first * outputs + e0;
 #pragma GCC unroll 8
     for (int i = 0; i < kLanes; ++i)
-      if (first + i < K) _mm256_maskstore_ps(out + i * outputs, keep, rows[i]);
+      if (first + i < K) {
+        if (whole)
+          _mm256_storeu_ps(out + i * outputs, rows[i]);
+        else
+          _mm256_maskstore_ps(out + i * outputs, keep, rows[i]);
+      }
   }
 }
 
