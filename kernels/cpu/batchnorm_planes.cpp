@@ -1,12 +1,13 @@
-// The batch-norm passes over one plane with AVX-512, f32 and bf16 (kernels/cpu/batchnorm_planes.h).
+// The batch-norm passes over one plane with AVX-512, f32 and bf16, and with AVX2, f32
+// (kernels/cpu/batchnorm_planes.h).
 //
 // Note [Batch-norm planes]
 // The passes of batchnorm_passes.cpp are written once for f32, f64 and bf16 and compiled for
 // AVX2, with sums in double kept per position: on bf16 data the widening, the rounding back (an
 // integer sequence eight lanes at a time) and those double sums cost more than moving the data
 // does, and on f32 the double sums run at half the width.
-// Here each plane is 16 values a vector (the last one masked), per-channel coefficients are
-// scalars, and the sums are taken per plane in f32, then added in double per channel:
+// Here each plane is 16 values a vector (AVX2: 8; the last one masked), per-channel coefficients
+// are scalars, and the sums are taken per plane in f32, then added in double per channel:
 // - sum and sum_sq are of x - x0, x0 the plane's first value, and shifted back in double
 //   (sum x = s + hw x0, sum x^2 = q + 2 x0 s + hw x0^2): a mean large against the spread then
 //   costs no digits in E[x^2] - mean^2 (for bf16 values of nearby size the difference is even
@@ -23,6 +24,7 @@
 #include <immintrin.h>
 
 #include "kernels/cast_math.h"
+#include "kernels/cpu/avx2.h"
 #include "kernels/cpu/avx512_bw.h"
 #include "kernels/cpu/cpu_features.h"
 
@@ -78,15 +80,8 @@ struct PlaneLanes<BFloat16> {
   }
 };
 
-}  // namespace
-
 template <class T>
-bool planes_apply(int64_t hw) {
-  return cpu_has(std::is_same_v<T, BFloat16> ? Isa::avx512_bf16 : Isa::avx512) && hw >= 16;
-}
-
-template <class T>
-RG_AVX512_BW void plane_sums(const T* x, int64_t hw, double& sum, double& sum_sq) {
+RG_AVX512_BW void sums_avx512(const T* x, int64_t hw, double& sum, double& sum_sq) {
   using V = PlaneLanes<T>;
   const float first = widen(x[0]);
   const __m512 x0 = _mm512_set1_ps(first);
@@ -103,8 +98,8 @@ RG_AVX512_BW void plane_sums(const T* x, int64_t hw, double& sum, double& sum_sq
 }
 
 template <class T>
-RG_AVX512_BW void plane_apply(T* y, const T* x, const T* residual, bool relu, int64_t hw,
-                              float mean, float scale, float beta) {
+RG_AVX512_BW void apply_avx512(T* y, const T* x, const T* residual, bool relu, int64_t hw,
+                               float mean, float scale, float beta) {
   using V = PlaneLanes<T>;
   const __m512 m = _mm512_set1_ps(mean), k = _mm512_set1_ps(scale), b = _mm512_set1_ps(beta);
   for (int64_t i = 0; i < hw; i += 16) {
@@ -119,8 +114,9 @@ RG_AVX512_BW void plane_apply(T* y, const T* x, const T* residual, bool relu, in
 }
 
 template <class T>
-RG_AVX512_BW void plane_backward_sums(const T* dy, const T* y, const T* x, T* dresidual, int64_t hw,
-                                      double mean, double& sum_dy, double& sum_dy_xmu) {
+RG_AVX512_BW void backward_sums_avx512(const T* dy, const T* y, const T* x, T* dresidual,
+                                       int64_t hw, double mean, double& sum_dy,
+                                       double& sum_dy_xmu) {
   using V = PlaneLanes<T>;
   const float mean_f32 = static_cast<float>(mean);
   const __m512 m = _mm512_set1_ps(mean_f32);
@@ -138,8 +134,8 @@ RG_AVX512_BW void plane_backward_sums(const T* dy, const T* y, const T* x, T* dr
 }
 
 template <class T>
-RG_AVX512_BW void plane_backward_apply(T* dx, const T* dy, const T* y, const T* x, int64_t hw,
-                                       float mean, float scale, float mean_dy, float xmu_coeff) {
+RG_AVX512_BW void backward_apply_avx512(T* dx, const T* dy, const T* y, const T* x, int64_t hw,
+                                        float mean, float scale, float mean_dy, float xmu_coeff) {
   using V = PlaneLanes<T>;
   const __m512 m = _mm512_set1_ps(mean), k = _mm512_set1_ps(scale);
   const __m512 my = _mm512_set1_ps(mean_dy), c = _mm512_set1_ps(xmu_coeff);
@@ -149,6 +145,131 @@ RG_AVX512_BW void plane_backward_apply(T* dx, const T* dy, const T* y, const T* 
     const __m512 xmu = _mm512_sub_ps(V::load(x + i, mask), m);
     V::store(dx + i, mask, _mm512_mul_ps(k, _mm512_fnmadd_ps(xmu, c, _mm512_sub_ps(g, my))));
   }
+}
+
+// ---- AVX2: f32 on CPUs without AVX-512 -------------------------------------------------------
+// The same passes 8 values a vector. Only a plane's last, partial vector goes through masked loads
+// and stores (masked stores are slow on some CPUs), and it is zero past the plane.
+
+RG_AVX2_FMA float lane_sum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+
+// The n values at p (n >= 8: a whole vector), zero past them.
+RG_AVX2_FMA __m256 load8(const float* p, int64_t n) {
+  return n >= 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, first_lanes8(n));
+}
+RG_AVX2_FMA void store8(float* p, int64_t n, __m256 v) {
+  if (n >= 8)
+    _mm256_storeu_ps(p, v);
+  else
+    _mm256_maskstore_ps(p, first_lanes8(n), v);
+}
+
+// PlaneLanes<float>::gradient's, 8 values.
+RG_AVX2_FMA __m256 gradient8(const float* dy, const float* y, float* dresidual, int64_t n) {
+  __m256 g = load8(dy, n);
+  if (y) g = _mm256_and_ps(g, _mm256_cmp_ps(load8(y, n), _mm256_setzero_ps(), _CMP_NLE_UQ));
+  if (dresidual) store8(dresidual, n, g);
+  return g;
+}
+
+RG_AVX2_FMA void sums_avx2(const float* x, int64_t hw, double& sum, double& sum_sq) {
+  const float first = x[0];
+  const __m256 x0 = _mm256_set1_ps(first);
+  __m256 s = _mm256_setzero_ps(), q = _mm256_setzero_ps();
+  for (int64_t i = 0; i < hw; i += 8) {
+    const __m256 in = _mm256_castsi256_ps(first_lanes8(hw - i));
+    const __m256 d = _mm256_and_ps(_mm256_sub_ps(load8(x + i, hw - i), x0), in);
+    s = _mm256_add_ps(s, d);
+    q = _mm256_fmadd_ps(d, d, q);
+  }
+  const double shifted = lane_sum8(s), x0_sum = double{first} * hw;
+  sum += shifted + x0_sum;
+  sum_sq += lane_sum8(q) + (2 * shifted + x0_sum) * first;
+}
+
+RG_AVX2_FMA void apply_avx2(float* y, const float* x, const float* residual, bool relu, int64_t hw,
+                            float mean, float scale, float beta) {
+  const __m256 m = _mm256_set1_ps(mean), k = _mm256_set1_ps(scale), b = _mm256_set1_ps(beta);
+  for (int64_t i = 0; i < hw; i += 8) {
+    __m256 v = _mm256_fmadd_ps(_mm256_sub_ps(load8(x + i, hw - i), m), k, b);
+    if (residual) v = _mm256_add_ps(v, load8(residual + i, hw - i));
+    if (relu) v = _mm256_max_ps(_mm256_setzero_ps(), v);  // NaN and -0 pass, as above
+    store8(y + i, hw - i, v);
+  }
+}
+
+RG_AVX2_FMA void backward_sums_avx2(const float* dy, const float* y, const float* x,
+                                    float* dresidual, int64_t hw, double mean, double& sum_dy,
+                                    double& sum_dy_xmu) {
+  const float mean_f32 = static_cast<float>(mean);
+  const __m256 m = _mm256_set1_ps(mean_f32);
+  __m256 s = _mm256_setzero_ps(), sx = _mm256_setzero_ps();
+  for (int64_t i = 0; i < hw; i += 8) {
+    const __m256 g =
+        gradient8(dy + i, y ? y + i : nullptr, dresidual ? dresidual + i : nullptr, hw - i);
+    s = _mm256_add_ps(s, g);
+    sx = _mm256_fmadd_ps(g, _mm256_sub_ps(load8(x + i, hw - i), m), sx);  // g = 0 past hw
+  }
+  const double g_sum = lane_sum8(s);
+  sum_dy += g_sum;
+  sum_dy_xmu += lane_sum8(sx) + (double{mean_f32} - mean) * g_sum;
+}
+
+RG_AVX2_FMA void backward_apply_avx2(float* dx, const float* dy, const float* y, const float* x,
+                                     int64_t hw, float mean, float scale, float mean_dy,
+                                     float xmu_coeff) {
+  const __m256 m = _mm256_set1_ps(mean), k = _mm256_set1_ps(scale);
+  const __m256 my = _mm256_set1_ps(mean_dy), c = _mm256_set1_ps(xmu_coeff);
+  for (int64_t i = 0; i < hw; i += 8) {
+    const __m256 g = gradient8(dy + i, y ? y + i : nullptr, nullptr, hw - i);
+    const __m256 xmu = _mm256_sub_ps(load8(x + i, hw - i), m);
+    store8(dx + i, hw - i, _mm256_mul_ps(k, _mm256_fnmadd_ps(xmu, c, _mm256_sub_ps(g, my))));
+  }
+}
+
+}  // namespace
+
+// f32 on every AVX2 CPU: the AVX-512 kernels where the CPU has them.
+template <class T>
+bool planes_apply(int64_t hw) {
+  return cpu_has(std::is_same_v<T, BFloat16> ? Isa::avx512_bf16 : Isa::avx2) && hw >= 16;
+}
+
+template <class T>
+void plane_sums(const T* x, int64_t hw, double& sum, double& sum_sq) {
+  if constexpr (std::is_same_v<T, float>)
+    if (!cpu_has(Isa::avx512)) return sums_avx2(x, hw, sum, sum_sq);
+  sums_avx512(x, hw, sum, sum_sq);
+}
+
+template <class T>
+void plane_apply(T* y, const T* x, const T* residual, bool relu, int64_t hw, float mean,
+                 float scale, float beta) {
+  if constexpr (std::is_same_v<T, float>)
+    if (!cpu_has(Isa::avx512)) return apply_avx2(y, x, residual, relu, hw, mean, scale, beta);
+  apply_avx512(y, x, residual, relu, hw, mean, scale, beta);
+}
+
+template <class T>
+void plane_backward_sums(const T* dy, const T* y, const T* x, T* dresidual, int64_t hw, double mean,
+                         double& sum_dy, double& sum_dy_xmu) {
+  if constexpr (std::is_same_v<T, float>)
+    if (!cpu_has(Isa::avx512))
+      return backward_sums_avx2(dy, y, x, dresidual, hw, mean, sum_dy, sum_dy_xmu);
+  backward_sums_avx512(dy, y, x, dresidual, hw, mean, sum_dy, sum_dy_xmu);
+}
+
+template <class T>
+void plane_backward_apply(T* dx, const T* dy, const T* y, const T* x, int64_t hw, float mean,
+                          float scale, float mean_dy, float xmu_coeff) {
+  if constexpr (std::is_same_v<T, float>)
+    if (!cpu_has(Isa::avx512))
+      return backward_apply_avx2(dx, dy, y, x, hw, mean, scale, mean_dy, xmu_coeff);
+  backward_apply_avx512(dx, dy, y, x, hw, mean, scale, mean_dy, xmu_coeff);
 }
 
 #define RG_INSTANTIATE(T)                                                                          \
