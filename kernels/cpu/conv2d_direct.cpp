@@ -1,6 +1,6 @@
 // The direct convolution (kernels/cpu/conv2d_paths.h), no column matrix at all: bf16 on AMX for
 // stride-1 convs with images large enough to fill tiles; bf16 on AVX512-BF16 and f32 on AVX-512
-// for strides 1 and 2, as output rows; f32 on AVX2 for the same convs, as pieces of 6 outputs.
+// for strides 1 and 2, as output rows; f32 on AVX2 for the same convs, as pieces of 5 or 6 outputs.
 //
 // Note [Direct convolution]
 // The im2col path copies every input value R*S times into the column matrix and then packs that
@@ -340,7 +340,7 @@ void rows_direct_image(typename Lanes::Value* y, const typename Lanes::Word* xp,
   rows_image<Lanes, 1, 7, SW>(y, xp, wp, bias, g, d);
 }
 
-// ---- AVX2: f32 pieces of 6 outputs x 16 output channels ---------------------------------------
+// ---- AVX2: f32 pieces of 6 (or 5) outputs x 16 output channels ---------------------------------
 // The same broadcast-and-multiply with 16 registers of 8 lanes: 6 outputs x 16 output channels
 // (two halves of a packed weight vector) are 12 accumulators, and the two weight halves and the
 // broadcast input fill 15 registers. 6 does not divide rows of 7 or 14, so the outputs are taken in
@@ -350,13 +350,14 @@ void rows_direct_image(typename Lanes::Value* y, const typename Lanes::Word* xp,
 // end; they repeat the last output and are not stored. (Pieces of 7 outputs of one row, the
 // AVX-512 shape cut in two, need 17 registers, and the compiler keeps a sum in memory; 14 outputs
 // x 8 channels fit but broadcast one input per multiply-add, and measured slower.) Each half of
-// the block is transposed to 8 output-channel rows of 6 outputs to be stored, the bias added
-// first. Weights are packed in groups of 16 output channels, each group's taps and channels
+// the block is transposed to 8 output-channel rows of the piece's outputs to be stored, the bias
+// added first. Weights are packed in groups of 16 output channels, each group's taps and channels
 // together, so that one piece reads one contiguous run of them.
-template <int SW>
+template <int SW, int kOutputs>
 RG_AVX2_FMA void piece_avx2(float* y, const float* xp, const float* wp, const float* bias,
                             int64_t k0, int64_t e0, const ConvGeometry& g, const DirectLayout& d) {
-  constexpr int kOutputs = 6, kLanes = 8;
+  static_assert(kOutputs <= 6, "2 * kOutputs accumulators and 3 more registers: 16 at most");
+  constexpr int kLanes = 8;
   const int64_t outputs = g.output_plane();
   int64_t at[kOutputs];  // where output e0 + i reads tap (0, 0) in a packed plane
   for (int64_t i = 0, p = e0 / g.Q, q = e0 % g.Q; i < kOutputs; ++i) {
@@ -412,12 +413,23 @@ RG_AVX2_FMA void piece_avx2(float* y, const float* xp, const float* wp, const fl
   }
 }
 
+template <int SW, int kOutputs>
+void pieces_image_avx2(float* y, const float* xp, const float* wp, const float* bias,
+                       const ConvGeometry& g, const DirectLayout& d) {
+  for (int64_t k0 = 0; k0 < g.K; k0 += 16)
+    for (int64_t e0 = 0; e0 < g.output_plane(); e0 += kOutputs)
+      piece_avx2<SW, kOutputs>(y, xp, wp, bias, k0, e0, g, d);
+}
+
+// Pieces of 6, or of 5 where those compute clearly fewer outputs past the image's end (7x7
+// images: 50 against 54).
 template <int SW>
 void rows_direct_image_avx2(float* y, const float* xp, const float* wp, const float* bias,
                             const ConvGeometry& g, const DirectLayout& d) {
-  for (int64_t k0 = 0; k0 < g.K; k0 += 16)
-    for (int64_t e0 = 0; e0 < g.output_plane(); e0 += 6)
-      piece_avx2<SW>(y, xp, wp, bias, k0, e0, g, d);
+  const int64_t outputs = g.output_plane();
+  const int64_t by_5 = (outputs + 4) / 5 * 5, by_6 = (outputs + 5) / 6 * 6;
+  if (25 * by_5 <= 24 * by_6) return pieces_image_avx2<SW, 5>(y, xp, wp, bias, g, d);
+  pieces_image_avx2<SW, 6>(y, xp, wp, bias, g, d);
 }
 
 void direct_image(BFloat16* y, const uint32_t* xp, const uint16_t* a_tiles, const BFloat16* bias,
@@ -448,7 +460,7 @@ bool direct_conv_applies(const ConvGeometry& g) {
     const DirectLayout d = direct_layout<Bf16Lanes>(g);
     return 5 * g.output_plane() >= 3 * d.position_tiles * kTile;
   }
-  // The row pieces, bf16 on AVX512-BF16 and f32 on AVX-512 (on AVX2 f32's pieces of 6 take the
+  // The row pieces, bf16 on AVX512-BF16 and f32 on AVX-512 (on AVX2 f32's pieces of 5 or 6 take the
   // same convs): a stride of 1 or 2 along the rows (not a stride-1 1x1 conv: x is its column
   // matrix), at least 5/6 of a row's pieces outputs (so not 4x4 images), and in bf16 or on AVX2
   // 8 input channels or more: with fewer (the stems) storing the outputs, rounded to bf16 or

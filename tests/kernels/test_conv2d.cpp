@@ -127,7 +127,7 @@ std::vector<ConvCase> sweep_cases() {
 // AVX512-BF16 or AMX take. Stride 1 on wide enough images: on AMX from 7x7 images, whole and
 // partial blocks of 16 channel pairs, an odd channel count, more than 32 output channels,
 // resnet20's first stage, a 5x5 kernel without padding; as row pieces (AVX-512; bf16 from 8 input
-// channels, f32 from 1; AVX2's pieces of 6 from 8 in and out, crossing rows, a last piece past
+// channels, f32 from 1; AVX2's pieces of 5 or 6 from 8 in and out, crossing rows, a last piece past
 // the image's end) where rows split into pieces of 7, 14 or 28 with little left over: pieces
 // of each length, 1, 2 and 4 vectors of output channels at once (32 and 64 outputs on 7x7, 64 -> 16
 // and 32 -> 48 in dx), a partial vector (40 outputs), bias, stride 2 (3x3 and 1x1, 13 rows to 7).
