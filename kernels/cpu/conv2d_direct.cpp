@@ -73,9 +73,8 @@ DirectLayout direct_layout(const ConvGeometry& g) {
   d.positions = g.P * d.Wp;
   d.position_tiles = (d.positions + kTile - 1) / kTile;
   const int64_t last_read = d.position_tiles * kTile - 1 + (g.R - 1) * d.Wp + g.S - 1;
-  // A last row piece reads up to 27 outputs, at stride 2 54 positions, past the padded image;
-  // AVX2's pieces of two rows a row of the stride more.
-  d.plane = std::max(last_read + 1, (g.H + 2 * g.pad_h + g.stride_h) * d.Wp + 2 * 28);
+  // A last row piece reads up to 27 outputs, at stride 2 54 positions, past the padded image.
+  d.plane = std::max(last_read + 1, (g.H + 2 * g.pad_h) * d.Wp + 2 * 28);
   d.k_tiles = (g.K + kTile - 1) / kTile;
   return d;
 }
@@ -246,8 +245,8 @@ RowBlock row_block(const ConvGeometry& g) {
 // wp: output channel k's weights for the input channels of each word at each tap, in groups of
 // `group` output channels (16, or all k_vectors * 16 of them), each group's taps x words x group
 // words together; zero past K and C. The AVX-512 pieces read up to 4 vectors of 16 at a tap and
-// word together (group: all of them); AVX2's pieces read one group of 16 (all its taps and words),
-// which then stays in L1 for the pieces that follow.
+// word together (group: all of them); AVX2's pieces read one group of 16, all its taps and words,
+// as one contiguous run.
 template <class Lanes>
 std::vector<typename Lanes::Word> pack_weight_words(const typename Lanes::Value* w, int64_t group,
                                                     const ConvGeometry& g, const DirectLayout& d) {
@@ -353,7 +352,7 @@ void rows_direct_image(typename Lanes::Value* y, const typename Lanes::Word* xp,
 // the block is transposed to 8 output-channel rows of the piece's outputs to be stored, the bias
 // added first. Weights are packed in groups of 16 output channels, each group's taps and channels
 // together, so that one piece reads one contiguous run of them.
-template <int SW, int kOutputs>
+template <int kOutputs>
 RG_AVX2_FMA void piece_avx2(float* y, const float* xp, const float* wp, const float* bias,
                             int64_t k0, int64_t e0, const ConvGeometry& g, const DirectLayout& d) {
   static_assert(kOutputs <= 6, "2 * kOutputs accumulators and 3 more registers: 16 at most");
@@ -361,7 +360,7 @@ RG_AVX2_FMA void piece_avx2(float* y, const float* xp, const float* wp, const fl
   const int64_t outputs = g.output_plane();
   int64_t at[kOutputs];  // where output e0 + i reads tap (0, 0) in a packed plane
   for (int64_t i = 0, p = e0 / g.Q, q = e0 % g.Q; i < kOutputs; ++i) {
-    at[i] = p * g.stride_h * d.Wp + q * SW;  // past the outputs: the last one again
+    at[i] = p * g.stride_h * d.Wp + q * g.stride_w;  // past the outputs: the last one again
     if (e0 + i + 1 < outputs && ++q == g.Q) {
       q = 0;
       ++p;
@@ -413,23 +412,22 @@ RG_AVX2_FMA void piece_avx2(float* y, const float* xp, const float* wp, const fl
   }
 }
 
-template <int SW, int kOutputs>
+template <int kOutputs>
 void pieces_image_avx2(float* y, const float* xp, const float* wp, const float* bias,
                        const ConvGeometry& g, const DirectLayout& d) {
   for (int64_t k0 = 0; k0 < g.K; k0 += 16)
     for (int64_t e0 = 0; e0 < g.output_plane(); e0 += kOutputs)
-      piece_avx2<SW, kOutputs>(y, xp, wp, bias, k0, e0, g, d);
+      piece_avx2<kOutputs>(y, xp, wp, bias, k0, e0, g, d);
 }
 
 // Pieces of 6, or of 5 where those compute clearly fewer outputs past the image's end (7x7
 // images: 50 against 54).
-template <int SW>
-void rows_direct_image_avx2(float* y, const float* xp, const float* wp, const float* bias,
-                            const ConvGeometry& g, const DirectLayout& d) {
+void direct_image_avx2(float* y, const float* xp, const float* wp, const float* bias,
+                       const ConvGeometry& g, const DirectLayout& d) {
   const int64_t outputs = g.output_plane();
   const int64_t by_5 = (outputs + 4) / 5 * 5, by_6 = (outputs + 5) / 6 * 6;
-  if (25 * by_5 <= 24 * by_6) return pieces_image_avx2<SW, 5>(y, xp, wp, bias, g, d);
-  pieces_image_avx2<SW, 6>(y, xp, wp, bias, g, d);
+  if (25 * by_5 <= 24 * by_6) return pieces_image_avx2<5>(y, xp, wp, bias, g, d);
+  pieces_image_avx2<6>(y, xp, wp, bias, g, d);
 }
 
 void direct_image(BFloat16* y, const uint32_t* xp, const uint16_t* a_tiles, const BFloat16* bias,
@@ -505,10 +503,7 @@ void direct_conv_forward(T* y, const T* x, const T* w, const T* bias, int64_t N,
         }
       if constexpr (std::is_same_v<T, float>)
         if (!avx512) {
-          if (g.stride_w == 1)
-            rows_direct_image_avx2<1>(out, xp.data(), wp.data(), bias, g, d);
-          else
-            rows_direct_image_avx2<2>(out, xp.data(), wp.data(), bias, g, d);
+          direct_image_avx2(out, xp.data(), wp.data(), bias, g, d);
           continue;
         }
       if (g.stride_w == 1)
