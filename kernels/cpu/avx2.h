@@ -1,8 +1,9 @@
-// What the AVX2 kernels share (conv2d_direct*.cpp, sgemm_avx512.cpp's packing): the target
-// attribute of a function that uses AVX2 and FMA, the mask of a vector's first n lanes, and an
-// 8 x 8 transpose. Every CPU at Isa::avx2 or above has both (cpu_features.cpp). Release builds
-// compile the whole tree for them anyway (RINGGRAD_ARCH_FLAGS); the attribute keeps the other
-// builds, compiled for plain x86-64, able to hold these kernels. Private to kernels/cpu.
+// What the AVX2 kernels share (conv2d_direct*.cpp, batchnorm_planes.cpp, sgemm_avx512.cpp's
+// packing): the target attribute of a function that uses AVX2 and FMA, the mask of a vector's
+// first n lanes, and an 8 x 8 transpose. Every CPU at Isa::avx2 or above has both
+// (cpu_features.cpp). Release builds compile the whole tree for them anyway (RINGGRAD_ARCH_FLAGS);
+// the attribute keeps the other builds, compiled for plain x86-64, able to hold these kernels.
+// Private to kernels/cpu.
 #pragma once
 #include <immintrin.h>
 
