@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Convolution forward+backward times, ours (conv_bench) against PyTorch's CPU convolutions
-# (oneDNN) at batch 64 and 2 threads, for every distinct resnet20/resnet18 conv shape,
-# interleaved shape by shape (see conv_compare_torch.py); prints ours/PyTorch per shape and summed
-# per network, and both sides' GFLOP/s against the cores' measured f32 FMA peak.
+# (oneDNN, the faster of NCHW and channels_last) at batch 64 and 2 threads, for every distinct
+# resnet20/resnet18 conv shape, interleaved shape by shape (see conv_compare_torch.py); prints
+# ours/PyTorch per shape and summed per network, and both sides' GFLOP/s against the cores'
+# measured f32 FMA peak.
 #   [PYTHON=...] bash bench/compare_conv.sh [BUILD_DIR (default build)] [ROUNDS (default 3)] [THREADS (default 2)]
 # PYTHON: as bench_env.sh says (default: PyTorch 2.x in BUILD_DIR/torch-venv, else Debian's 1.13).
 set -euo pipefail

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Training throughput, ours against PyTorch in one run: resnet20 and resnet18, batch 64, 2 threads,
 # SGD momentum 0.9 / weight decay 5e-4, synthetic MNIST-shaped data, each side in f32 and under
-# bf16 autocast (`--amp bf16`; PyTorch's torch.autocast("cpu", torch.bfloat16)). Prints img/s of
-# all four, peak RSS of the f32 runs, and the ratio of each side's best: ours against PyTorch at
-# its best setting.
+# bf16 autocast (`--amp bf16`; PyTorch's torch.autocast("cpu", torch.bfloat16)), PyTorch also in
+# channels_last (NHWC), the layout its CPU tuning guide recommends. Prints img/s of all six, peak
+# RSS of the f32 runs, and the ratio of each side's best: ours against PyTorch at its best
+# setting.
 #   [PYTHON=...] bash bench/compare_torch.sh [--steps N] [--threads N] [--batch-size N]
 # PYTHON: as bench_env.sh says (default: PyTorch 2.x in build/torch-venv, else Debian's 1.13).
 set -euo pipefail
@@ -23,22 +24,31 @@ cpu_header
 echo "PyTorch $("$python" -c 'import torch; print(torch.__version__)') from $python"
 paths=$(mktemp)
 trap 'rm -f "$paths"' EXIT
-printf '%-9s %10s %10s %11s %11s %10s %9s %9s %6s\n' model ours_f32 ours_bf16 torch_f32 \
-  torch_bf16 best_ratio ours_MB torch_MB ratio
+printf '%-9s %9s %9s %9s %9s %9s %9s %10s %8s %8s %6s\n' model ours_f32 ours_bf16 torch_f32 \
+  torch_bf16 cl_f32 cl_bf16 best_ratio ours_MB torch_MB ratio
 for model in resnet20 resnet18; do
   declare -A img=() rss=()
-  for amp in none bf16; do  # interleaved: ours, then PyTorch, per precision
+  for amp in none bf16; do  # interleaved: ours, then PyTorch in NCHW and NHWC, per precision
     out=$("$bin"/train_throughput --model "$model" --amp "$amp" "${args[@]}" 2>>"$paths")
     img[ours_$amp]=$(field "$out" img/s) rss[ours_$amp]=$(field "$out" peak_rss_mb)
-    out=$(OMP_NUM_THREADS=$threads "$python" bench/torch_train_throughput.py --model "$model" \
-      --amp "$amp" "${args[@]}")
-    img[torch_$amp]=$(field "$out" img/s) rss[torch_$amp]=$(field "$out" peak_rss_mb)
+    for layout in nchw cl; do
+      flags=()
+      [[ $layout == cl ]] && flags=(--channels-last)
+      out=$(OMP_NUM_THREADS=$threads "$python" bench/torch_train_throughput.py --model "$model" \
+        --amp "$amp" "${flags[@]}" "${args[@]}")
+      img[${layout}_$amp]=$(field "$out" img/s) rss[${layout}_$amp]=$(field "$out" peak_rss_mb)
+    done
   done
-  awk -v m="$model" -v of="${img[ours_none]}" -v ob="${img[ours_bf16]}" -v tf="${img[torch_none]}" \
-    -v tb="${img[torch_bf16]}" -v om="${rss[ours_none]}" -v tm="${rss[torch_none]}" 'BEGIN {
-      ours = of > ob ? of : ob; theirs = tf > tb ? tf : tb
-      printf "%-9s %10s %10s %11s %11s %10.2f %9s %9s %6.2f\n", m, of, ob, tf, tb, ours / theirs,
-        om, tm, om / tm }'
+  awk -v m="$model" -v of="${img[ours_none]}" -v ob="${img[ours_bf16]}" -v tf="${img[nchw_none]}" \
+    -v tb="${img[nchw_bf16]}" -v cf="${img[cl_none]}" -v cb="${img[cl_bf16]}" \
+    -v om="${rss[ours_none]}" -v tm="${rss[nchw_none]}" 'BEGIN {
+      ours = of > ob ? of : ob; theirs = tf
+      if (tb > theirs) theirs = tb
+      if (cf > theirs) theirs = cf
+      if (cb > theirs) theirs = cb
+      printf "%-9s %9s %9s %9s %9s %9s %9s %10.2f %8s %8s %6.2f\n", m, of, ob, tf, tb, cf, cb,
+        ours / theirs, om, tm, om / tm }'
 done
-echo "best_ratio: our faster precision's img/s over PyTorch's faster precision's; memory of the f32 runs"
+echo "torch_*: PyTorch in NCHW; cl_*: PyTorch in channels_last (NHWC); ours are NCHW"
+echo "best_ratio: our faster precision's img/s over PyTorch's fastest of the four; memory of the f32 NCHW runs"
 sort -u "$paths"

@@ -1,7 +1,8 @@
 """Times every conv shape of `conv_bench --list-shapes` in PyTorch (forward + backward, batch 64,
 2 threads unless --threads) and, unless --torch-only, beside it ours: per round and per shape,
-one PyTorch block then one conv_bench run filtered to that shape, so both sides see the same load
-on a shared machine. Each side keeps its fastest block over the rounds. Prints ours/PyTorch per
+PyTorch's blocks (in NCHW and in channels_last, NHWC) then one conv_bench run filtered to that
+shape, so both sides see the same load on a shared machine. Each side keeps its fastest block over
+the rounds, PyTorch over both layouts (ours are NCHW). Prints ours/PyTorch per
 shape and summed per network (each shape times its count), and each side's GFLOP/s (the conv's
 nominal multiply-adds, padding included, x2) as a fraction of the cores' f32 FMA peak
 (`conv_bench --peak`). Run it with the Python whose PyTorch is the comparison
@@ -35,9 +36,11 @@ def read_shapes(bench):
 class TorchConv:
     """One shape's training-step conv work in PyTorch: forward, then dw (and dx unless the stem)."""
 
-    def __init__(self, s):
-        self.x = torch.randn(BATCH, s["C"], s["H"], s["W"], requires_grad=bool(s["input_grad"]))
-        self.w = torch.randn(s["K"], s["C"], s["R"], s["S"], requires_grad=True)
+    def __init__(self, s, layout):
+        x = torch.randn(BATCH, s["C"], s["H"], s["W"]).to(memory_format=layout)
+        w = torch.randn(s["K"], s["C"], s["R"], s["S"]).to(memory_format=layout)
+        self.x = x.requires_grad_(bool(s["input_grad"]))
+        self.w = w.requires_grad_()
         self.inputs = [self.x, self.w] if s["input_grad"] else [self.w]
         self.stride, self.pad = s["stride"], s["pad"]
         for _ in range(3):
@@ -84,31 +87,35 @@ def main():
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     shapes = read_shapes(args.bench)
-    convs = {s["name"]: TorchConv(s) for s in shapes}
+    layouts = {"NCHW": torch.contiguous_format, "NHWC": torch.channels_last}
+    convs = {s["name"]: {k: TorchConv(s, v) for k, v in layouts.items()} for s in shapes}
     ours = {s["name"]: float("inf") for s in shapes}
-    theirs = dict(ours)
+    theirs = {s["name"]: {k: float("inf") for k in layouts} for s in shapes}
     peak = float(subprocess.run([args.bench, "--threads", str(args.threads), "--peak"], check=True,
                                 capture_output=True, text=True).stdout)
     print(f"f32 FMA peak of {args.threads} core(s), measured: {peak:.1f} GFLOP/s")
     for _ in range(args.rounds):
         for s in shapes:
-            theirs[s["name"]] = min(theirs[s["name"]], convs[s["name"]].block_ms())
+            for k, conv in convs[s["name"]].items():
+                theirs[s["name"]][k] = min(theirs[s["name"]][k], conv.block_ms())
             if not args.torch_only:
                 ours[s["name"]] = min(ours[s["name"]], ours_block_ms(args.bench, s["name"], args.threads))
 
     if args.torch_only:
         for s in shapes:
-            print(f"{s['name']:<34} {theirs[s['name']]:>9.3f} ms")
+            times = "  ".join(f"{k} {t:.3f} ms" for k, t in theirs[s["name"]].items())
+            print(f"{s['name']:<34} {times}")
         return
     print(f"{'shape':<34} {'count':>5} {'ours_ms':>9} {'torch_ms':>9} {'ratio':>6} "
-          f"{'ours_GF/s':>9} {'%peak':>6} {'torch_GF/s':>10} {'%peak':>6}")
+          f"{'ours_GF/s':>9} {'%peak':>6} {'torch_GF/s':>10} {'%peak':>6} {'torch':>5}")
     totals = {}
     for s in shapes:
-        o, t = ours[s["name"]], theirs[s["name"]]
+        layout = min(theirs[s["name"]], key=theirs[s["name"]].get)
+        o, t = ours[s["name"]], theirs[s["name"]][layout]
         gflop = step_gflop(s)
         print(f"{s['name']:<34} {s['count']:>5} {o:>9.3f} {t:>9.3f} {o / t:>6.2f} "
               f"{gflop / o * 1e3:>9.1f} {100 * gflop / o * 1e3 / peak:>5.0f}% "
-              f"{gflop / t * 1e3:>10.1f} {100 * gflop / t * 1e3 / peak:>5.0f}%")
+              f"{gflop / t * 1e3:>10.1f} {100 * gflop / t * 1e3 / peak:>5.0f}% {layout:>5}")
         net = totals.setdefault(s["network"], [0.0, 0.0, 0.0])
         net[0] += s["count"] * o
         net[1] += s["count"] * t
@@ -117,7 +124,8 @@ def main():
         print(f"{net + ' all convs x count':<34} {'':>5} {o:>9.2f} {t:>9.2f} {o / t:>6.2f} "
               f"{gflop / o * 1e3:>9.1f} {100 * gflop / o * 1e3 / peak:>5.0f}% "
               f"{gflop / t * 1e3:>10.1f} {100 * gflop / t * 1e3 / peak:>5.0f}%")
-    print("ratio = ours / PyTorch time per training step (below 1: we are faster)")
+    print("ratio = ours / PyTorch time per training step (below 1: we are faster); torch: the "
+          "layout of PyTorch's faster time (ours are NCHW)")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 # The PyTorch side of compare_ddp.sh: DistributedDataParallel over Gloo (or, with --backend
 # ringgrad, over the ringgrad_torch module), the same model, batch per rank, threads and SGD
-# settings as ddp_throughput, with sync or with every step under no_sync(). Started once per
-# rank with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set. Rank 0 prints the same one-line
-# format. Any Python with torch (and torchvision, for resnet18) runs it.
+# settings as ddp_throughput, with sync or with every step under no_sync(), in NCHW or (with
+# --channels-last) NHWC. Started once per rank with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
+# set. Rank 0 prints the same one-line format. Any Python with torch (and torchvision, for
+# resnet18) runs it.
 import contextlib
 import time
 
@@ -10,7 +11,7 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
-from torch_train_throughput import make_model, throughput_args
+from torch_train_throughput import make_model, memory_format, throughput_args
 
 
 def main():
@@ -23,9 +24,10 @@ def main():
         import ringgrad_torch  # noqa: F401  (registers the backend)
     dist.init_process_group(a.backend)
     torch.manual_seed(0)
-    model = nn.parallel.DistributedDataParallel(make_model(a.model))
+    model = make_model(a.model).to(memory_format=memory_format(a))
+    model = nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
-    x = torch.randn(a.batch_size, 1, 28, 28)
+    x = torch.randn(a.batch_size, 1, 28, 28).to(memory_format=memory_format(a))
     y = torch.randint(0, 10, (a.batch_size,))
     loss_fn = nn.CrossEntropyLoss()
 

@@ -23,7 +23,13 @@ def throughput_args(threads):
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--amp", choices=["none", "bf16"], default="none")
+    p.add_argument("--channels-last", action="store_true",
+                   help="model and batch in torch.channels_last (NHWC) rather than NCHW")
     return p
+
+
+def memory_format(a):
+    return torch.channels_last if a.channels_last else torch.contiguous_format
 
 
 def main():
@@ -39,9 +45,9 @@ def main():
     if a.device == "cuda":
         torch.backends.cudnn.benchmark = True  # pick the fastest conv algorithm per shape
         torch.backends.cudnn.allow_tf32 = not a.no_tf32
-    model = make_model(a.model).to(device)
+    model = make_model(a.model).to(device, memory_format=memory_format(a))
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
-    x = torch.randn(a.batch_size, 1, 28, 28, device=device)
+    x = torch.randn(a.batch_size, 1, 28, 28, device=device).to(memory_format=memory_format(a))
     y = torch.randint(0, 10, (a.batch_size,), device=device)
     loss_fn = nn.CrossEntropyLoss()
 
