@@ -180,6 +180,12 @@ void uncropped_backward(T* dx, GemmResult<T>* dw, const T* dy, const T* x, const
     }
   }
   if (dx && input_grad_is_conv(g)) return flipped_conv_backward(dx, dw, dy, x, w, N, g);
+  // dx alone (dw went direct, or is not wanted), not a conv: where the position classes apply
+  // (strided convs with 32 channels or more, small images) they multiply no padding and
+  // col2im's strided adds become runs; measured in docs/measurements.md.
+  if constexpr (!std::is_same_v<T, BFloat16>)
+    if (dx && !dw && position_classes_apply(g))
+      return position_classes_backward(dx, dw, dy, x, w, N, g);
   im2col_conv_backward(dx, dw, dy, x, w, N, g);
 }
 
@@ -206,7 +212,8 @@ DType weight_grad_dtype(const Tensor& x, const Tensor& dw) {
 }
 
 // Whether the forward takes the direct path; then the backward takes it where it can too (not the
-// position classes, which the direct path beats where both apply).
+// position classes, which the direct path beats where both apply; a strided conv's dx can still
+// go by them, uncropped_backward).
 template <class T>
 bool takes_direct_path(const ConvGeometry& g) {
   if constexpr (kHasDirectPath<T>)

@@ -163,8 +163,9 @@ template <class T>
 void im2col_conv_forward(T* y, const T* x, const T* w, const T* bias, int64_t N,
                          const ConvGeometry& g);
 
-// dx and dw (either may be null) of a conv every tap of which meets the image: through the
-// flipped conv where input_grad_is_conv, else by im2col + GEMM + col2im.
+// dx and dw (either may be null) of a conv every tap of which meets the image: dw directly where
+// direct_weight_grad_applies; dx through the flipped conv where input_grad_is_conv, alone by the
+// position classes where they apply; else by im2col + GEMM + col2im.
 template <class T>
 void uncropped_backward(T* dx, GemmResult<T>* dw, const T* dy, const T* x, const T* w, int64_t N,
                         const ConvGeometry& g);

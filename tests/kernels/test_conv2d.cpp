@@ -132,10 +132,11 @@ std::vector<ConvCase> sweep_cases() {
 // of each length, 1, 2 and 4 vectors of output channels at once (32 and 64 outputs on 7x7, 64 -> 16
 // and 32 -> 48 in dx), a partial vector (40 outputs), bias, stride 2 (3x3 and 1x1, 13 rows to 7).
 // There the weight gradient comes straight from dy and x too (Note [Direct weight gradient]) for
-// resnet20's first stage, for 32 -> 48 channels on 14x14, for 16 <-> 64 on 7x7, and for a strided
-// conv. And a strided conv whose weight gradient (40 x 189) is summed through whole and partial
-// 32 x 32 tiles, and rows too wide for im2col's register permutes (more than 64 pixels), whose
-// runs are long enough for the walk's vector copies: 35-36 entries at stride 2, 70 at stride 1.
+// resnet20's first stage, for 32 -> 48 channels on 14x14, for 16 <-> 64 on 7x7, and for strided
+// convs, one with 32 input channels whose dx then goes by the position classes. And a strided
+// conv whose weight gradient (40 x 189) is summed through whole and partial 32 x 32 tiles, and
+// rows too wide for im2col's register permutes (more than 64 pixels), whose runs are long enough
+// for the walk's vector copies: 35-36 entries at stride 2, 70 at stride 1.
 std::vector<ConvCase> direct_path_cases() {
   return {{{3, 21, 6, 6}, {40, 21, 3, 3}, 2, 2, 1, 1, true},
           {{2, 3, 9, 72}, {4, 3, 3, 3}, 2, 2, 1, 1, false},
@@ -147,6 +148,7 @@ std::vector<ConvCase> direct_path_cases() {
           {{2, 32, 14, 14}, {48, 32, 3, 3}, 1, 1, 1, 1, false},
           {{2, 16, 7, 7}, {64, 16, 3, 3}, 1, 1, 1, 1, true},
           {{3, 16, 13, 13}, {32, 16, 3, 3}, 2, 2, 1, 1, true},
+          {{2, 32, 14, 14}, {32, 32, 3, 3}, 2, 2, 1, 1, false},
           {{2, 16, 13, 14}, {16, 16, 1, 1}, 2, 2, 0, 0, false},
           {{1, 12, 7, 7}, {32, 12, 3, 3}, 1, 1, 1, 1, false},
           {{2, 10, 18, 18}, {7, 10, 5, 5}, 1, 1, 0, 0, true},
