@@ -2,11 +2,10 @@
 2 threads unless --threads) and, unless --torch-only, beside it ours: per round and per shape,
 PyTorch's blocks (in NCHW and in channels_last, NHWC) then one conv_bench run filtered to that
 shape, so both sides see the same load on a shared machine. Each side keeps its fastest block over
-the rounds, PyTorch over both layouts (ours are NCHW). Prints ours/PyTorch per
-shape and summed per network (each shape times its count), and each side's GFLOP/s (the conv's
-nominal multiply-adds, padding included, x2) as a fraction of the cores' f32 FMA peak
-(`conv_bench --peak`). Run it with the Python whose PyTorch is the comparison
-(bench/compare_conv.sh picks one).
+the rounds, PyTorch over both layouts (ours are NCHW). Prints ours/PyTorch per shape and summed per
+network (each shape times its count), and each side's GFLOP/s (the conv's nominal multiply-adds,
+padding included, x2) as a fraction of the cores' f32 FMA peak (`conv_bench --peak`). Run it with
+the Python whose PyTorch is the comparison (bench/compare_conv.sh picks one).
 
   conv_compare_torch.py PATH/TO/conv_bench [--rounds N] [--threads N] [--torch-only]
 """
