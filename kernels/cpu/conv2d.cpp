@@ -185,7 +185,7 @@ void uncropped_backward(T* dx, GemmResult<T>* dw, const T* dy, const T* x, const
   // col2im's strided adds become runs; measured in docs/measurements.md.
   if constexpr (!std::is_same_v<T, BFloat16>)
     if (dx && !dw && position_classes_apply(g))
-      return position_classes_backward(dx, dw, dy, x, w, N, g);
+      return position_classes_backward<T>(dx, nullptr, dy, x, w, N, g);
   im2col_conv_backward(dx, dw, dy, x, w, N, g);
 }
 
