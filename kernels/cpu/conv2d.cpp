@@ -274,6 +274,9 @@ void conv2d_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b
     if constexpr (std::is_same_v<T, BFloat16>)
       if (dense_small_image_applies(g))
         return dense_small_image_forward(y.data<T>(), x.data<T>(), w.data<T>(), b, x.size(0), g);
+    if constexpr (std::is_same_v<T, float>)
+      if (winograd_applies(g))
+        return winograd_forward(y.data<T>(), x.data<T>(), w.data<T>(), b, x.size(0), g);
     if constexpr (kHasDirectPath<T>)
       if (takes_direct_path<T>(g))
         return direct_conv_forward(y.data<T>(), x.data<T>(), w.data<T>(), b, x.size(0), g);

@@ -62,8 +62,15 @@ void flipped_conv_backward(T* dx, GemmResult<T>* dw, const T* dy, const T* x, co
   // dx straight from dy where the direct path takes the flipped conv (Note [Direct
   // convolution]); the loop below then only builds dy's column matrix for dw.
   bool dx_done = false;
+  if constexpr (std::is_same_v<T, float>) {
+    if (winograd_applies(f)) {  // Note [Winograd convolution]
+      winograd_forward(dx, dy, flipped.data<T>(), nullptr, N, f);
+      if (!dw) return;
+      dx_done = true;
+    }
+  }
   if constexpr (kHasDirectPath<T>) {
-    if (direct_conv_applies<T>(f)) {
+    if (!dx_done && direct_conv_applies<T>(f)) {
       direct_conv_forward<T>(dx, dy, flipped.data<T>(), nullptr, N, f);
       if (!dw) return;
       dx_done = true;

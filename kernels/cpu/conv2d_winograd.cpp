@@ -1,0 +1,412 @@
+// f32 3x3 stride-1 convolutions by Winograd's minimal filtering, F(2x2, 3x3), on AVX-512 or AVX2
+// (kernels/cpu/conv2d_paths.h): fewer multiplies than any direct method, at the price of
+// transforming the input and output.
+//
+// Note [Winograd convolution]
+// Cut the output into 2x2 tiles; tile (i, j) reads the 4x4 patch d of the padded input at rows
+// 2i.., columns 2j... Per input channel c and output channel k, with G (4x3), B^T and A^T (2x4)
+//   B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1],  G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1],
+//   A^T = [1 1 1 0; 0 1 -1 -1],
+// the tile of the conv is A^T [(G g G^T) . (B^T d B)] A, "." elementwise over the 4x4 grid: 16
+// multiplies for 4 outputs where the direct conv makes 36. Summed over c, the 16 grid points are
+// 16 independent matrix products,
+//   M[xi][tile][k] = sum_c V[xi][tile][c] U[xi][c][k]   (V = B^T d B, U = G g G^T, xi = 0..15),
+// and each tile's outputs are A^T M A. U is made once a call; per image, x is packed with the
+// input channels in the lanes (a plane of vectors, padding zero), then per piece of a few tiles:
+// their V (adds and subtracts of vectors), the 16 products (a register block of the piece's tiles
+// x two vectors of output channels, one broadcast of V per tile and channel, as in the GEMM's
+// kernel), and their outputs into a staging plane that is transposed into y's rows at the end.
+// The transforms cost per channel what the products cost per channel pair, so the method gains
+// with many channels: measured against the direct path, 1.3-1.45x on 32 and 64 channels, nothing
+// on 16 (conv2d_winograd_applies). The rounding differs from a direct sum (the transforms add
+// and subtract before multiplying) but stays at f32 level for these small integer-like
+// coefficients. Tested against the direct-loop reference by the conv2d tests.
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/avx2.h"
+#include "kernels/cpu/avx512_bw.h"
+#include "kernels/cpu/conv2d_paths.h"
+#include "kernels/cpu/cpu_features.h"
+
+namespace ringgrad::kernels::cpu {
+
+namespace {
+
+constexpr int kGrid = 16;  // the 4x4 points xi of a tile's transform
+
+struct WinogradLayout {
+  int64_t tile_rows, tile_cols, tiles;  // tiles per image
+  int64_t Hp, Wp;                       // the packed plane: every tile's 4x4 patch inside it
+  int64_t Cp, Kp;  // channels rounded up to the lanes, output channels to two vectors
+  int64_t piece;   // tiles per piece (register block)
+};
+
+// ---- the transforms: plain vector arithmetic, the same for either width ----------------------
+// (Templates without a target of their own, always inlined into the ISA's functions below.)
+
+template <class V>
+[[gnu::always_inline]] inline void load(V& v, const float* p) {
+  std::memcpy(&v, p, sizeof v);
+}
+template <class V>
+[[gnu::always_inline]] inline void store(float* p, const V& v) {
+  std::memcpy(p, &v, sizeof v);
+}
+
+// B^T d B of one 4 x 4 patch of channel vectors (d at `at`, `row` floats a row, `lanes` a column),
+// point xi = 4u + v stored at out + xi * step.
+template <class V, int64_t kLanes>
+[[gnu::always_inline]] inline void input_tile(float* out, int64_t step, const float* at,
+                                              int64_t row) {
+  V e[4][4];
+#pragma GCC unroll 4
+  for (int v = 0; v < 4; ++v) {
+    V d[4];
+#pragma GCC unroll 4
+    for (int u = 0; u < 4; ++u) load(d[u], at + u * row + v * kLanes);
+    e[0][v] = d[0] - d[2];
+    e[1][v] = d[1] + d[2];
+    e[2][v] = d[2] - d[1];
+    e[3][v] = d[1] - d[3];
+  }
+#pragma GCC unroll 4
+  for (int u = 0; u < 4; ++u) {
+    store(out + (4 * u + 0) * step, e[u][0] - e[u][2]);
+    store(out + (4 * u + 1) * step, e[u][1] + e[u][2]);
+    store(out + (4 * u + 2) * step, e[u][2] - e[u][1]);
+    store(out + (4 * u + 3) * step, e[u][1] - e[u][3]);
+  }
+}
+
+// A^T m A of one tile's 16 points (point xi at m + xi * step): its 2 x 2 outputs, row a at
+// out + a * row, the second column `kLanes` floats after the first.
+template <class V, int64_t kLanes>
+[[gnu::always_inline]] inline void output_tile(float* out, int64_t row, const float* m,
+                                               int64_t step) {
+  V r[2][4];
+#pragma GCC unroll 4
+  for (int v = 0; v < 4; ++v) {
+    V p[4];
+#pragma GCC unroll 4
+    for (int u = 0; u < 4; ++u) load(p[u], m + (4 * u + v) * step);
+    r[0][v] = p[0] + p[1] + p[2];
+    r[1][v] = p[1] - p[2] - p[3];
+  }
+#pragma GCC unroll 2
+  for (int a = 0; a < 2; ++a) {
+    store(out + a * row, r[a][0] + r[a][1] + r[a][2]);
+    store(out + a * row + kLanes, r[a][1] - r[a][2] - r[a][3]);
+  }
+}
+
+// The tiles [first, first + count) of one image: V[xi][t][Cp] from the packed plane, and the
+// outputs of M[xi][t][Kp] into the staging plane (Kp / lanes blocks of 2TH x 2TW vectors).
+template <class V, int64_t kLanes>
+[[gnu::always_inline]] inline void input_tiles(float* v, const float* xp, int64_t first,
+                                               int64_t count, const WinogradLayout& d) {
+  const int64_t Cp = d.Cp, step = d.piece * d.Cp, plane = d.Hp * d.Wp * kLanes;
+  for (int64_t t = 0; t < count; ++t) {
+    const int64_t i = (first + t) / d.tile_cols, j = (first + t) % d.tile_cols;
+    const float* patch = xp + (2 * i * d.Wp + 2 * j) * kLanes;
+    for (int64_t cb = 0; cb < Cp / kLanes; ++cb)
+      input_tile<V, kLanes>(v + t * Cp + cb * kLanes, step, patch + cb * plane, d.Wp * kLanes);
+  }
+}
+template <class V, int64_t kLanes>
+[[gnu::always_inline]] inline void output_tiles(float* ys, const float* m, int64_t first,
+                                                int64_t count, const WinogradLayout& d) {
+  const int64_t cols = 2 * d.tile_cols, plane = 2 * d.tile_rows * cols * kLanes;
+  const int64_t Kp = d.Kp, step = d.piece * d.Kp;
+  for (int64_t t = 0; t < count; ++t) {
+    const int64_t i = (first + t) / d.tile_cols, j = (first + t) % d.tile_cols;
+    float* tile = ys + (2 * i * cols + 2 * j) * kLanes;
+    for (int64_t kb = 0; kb < Kp / kLanes; ++kb)
+      output_tile<V, kLanes>(tile + kb * plane, cols * kLanes, m + t * Kp + kb * kLanes, step);
+  }
+}
+
+// ---- per ISA: packing, the products, unpacking ----------------------------------------------
+
+// The products of one grid point for a piece of NT tiles and two vectors of output channels
+// from k0: M[t][k0..] = sum_c V[t][c] U[c][k0..], as the GEMM kernel's register block.
+struct Avx512 {
+  static constexpr int64_t kLanes = 16;
+  static constexpr int64_t kMostTiles = 8;  // 16 of the 32 registers accumulate
+
+  template <int NT>
+  RG_AVX512_BW static void products(float* m, const float* v, const float* u, int64_t k0,
+                                    const ConvGeometry& g, const WinogradLayout& d) {
+    const int64_t Cp = d.Cp, Kp = d.Kp;
+    __m512 acc[NT][2];
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
+    for (int64_t c = 0; c < g.C; ++c) {
+      const __m512 w0 = _mm512_loadu_ps(u + c * Kp + k0);
+      const __m512 w1 = _mm512_loadu_ps(u + c * Kp + k0 + kLanes);
+#pragma GCC unroll 8
+      for (int t = 0; t < NT; ++t) {
+        const __m512 b = _mm512_set1_ps(v[t * Cp + c]);
+        acc[t][0] = _mm512_fmadd_ps(b, w0, acc[t][0]);
+        acc[t][1] = _mm512_fmadd_ps(b, w1, acc[t][1]);
+      }
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; ++t) {
+      _mm512_storeu_ps(m + t * Kp + k0, acc[t][0]);
+      _mm512_storeu_ps(m + t * Kp + k0 + kLanes, acc[t][1]);
+    }
+  }
+
+  // x's image (C, H, W) into the plane (Cp / 16, Hp, Wp, 16) at (pad_h, pad_w): 16 x 16 transposes.
+  RG_AVX512_BW static void pack(float* xp, const float* x, const ConvGeometry& g,
+                                const WinogradLayout& d) {
+    for (int64_t cb = 0; cb < d.Cp / kLanes; ++cb)
+      for (int64_t h = 0; h < g.H; ++h)
+        for (int64_t w0 = 0; w0 < g.W; w0 += kLanes) {
+          const __mmask16 mask = first_lanes16(g.W - w0);
+          __m512i rows[kLanes];
+          for (int i = 0; i < kLanes; ++i) {
+            const int64_t c = cb * kLanes + i;
+            rows[i] =
+                c < g.C
+                    ? _mm512_castps_si512(_mm512_maskz_loadu_ps(mask, x + (c * g.H + h) * g.W + w0))
+                    : _mm512_setzero_si512();
+          }
+          transpose_16x16(rows);
+          float* to = xp + ((cb * d.Hp + h + g.pad_h) * d.Wp + w0 + g.pad_w) * kLanes;
+          for (int64_t j = 0; j < std::min(kLanes, g.W - w0); ++j)
+            _mm512_storeu_si512(to + j * kLanes, rows[j]);
+        }
+  }
+
+  // The staging plane's first P x Q outputs into y's image (K, P, Q), plus the bias.
+  RG_AVX512_BW static void unpack(float* y, const float* ys, const float* bias,
+                                  const ConvGeometry& g, const WinogradLayout& d) {
+    const int64_t rows = 2 * d.tile_rows, cols = 2 * d.tile_cols;
+    for (int64_t kb = 0; kb < (g.K + kLanes - 1) / kLanes; ++kb)
+      for (int64_t p = 0; p < g.P; ++p)
+        for (int64_t q0 = 0; q0 < g.Q; q0 += kLanes) {
+          const int64_t n = std::min(kLanes, g.Q - q0);
+          __m512i lines[kLanes];
+          for (int j = 0; j < kLanes; ++j)
+            lines[j] = j < n ? _mm512_loadu_si512(ys + ((kb * rows + p) * cols + q0 + j) * kLanes)
+                             : _mm512_setzero_si512();
+          transpose_16x16(lines);
+          for (int64_t i = 0; i < std::min(kLanes, g.K - kb * kLanes); ++i) {
+            const int64_t k = kb * kLanes + i;
+            __m512 out = _mm512_castsi512_ps(lines[i]);
+            if (bias) out = _mm512_add_ps(out, _mm512_set1_ps(bias[k]));
+            _mm512_mask_storeu_ps(y + (k * g.P + p) * g.Q + q0, first_lanes16(n), out);
+          }
+        }
+  }
+
+  RG_AVX512_BW static void input(float* v, const float* xp, int64_t first, int64_t count,
+                                 const WinogradLayout& d) {
+    input_tiles<__m512, kLanes>(v, xp, first, count, d);
+  }
+  RG_AVX512_BW static void output(float* ys, const float* m, int64_t first, int64_t count,
+                                  const WinogradLayout& d) {
+    output_tiles<__m512, kLanes>(ys, m, first, count, d);
+  }
+};
+
+struct Avx2 {
+  static constexpr int64_t kLanes = 8;
+  static constexpr int64_t kMostTiles = 6;  // 12 of the 16 registers accumulate
+
+  template <int NT>
+  RG_AVX2_FMA static void products(float* m, const float* v, const float* u, int64_t k0,
+                                   const ConvGeometry& g, const WinogradLayout& d) {
+    const int64_t Cp = d.Cp, Kp = d.Kp;
+    __m256 acc[NT][2];
+#pragma GCC unroll 6
+    for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+    for (int64_t c = 0; c < g.C; ++c) {
+      const __m256 w0 = _mm256_loadu_ps(u + c * Kp + k0);
+      const __m256 w1 = _mm256_loadu_ps(u + c * Kp + k0 + kLanes);
+#pragma GCC unroll 6
+      for (int t = 0; t < NT; ++t) {
+        const __m256 b = _mm256_broadcast_ss(v + t * Cp + c);
+        acc[t][0] = _mm256_fmadd_ps(b, w0, acc[t][0]);
+        acc[t][1] = _mm256_fmadd_ps(b, w1, acc[t][1]);
+      }
+    }
+#pragma GCC unroll 6
+    for (int t = 0; t < NT; ++t) {
+      _mm256_storeu_ps(m + t * Kp + k0, acc[t][0]);
+      _mm256_storeu_ps(m + t * Kp + k0 + kLanes, acc[t][1]);
+    }
+  }
+
+  RG_AVX2_FMA static void pack(float* xp, const float* x, const ConvGeometry& g,
+                               const WinogradLayout& d) {
+    for (int64_t cb = 0; cb < d.Cp / kLanes; ++cb)
+      for (int64_t h = 0; h < g.H; ++h)
+        for (int64_t w0 = 0; w0 < g.W; w0 += kLanes) {
+          const __m256i mask = first_lanes8(g.W - w0);
+          __m256 rows[kLanes];
+          for (int i = 0; i < kLanes; ++i) {
+            const int64_t c = cb * kLanes + i;
+            rows[i] = c < g.C ? _mm256_maskload_ps(x + (c * g.H + h) * g.W + w0, mask)
+                              : _mm256_setzero_ps();
+          }
+          transpose_8x8(rows);
+          float* to = xp + ((cb * d.Hp + h + g.pad_h) * d.Wp + w0 + g.pad_w) * kLanes;
+          for (int64_t j = 0; j < std::min(kLanes, g.W - w0); ++j)
+            _mm256_storeu_ps(to + j * kLanes, rows[j]);
+        }
+  }
+
+  RG_AVX2_FMA static void unpack(float* y, const float* ys, const float* bias,
+                                 const ConvGeometry& g, const WinogradLayout& d) {
+    const int64_t rows = 2 * d.tile_rows, cols = 2 * d.tile_cols;
+    for (int64_t kb = 0; kb < (g.K + kLanes - 1) / kLanes; ++kb)
+      for (int64_t p = 0; p < g.P; ++p)
+        for (int64_t q0 = 0; q0 < g.Q; q0 += kLanes) {
+          const int64_t n = std::min(kLanes, g.Q - q0);
+          __m256 lines[kLanes];
+          for (int j = 0; j < kLanes; ++j)
+            lines[j] = j < n ? _mm256_loadu_ps(ys + ((kb * rows + p) * cols + q0 + j) * kLanes)
+                             : _mm256_setzero_ps();
+          transpose_8x8(lines);
+          for (int64_t i = 0; i < std::min(kLanes, g.K - kb * kLanes); ++i) {
+            const int64_t k = kb * kLanes + i;
+            __m256 out = lines[i];
+            if (bias) out = _mm256_add_ps(out, _mm256_set1_ps(bias[k]));
+            _mm256_maskstore_ps(y + (k * g.P + p) * g.Q + q0, first_lanes8(n), out);
+          }
+        }
+  }
+
+  RG_AVX2_FMA static void input(float* v, const float* xp, int64_t first, int64_t count,
+                                const WinogradLayout& d) {
+    input_tiles<__m256, kLanes>(v, xp, first, count, d);
+  }
+  RG_AVX2_FMA static void output(float* ys, const float* m, int64_t first, int64_t count,
+                                 const WinogradLayout& d) {
+    output_tiles<__m256, kLanes>(ys, m, first, count, d);
+  }
+};
+
+int64_t round_up(int64_t n, int64_t to) { return (n + to - 1) / to * to; }
+
+// The piece size that leaves the fewest tiles computed for nothing at the end of an image, the
+// largest on a tie, from 4 up to the ISA's register block.
+int64_t piece_size(int64_t tiles, int64_t most) {
+  int64_t best = most;
+  for (int64_t nt = most; nt >= 4; --nt)
+    if (round_up(tiles, nt) - tiles < round_up(tiles, best) - tiles) best = nt;
+  return best;
+}
+
+template <class Isa>
+WinogradLayout winograd_layout(const ConvGeometry& g) {
+  WinogradLayout d;
+  d.tile_rows = (g.P + 1) / 2;
+  d.tile_cols = (g.Q + 1) / 2;
+  d.tiles = d.tile_rows * d.tile_cols;
+  d.Hp = 2 * d.tile_rows + 2;
+  d.Wp = 2 * d.tile_cols + 2;
+  d.Cp = round_up(g.C, Isa::kLanes);
+  d.Kp = round_up(g.K, 2 * Isa::kLanes);
+  d.piece = piece_size(d.tiles, Isa::kMostTiles);
+  return d;
+}
+
+// U[xi][c][Kp] = G w[k][c] G^T, zero for k >= K.
+std::vector<float> transformed_weights(const float* w, const ConvGeometry& g,
+                                       const WinogradLayout& d) {
+  std::vector<float> u(kGrid * g.C * d.Kp, 0.0f);
+  auto g_rows = [](float a, float b, float c, float out[4]) {  // G (a, b, c)^T
+    out[0] = a;
+    out[1] = 0.5f * (a + b + c);
+    out[2] = 0.5f * (a - b + c);
+    out[3] = c;
+  };
+  for (int64_t k = 0; k < g.K; ++k)
+    for (int64_t c = 0; c < g.C; ++c) {
+      const float* f = w + (k * g.C + c) * 9;
+      float cols[3][4];  // G f, column by column
+      for (int s = 0; s < 3; ++s) g_rows(f[s], f[3 + s], f[6 + s], cols[s]);
+      for (int i = 0; i < 4; ++i) {
+        float row[4];  // row i of (G f) G^T
+        g_rows(cols[0][i], cols[1][i], cols[2][i], row);
+        for (int j = 0; j < 4; ++j) u[((4 * i + j) * g.C + c) * d.Kp + k] = row[j];
+      }
+    }
+  return u;
+}
+
+template <class Isa>
+void piece_products(int64_t nt, float* m, const float* v, const float* u, int64_t k0,
+                    const ConvGeometry& g, const WinogradLayout& d) {
+  if (nt == 4) return Isa::template products<4>(m, v, u, k0, g, d);
+  if (nt == 5) return Isa::template products<5>(m, v, u, k0, g, d);
+  if (nt == 6) return Isa::template products<6>(m, v, u, k0, g, d);
+  if constexpr (Isa::kMostTiles == 8) {
+    if (nt == 7) return Isa::template products<7>(m, v, u, k0, g, d);
+    if (nt == 8) return Isa::template products<8>(m, v, u, k0, g, d);
+  }
+}
+
+template <class Isa>
+void winograd_forward(float* y, const float* x, const float* w, const float* bias, int64_t N,
+                      const ConvGeometry& g) {
+  const WinogradLayout d = winograd_layout<Isa>(g);
+  const std::vector<float> u = transformed_weights(w, g, d);
+  const int threads = static_cast<int>(std::min<int64_t>(omp_get_max_threads(), N));
+#pragma omp parallel num_threads(threads)
+  {
+    std::vector<float> xp(d.Cp * d.Hp * d.Wp);  // zeroed once: the padding stays so
+    std::vector<float> v(kGrid * d.piece * d.Cp), m(kGrid * d.piece * d.Kp);
+    std::vector<float> ys(d.Kp * 4 * d.tiles);
+#pragma omp for schedule(static)
+    for (int64_t n = 0; n < N; ++n) {
+      Isa::pack(xp.data(), x + n * g.image_size(), g, d);
+      for (int64_t first = 0; first < d.tiles; first += d.piece) {
+        // The last piece may run past the image: its extra tiles' V are stale and their M unread.
+        const int64_t count = std::min(d.piece, d.tiles - first);
+        Isa::input(v.data(), xp.data(), first, count, d);
+        for (int xi = 0; xi < kGrid; ++xi)
+          for (int64_t k0 = 0; k0 < d.Kp; k0 += 2 * Isa::kLanes)
+            piece_products<Isa>(d.piece, m.data() + xi * d.piece * d.Kp,
+                                v.data() + xi * d.piece * d.Cp, u.data() + xi * g.C * d.Kp, k0, g,
+                                d);
+        Isa::output(ys.data(), m.data(), first, count, d);
+      }
+      Isa::unpack(y + n * g.output_image_size(), ys.data(), bias, g, d);
+    }
+  }
+}
+
+}  // namespace
+
+bool winograd_applies(const ConvGeometry& g) {
+  // 3x3 at stride 1 with padding of at most 2 (so every tile's patch fits the packed plane); 32
+  // channels or more on both sides (with 16 the transforms cost what the saved multiplies do,
+  // measured); at least 4 tiles an image, a piece's fewest (a 2x2 image, one tile, would compute
+  // three tiles for nothing); and transformed weights that fit half of L2, since every image
+  // reads all of them again (measured on AVX2: 128 -> 128 channels on 4x4 images, 1 MB of them
+  // against a 1 MB L2, ran slower than the direct path).
+  const int64_t tiles = (g.P + 1) / 2 * ((g.Q + 1) / 2);
+  const int64_t weight_bytes = kGrid * g.C * round_up(g.K, 32) * int64_t{sizeof(float)};
+  return cpu_has(Isa::avx2) && g.R == 3 && g.S == 3 && g.stride_h == 1 && g.stride_w == 1 &&
+         g.pad_h <= 2 && g.pad_w <= 2 && g.P > 0 && g.Q > 0 && tiles >= 4 && g.C >= 32 &&
+         g.K >= 32 && 2 * weight_bytes <= cpu_features().l2_bytes;
+}
+
+void winograd_forward(float* y, const float* x, const float* w, const float* bias, int64_t N,
+                      const ConvGeometry& g) {
+  if (cpu_has(Isa::avx512))
+    winograd_forward<Avx512>(y, x, w, bias, N, g);
+  else
+    winograd_forward<Avx2>(y, x, w, bias, N, g);
+}
+
+}  // namespace ringgrad::kernels::cpu
