@@ -17,10 +17,10 @@
 // x two vectors of output channels, one broadcast of V per tile and channel, as in the GEMM's
 // kernel), and their outputs into a staging plane that is transposed into y's rows at the end.
 // The transforms cost per channel what the products cost per channel pair, so the method gains
-// with many channels: measured against the direct path, 1.3-1.45x on 32 and 64 channels, nothing
-// on 16 (conv2d_winograd_applies). The rounding differs from a direct sum (the transforms add
-// and subtract before multiplying) but stays at f32 level for these small integer-like
-// coefficients. Tested against the direct-loop reference by the conv2d tests.
+// with many channels: faster than the direct path from 32 channels, not with 16 (winograd_applies;
+// docs/measurements.md has the figures). The rounding differs from a direct sum (the transforms
+// add and subtract before multiplying, by coefficients of 1 and 1/2) but stays at f32's level.
+// Tested against the direct-loop reference by the conv2d tests.
 #include <immintrin.h>
 #include <omp.h>
 
