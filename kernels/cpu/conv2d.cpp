@@ -172,6 +172,13 @@ void im2col_conv_backward(T* dx, GemmResult<T>* dw, const T* dy, const T* x, con
 template <class T>
 void uncropped_backward(T* dx, GemmResult<T>* dw, const T* dy, const T* x, const T* w, int64_t N,
                         const ConvGeometry& g) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (dw && winograd_applies(g)) {  // Note [Winograd convolution]
+      winograd_weight_grad(dw, dy, x, N, g);
+      if (!dx) return;
+      dw = nullptr;
+    }
+  }
   if constexpr (kHasDirectPath<T>) {
     if (dw && direct_weight_grad_applies<T>(g)) {  // Note [Direct weight gradient]
       direct_weight_grad(dw, dy, x, N, g);

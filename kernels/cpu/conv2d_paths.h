@@ -23,8 +23,8 @@
 //   conv2d_direct_weight_grad.cpp  its weight gradient on AVX512-BF16 (bf16) and AVX-512 or AVX2
 //                                (f32) (Note [Direct weight gradient]);
 //   conv2d_winograd.cpp          f32 3x3 stride-1 convs with 32 channels or more on AVX-512 or
-//                                AVX2: F(2x2, 3x3), 16 multiplies for 4 outputs instead of 36
-//                                (Note [Winograd convolution]).
+//                                AVX2, forward and weight gradient: F(2x2, 3x3), 16 multiplies
+//                                for 4 outputs instead of 36 (Note [Winograd convolution]).
 // Read conv2d_reference.cpp (the definition, plain loops) before any of them.
 #pragma once
 #include <algorithm>
@@ -166,9 +166,10 @@ template <class T>
 void im2col_conv_forward(T* y, const T* x, const T* w, const T* bias, int64_t N,
                          const ConvGeometry& g);
 
-// dx and dw (either may be null) of a conv every tap of which meets the image: dw directly where
-// direct_weight_grad_applies; dx through the flipped conv where input_grad_is_conv, alone by the
-// position classes where they apply; else by im2col + GEMM + col2im.
+// dx and dw (either may be null) of a conv every tap of which meets the image: dw by Winograd
+// where winograd_applies (f32), else directly where direct_weight_grad_applies; dx through the
+// flipped conv where input_grad_is_conv, alone by the position classes where they apply; else by
+// im2col + GEMM + col2im.
 template <class T>
 void uncropped_backward(T* dx, GemmResult<T>* dw, const T* dy, const T* x, const T* w, int64_t N,
                         const ConvGeometry& g);
@@ -279,5 +280,8 @@ bool winograd_applies(const ConvGeometry& g);
 // y = conv(x, w) + bias (bias may be null), where winograd_applies.
 void winograd_forward(float* y, const float* x, const float* w, const float* bias, int64_t N,
                       const ConvGeometry& g);
+// dw (not null) of the same convs.
+void winograd_weight_grad(float* dw, const float* dy, const float* x, int64_t N,
+                          const ConvGeometry& g);
 
 }  // namespace ringgrad::kernels::cpu

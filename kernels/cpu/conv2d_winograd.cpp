@@ -1,6 +1,7 @@
 // f32 3x3 stride-1 convolutions by Winograd's minimal filtering, F(2x2, 3x3), on AVX-512 or AVX2
-// (kernels/cpu/conv2d_paths.h): fewer multiplies than any direct method, at the price of
-// transforming the input and output.
+// (kernels/cpu/conv2d_paths.h): the forward (and so dx, the forward of the flipped conv,
+// conv2d_flipped_backward.cpp) and the weight gradient with fewer multiplies than any direct
+// method, at the price of transforming the operands.
 //
 // Note [Winograd convolution]
 // Cut the output into 2x2 tiles; tile (i, j) reads the 4x4 patch d of the padded input at rows
@@ -20,6 +21,7 @@
 // with many channels: faster than the direct path from 32 channels, not with 16 (winograd_applies;
 // docs/measurements.md has the figures). The rounding differs from a direct sum (the transforms
 // add and subtract before multiplying, by coefficients of 1 and 1/2) but stays at f32's level.
+// The weight gradient uses the same transforms the other way round (winograd_weight_grad).
 // Tested against the direct-loop reference by the conv2d tests.
 #include <immintrin.h>
 #include <omp.h>
@@ -44,6 +46,12 @@ struct WinogradLayout {
   int64_t Hp, Wp;                       // the packed plane: every tile's 4x4 patch inside it
   int64_t Cp, Kp;  // channels rounded up to the lanes, output channels to two vectors
   int64_t piece;   // tiles per piece (register block)
+};
+
+// How an image's planes (channels x rows x cols) go into a plane of vectors, the channels in the
+// lanes: out_rows x out_cols vectors a block of channels, the image at (top, left) in it.
+struct Packing {
+  int64_t channels, rows, cols, out_rows, out_cols, top, left;
 };
 
 // ---- the transforms: plain vector arithmetic, the same for either width ----------------------
@@ -104,17 +112,57 @@ template <class V, int64_t kLanes>
   }
 }
 
-// The tiles [first, first + count) of one image: V[xi][t][Cp] from the packed plane, and the
-// outputs of M[xi][t][Kp] into the staging plane (Kp / lanes blocks of 2TH x 2TW vectors).
+// A dy A^T (A^T above: A is 4 x 2) of one 2 x 2 tile of output-gradient vectors (at `at`,
+// `row` floats a row), point xi at out + xi * step: the weight gradient's transform of dy.
 template <class V, int64_t kLanes>
-[[gnu::always_inline]] inline void input_tiles(float* v, const float* xp, int64_t first,
-                                               int64_t count, const WinogradLayout& d) {
-  const int64_t Cp = d.Cp, step = d.piece * d.Cp, plane = d.Hp * d.Wp * kLanes;
+[[gnu::always_inline]] inline void gradient_tile(float* out, int64_t step, const float* at,
+                                                 int64_t row) {
+  V z[4][2];
+#pragma GCC unroll 2
+  for (int b = 0; b < 2; ++b) {
+    V top, bottom;
+    load(top, at + b * kLanes);
+    load(bottom, at + row + b * kLanes);
+    z[0][b] = top;
+    z[1][b] = top + bottom;
+    z[2][b] = top - bottom;
+    z[3][b] = -bottom;
+  }
+#pragma GCC unroll 4
+  for (int u = 0; u < 4; ++u) {
+    store(out + (4 * u + 0) * step, z[u][0]);
+    store(out + (4 * u + 1) * step, z[u][0] + z[u][1]);
+    store(out + (4 * u + 2) * step, z[u][0] - z[u][1]);
+    store(out + (4 * u + 3) * step, -z[u][1]);
+  }
+}
+
+// The tiles [first, first + count) of one image: V[xi][t][Cp] from the packed plane (point xi
+// `step` floats after point xi - 1), and the outputs of M[xi][t][Kp] into the staging plane
+// (Kp / lanes blocks of 2TH x 2TW vectors); for the weight gradient, Y[xi][t][Kp] from dy
+// packed as that staging plane.
+template <class V, int64_t kLanes>
+[[gnu::always_inline]] inline void input_tiles(float* v, int64_t step, const float* xp,
+                                               int64_t first, int64_t count,
+                                               const WinogradLayout& d) {
+  const int64_t Cp = d.Cp, plane = d.Hp * d.Wp * kLanes;
   for (int64_t t = 0; t < count; ++t) {
     const int64_t i = (first + t) / d.tile_cols, j = (first + t) % d.tile_cols;
     const float* patch = xp + (2 * i * d.Wp + 2 * j) * kLanes;
     for (int64_t cb = 0; cb < Cp / kLanes; ++cb)
       input_tile<V, kLanes>(v + t * Cp + cb * kLanes, step, patch + cb * plane, d.Wp * kLanes);
+  }
+}
+template <class V, int64_t kLanes>
+[[gnu::always_inline]] inline void gradient_tiles(float* y, int64_t step, const float* dyp,
+                                                  int64_t first, int64_t count,
+                                                  const WinogradLayout& d) {
+  const int64_t cols = 2 * d.tile_cols, plane = 2 * d.tile_rows * cols * kLanes, Kp = d.Kp;
+  for (int64_t t = 0; t < count; ++t) {
+    const int64_t i = (first + t) / d.tile_cols, j = (first + t) % d.tile_cols;
+    const float* tile = dyp + (2 * i * cols + 2 * j) * kLanes;
+    for (int64_t kb = 0; kb < Kp / kLanes; ++kb)
+      gradient_tile<V, kLanes>(y + t * Kp + kb * kLanes, step, tile + kb * plane, cols * kLanes);
   }
 }
 template <class V, int64_t kLanes>
@@ -136,7 +184,8 @@ template <class V, int64_t kLanes>
 // from k0: M[t][k0..] = sum_c V[t][c] U[c][k0..], as the GEMM kernel's register block.
 struct Avx512 {
   static constexpr int64_t kLanes = 16;
-  static constexpr int64_t kMostTiles = 8;  // 16 of the 32 registers accumulate
+  static constexpr int kWeightChannels = 8;  // input channels a weight_products call takes
+  static constexpr int64_t kMostTiles = 8;   // 16 of the 32 registers accumulate
 
   template <int NT>
   RG_AVX512_BW static void products(float* m, const float* v, const float* u, int64_t k0,
@@ -162,24 +211,51 @@ struct Avx512 {
     }
   }
 
-  // x's image (C, H, W) into the plane (Cp / 16, Hp, Wp, 16) at (pad_h, pad_w): 16 x 16 transposes.
-  RG_AVX512_BW static void pack(float* xp, const float* x, const ConvGeometry& g,
-                                const WinogradLayout& d) {
-    for (int64_t cb = 0; cb < d.Cp / kLanes; ++cb)
-      for (int64_t h = 0; h < g.H; ++h)
-        for (int64_t w0 = 0; w0 < g.W; w0 += kLanes) {
-          const __mmask16 mask = first_lanes16(g.W - w0);
+  // The weight gradient's products of one grid point: M[c0 + c][k0..] (c < CB, two vectors of
+  // output channels) += the sum over `count` tiles of V[t][c0 + c] Y[t][k0..].
+  template <int CB>
+  RG_AVX512_BW static void weight_products(float* m, const float* v, const float* y, int64_t c0,
+                                           int64_t k0, int64_t count, const WinogradLayout& d) {
+    const int64_t Cp = d.Cp, Kp = d.Kp;
+    __m512 acc[CB][2];
+#pragma GCC unroll 8
+    for (int c = 0; c < CB; ++c) acc[c][0] = acc[c][1] = _mm512_setzero_ps();
+    v += c0;
+    for (int64_t t = 0; t < count; ++t) {
+      const __m512 y0 = _mm512_loadu_ps(y + t * Kp + k0);
+      const __m512 y1 = _mm512_loadu_ps(y + t * Kp + k0 + kLanes);
+#pragma GCC unroll 8
+      for (int c = 0; c < CB; ++c) {
+        const __m512 b = _mm512_set1_ps(v[t * Cp + c]);
+        acc[c][0] = _mm512_fmadd_ps(b, y0, acc[c][0]);
+        acc[c][1] = _mm512_fmadd_ps(b, y1, acc[c][1]);
+      }
+    }
+#pragma GCC unroll 8
+    for (int c = 0; c < CB; ++c)
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        float* at = m + (c0 + c) * Kp + k0 + h * kLanes;
+        _mm512_storeu_ps(at, _mm512_add_ps(_mm512_loadu_ps(at), acc[c][h]));
+      }
+  }
+
+  // An image's planes into a plane of vectors (Packing): 16 x 16 transposes.
+  RG_AVX512_BW static void pack(float* out, const float* in, const Packing& k) {
+    for (int64_t cb = 0; cb < (k.channels + kLanes - 1) / kLanes; ++cb)
+      for (int64_t h = 0; h < k.rows; ++h)
+        for (int64_t w0 = 0; w0 < k.cols; w0 += kLanes) {
+          const __mmask16 mask = first_lanes16(k.cols - w0);
           __m512i rows[kLanes];
           for (int i = 0; i < kLanes; ++i) {
             const int64_t c = cb * kLanes + i;
-            rows[i] =
-                c < g.C
-                    ? _mm512_castps_si512(_mm512_maskz_loadu_ps(mask, x + (c * g.H + h) * g.W + w0))
-                    : _mm512_setzero_si512();
+            rows[i] = c < k.channels ? _mm512_castps_si512(_mm512_maskz_loadu_ps(
+                                           mask, in + (c * k.rows + h) * k.cols + w0))
+                                     : _mm512_setzero_si512();
           }
           transpose_16x16(rows);
-          float* to = xp + ((cb * d.Hp + h + g.pad_h) * d.Wp + w0 + g.pad_w) * kLanes;
-          for (int64_t j = 0; j < std::min(kLanes, g.W - w0); ++j)
+          float* to = out + ((cb * k.out_rows + h + k.top) * k.out_cols + w0 + k.left) * kLanes;
+          for (int64_t j = 0; j < std::min(kLanes, k.cols - w0); ++j)
             _mm512_storeu_si512(to + j * kLanes, rows[j]);
         }
   }
@@ -206,9 +282,13 @@ struct Avx512 {
         }
   }
 
-  RG_AVX512_BW static void input(float* v, const float* xp, int64_t first, int64_t count,
-                                 const WinogradLayout& d) {
-    input_tiles<__m512, kLanes>(v, xp, first, count, d);
+  RG_AVX512_BW static void input(float* v, int64_t step, const float* xp, int64_t first,
+                                 int64_t count, const WinogradLayout& d) {
+    input_tiles<__m512, kLanes>(v, step, xp, first, count, d);
+  }
+  RG_AVX512_BW static void gradient(float* y, int64_t step, const float* dyp, int64_t first,
+                                    int64_t count, const WinogradLayout& d) {
+    gradient_tiles<__m512, kLanes>(y, step, dyp, first, count, d);
   }
   RG_AVX512_BW static void output(float* ys, const float* m, int64_t first, int64_t count,
                                   const WinogradLayout& d) {
@@ -218,7 +298,8 @@ struct Avx512 {
 
 struct Avx2 {
   static constexpr int64_t kLanes = 8;
-  static constexpr int64_t kMostTiles = 6;  // 12 of the 16 registers accumulate
+  static constexpr int kWeightChannels = 6;  // input channels a weight_products call takes
+  static constexpr int64_t kMostTiles = 6;   // 12 of the 16 registers accumulate
 
   template <int NT>
   RG_AVX2_FMA static void products(float* m, const float* v, const float* u, int64_t k0,
@@ -244,21 +325,49 @@ struct Avx2 {
     }
   }
 
-  RG_AVX2_FMA static void pack(float* xp, const float* x, const ConvGeometry& g,
-                               const WinogradLayout& d) {
-    for (int64_t cb = 0; cb < d.Cp / kLanes; ++cb)
-      for (int64_t h = 0; h < g.H; ++h)
-        for (int64_t w0 = 0; w0 < g.W; w0 += kLanes) {
-          const __m256i mask = first_lanes8(g.W - w0);
+  // The weight gradient's products of one grid point: M[c0 + c][k0..] (c < CB, two vectors of
+  // output channels) += the sum over `count` tiles of V[t][c0 + c] Y[t][k0..].
+  template <int CB>
+  RG_AVX2_FMA static void weight_products(float* m, const float* v, const float* y, int64_t c0,
+                                          int64_t k0, int64_t count, const WinogradLayout& d) {
+    const int64_t Cp = d.Cp, Kp = d.Kp;
+    __m256 acc[CB][2];
+#pragma GCC unroll 6
+    for (int c = 0; c < CB; ++c) acc[c][0] = acc[c][1] = _mm256_setzero_ps();
+    v += c0;
+    for (int64_t t = 0; t < count; ++t) {
+      const __m256 y0 = _mm256_loadu_ps(y + t * Kp + k0);
+      const __m256 y1 = _mm256_loadu_ps(y + t * Kp + k0 + kLanes);
+#pragma GCC unroll 6
+      for (int c = 0; c < CB; ++c) {
+        const __m256 b = _mm256_broadcast_ss(v + t * Cp + c);
+        acc[c][0] = _mm256_fmadd_ps(b, y0, acc[c][0]);
+        acc[c][1] = _mm256_fmadd_ps(b, y1, acc[c][1]);
+      }
+    }
+#pragma GCC unroll 6
+    for (int c = 0; c < CB; ++c)
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        float* at = m + (c0 + c) * Kp + k0 + h * kLanes;
+        _mm256_storeu_ps(at, _mm256_add_ps(_mm256_loadu_ps(at), acc[c][h]));
+      }
+  }
+
+  RG_AVX2_FMA static void pack(float* out, const float* in, const Packing& k) {
+    for (int64_t cb = 0; cb < (k.channels + kLanes - 1) / kLanes; ++cb)
+      for (int64_t h = 0; h < k.rows; ++h)
+        for (int64_t w0 = 0; w0 < k.cols; w0 += kLanes) {
+          const __m256i mask = first_lanes8(k.cols - w0);
           __m256 rows[kLanes];
           for (int i = 0; i < kLanes; ++i) {
             const int64_t c = cb * kLanes + i;
-            rows[i] = c < g.C ? _mm256_maskload_ps(x + (c * g.H + h) * g.W + w0, mask)
-                              : _mm256_setzero_ps();
+            rows[i] = c < k.channels ? _mm256_maskload_ps(in + (c * k.rows + h) * k.cols + w0, mask)
+                                     : _mm256_setzero_ps();
           }
           transpose_8x8(rows);
-          float* to = xp + ((cb * d.Hp + h + g.pad_h) * d.Wp + w0 + g.pad_w) * kLanes;
-          for (int64_t j = 0; j < std::min(kLanes, g.W - w0); ++j)
+          float* to = out + ((cb * k.out_rows + h + k.top) * k.out_cols + w0 + k.left) * kLanes;
+          for (int64_t j = 0; j < std::min(kLanes, k.cols - w0); ++j)
             _mm256_storeu_ps(to + j * kLanes, rows[j]);
         }
   }
@@ -284,9 +393,13 @@ struct Avx2 {
         }
   }
 
-  RG_AVX2_FMA static void input(float* v, const float* xp, int64_t first, int64_t count,
-                                const WinogradLayout& d) {
-    input_tiles<__m256, kLanes>(v, xp, first, count, d);
+  RG_AVX2_FMA static void input(float* v, int64_t step, const float* xp, int64_t first,
+                                int64_t count, const WinogradLayout& d) {
+    input_tiles<__m256, kLanes>(v, step, xp, first, count, d);
+  }
+  RG_AVX2_FMA static void gradient(float* y, int64_t step, const float* dyp, int64_t first,
+                                   int64_t count, const WinogradLayout& d) {
+    gradient_tiles<__m256, kLanes>(y, step, dyp, first, count, d);
   }
   RG_AVX2_FMA static void output(float* ys, const float* m, int64_t first, int64_t count,
                                  const WinogradLayout& d) {
@@ -355,6 +468,22 @@ void piece_products(int64_t nt, float* m, const float* v, const float* u, int64_
   }
 }
 
+// Isa::weight_products for the input channels from c0, `left` of them: Isa::kWeightChannels,
+// or the 2 or 4 that remain of an even count.
+template <class Isa>
+void weight_products(int64_t left, float* m, const float* v, const float* y, int64_t c0, int64_t k0,
+                     int64_t count, const WinogradLayout& d) {
+  if (left >= Isa::kWeightChannels)
+    return Isa::template weight_products<Isa::kWeightChannels>(m, v, y, c0, k0, count, d);
+  if (left == 4) return Isa::template weight_products<4>(m, v, y, c0, k0, count, d);
+  Isa::template weight_products<2>(m, v, y, c0, k0, count, d);
+}
+
+// x's image into the plane every tile's 4x4 patch lies in.
+Packing image_packing(const ConvGeometry& g, const WinogradLayout& d) {
+  return {g.C, g.H, g.W, d.Hp, d.Wp, g.pad_h, g.pad_w};
+}
+
 template <class Isa>
 void winograd_forward(float* y, const float* x, const float* w, const float* bias, int64_t N,
                       const ConvGeometry& g) {
@@ -368,11 +497,11 @@ void winograd_forward(float* y, const float* x, const float* w, const float* bia
     std::vector<float> ys(d.Kp * 4 * d.tiles);
 #pragma omp for schedule(static)
     for (int64_t n = 0; n < N; ++n) {
-      Isa::pack(xp.data(), x + n * g.image_size(), g, d);
+      Isa::pack(xp.data(), x + n * g.image_size(), image_packing(g, d));
       for (int64_t first = 0; first < d.tiles; first += d.piece) {
         // The last piece may run past the image: its extra tiles' V are stale and their M unread.
         const int64_t count = std::min(d.piece, d.tiles - first);
-        Isa::input(v.data(), xp.data(), first, count, d);
+        Isa::input(v.data(), d.piece * d.Cp, xp.data(), first, count, d);
         for (int xi = 0; xi < kGrid; ++xi)
           for (int64_t k0 = 0; k0 < d.Kp; k0 += 2 * Isa::kLanes)
             piece_products<Isa>(d.piece, m.data() + xi * d.piece * d.Kp,
@@ -382,6 +511,71 @@ void winograd_forward(float* y, const float* x, const float* w, const float* bia
       }
       Isa::unpack(y + n * g.output_image_size(), ys.data(), bias, g, d);
     }
+  }
+}
+
+// The weight gradient. The conv's outputs summed against dy are a trilinear form in (dy, w, x),
+//   sum_xi (A dy A^T)[xi] (G w G^T)[xi] (B^T d B)[xi]   (per tile, channel pair; A^T above),
+// so its derivative in w is dw = G^T [(A dy A^T) . (B^T d B)] G summed over tiles: F(3x3, 2x2),
+// 16 multiplies per tile for the 36 of a direct sum. Per grid point that sum is one product over
+// all tiles of all images, M[xi][c][k] = sum_t V[xi][t][c] Y[xi][t][k] with Y = A dy A^T (dy's
+// tiles past the output are zero), and G^T M G comes once at the end.
+template <class Isa>
+void winograd_weight_grad(float* dw, const float* dy, const float* x, int64_t N,
+                          const ConvGeometry& g) {
+  constexpr int64_t kBlockTiles = 32;  // tiles transformed at a time: V and Y of a point in L1
+  const WinogradLayout d = winograd_layout<Isa>(g);
+  const int64_t block = std::min(d.tiles, kBlockTiles), sums = kGrid * d.Cp * d.Kp;
+  const int threads = static_cast<int>(std::min<int64_t>(omp_get_max_threads(), N));
+  std::vector<float> partials(threads * sums, 0.0f);  // M of each thread
+#pragma omp parallel num_threads(threads)
+  {
+    float* m = partials.data() + omp_get_thread_num() * sums;
+    // Zeroed once: the padding, and dy's places past the output.
+    std::vector<float> xp(d.Cp * d.Hp * d.Wp), dyp(d.Kp * 4 * d.tiles);
+    std::vector<float> v(kGrid * block * d.Cp), y(kGrid * block * d.Kp);
+    const Packing image = image_packing(g, d);
+    const Packing gradient{g.K, g.P, g.Q, 2 * d.tile_rows, 2 * d.tile_cols, 0, 0};
+#pragma omp for schedule(static)
+    for (int64_t n = 0; n < N; ++n) {
+      Isa::pack(xp.data(), x + n * g.image_size(), image);
+      Isa::pack(dyp.data(), dy + n * g.output_image_size(), gradient);
+      for (int64_t first = 0; first < d.tiles; first += block) {
+        const int64_t count = std::min(block, d.tiles - first);
+        Isa::input(v.data(), block * d.Cp, xp.data(), first, count, d);
+        Isa::gradient(y.data(), block * d.Kp, dyp.data(), first, count, d);
+        for (int xi = 0; xi < kGrid; ++xi)
+          for (int64_t c0 = 0; c0 < d.Cp; c0 += Isa::kWeightChannels)
+            for (int64_t k0 = 0; k0 < d.Kp; k0 += 2 * Isa::kLanes)
+              weight_products<Isa>(d.Cp - c0, m + xi * d.Cp * d.Kp, v.data() + xi * block * d.Cp,
+                                   y.data() + xi * block * d.Kp, c0, k0, count, d);
+      }
+    }
+    // dw[k][c] = G^T M G, M summed over the threads. G^T = [1 1/2 1/2 0; 0 1/2 -1/2 0; 0 1/2 1/2
+    // 1].
+    auto g_t = [](float a, float b, float c, float e, float out[3]) {
+      out[0] = a + 0.5f * (b + c);
+      out[1] = 0.5f * (b - c);
+      out[2] = 0.5f * (b + c) + e;
+    };
+#pragma omp for schedule(static)
+    for (int64_t k = 0; k < g.K; ++k)
+      for (int64_t c = 0; c < g.C; ++c) {
+        float point[kGrid];
+        for (int xi = 0; xi < kGrid; ++xi) {
+          float sum = 0;
+          for (int t = 0; t < threads; ++t) sum += partials[t * sums + (xi * d.Cp + c) * d.Kp + k];
+          point[xi] = sum;
+        }
+        float cols[4][3];  // G^T applied down each column of the 4 x 4 grid
+        for (int j = 0; j < 4; ++j)
+          g_t(point[j], point[4 + j], point[8 + j], point[12 + j], cols[j]);
+        for (int r = 0; r < 3; ++r) {
+          float row[3];
+          g_t(cols[0][r], cols[1][r], cols[2][r], cols[3][r], row);
+          for (int s = 0; s < 3; ++s) dw[(k * g.C + c) * 9 + r * 3 + s] = row[s];
+        }
+      }
   }
 }
 
@@ -407,6 +601,14 @@ void winograd_forward(float* y, const float* x, const float* w, const float* bia
     winograd_forward<Avx512>(y, x, w, bias, N, g);
   else
     winograd_forward<Avx2>(y, x, w, bias, N, g);
+}
+
+void winograd_weight_grad(float* dw, const float* dy, const float* x, int64_t N,
+                          const ConvGeometry& g) {
+  if (cpu_has(Isa::avx512))
+    winograd_weight_grad<Avx512>(dw, dy, x, N, g);
+  else
+    winograd_weight_grad<Avx2>(dw, dy, x, N, g);
 }
 
 }  // namespace ringgrad::kernels::cpu
