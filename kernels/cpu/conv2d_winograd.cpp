@@ -432,7 +432,8 @@ WinogradLayout winograd_layout(const ConvGeometry& g) {
   return d;
 }
 
-// U[xi][c][Kp] = G w[k][c] G^T, zero for k >= K.
+// U[xi][c][Kp] = G w[k][c] G^T, zero for k >= K; parallel, since every call makes it before its
+// images (and dx's calls from a kernel flipped that call).
 std::vector<float> transformed_weights(const float* w, const ConvGeometry& g,
                                        const WinogradLayout& d) {
   std::vector<float> u(kGrid * g.C * d.Kp, 0.0f);
@@ -442,6 +443,7 @@ std::vector<float> transformed_weights(const float* w, const ConvGeometry& g,
     out[2] = 0.5f * (a - b + c);
     out[3] = c;
   };
+#pragma omp parallel for schedule(static)
   for (int64_t k = 0; k < g.K; ++k)
     for (int64_t c = 0; c < g.C; ++c) {
       const float* f = w + (k * g.C + c) * 9;
