@@ -66,7 +66,7 @@ template <class V>
   std::memcpy(p, &v, sizeof v);
 }
 
-// B^T d B of one 4 x 4 patch of channel vectors (d at `at`, `row` floats a row, `lanes` a column),
+// B^T d B of one 4 x 4 patch of channel vectors (d at `at`, `row` floats a row, kLanes a column),
 // point xi = 4u + v stored at out + xi * step.
 template <class V, int64_t kLanes>
 [[gnu::always_inline]] inline void input_tile(float* out, int64_t step, const float* at,
@@ -178,10 +178,63 @@ template <class V, int64_t kLanes>
   }
 }
 
-// ---- per ISA: packing, the products, unpacking ----------------------------------------------
-
 // The products of one grid point for a piece of NT tiles and two vectors of output channels
-// from k0: M[t][k0..] = sum_c V[t][c] U[c][k0..], as the GEMM kernel's register block.
+// from k0: M[t][k0..] = sum_c V[t][c] U[c][k0..], as the GEMM kernel's register block (one
+// broadcast of V per tile and channel; the compiler fuses the multiply-adds).
+template <class V, int64_t kLanes, int NT>
+[[gnu::always_inline]] inline void grid_products(float* m, const float* v, const float* u,
+                                                 int64_t k0, const ConvGeometry& g,
+                                                 const WinogradLayout& d) {
+  const int64_t Cp = d.Cp, Kp = d.Kp;
+  V acc[NT][2] = {};
+  for (int64_t c = 0; c < g.C; ++c) {
+    V w0, w1;
+    load(w0, u + c * Kp + k0);
+    load(w1, u + c * Kp + k0 + kLanes);
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; ++t) {
+      acc[t][0] += v[t * Cp + c] * w0;
+      acc[t][1] += v[t * Cp + c] * w1;
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < NT; ++t) {
+    store(m + t * Kp + k0, acc[t][0]);
+    store(m + t * Kp + k0 + kLanes, acc[t][1]);
+  }
+}
+
+// The weight gradient's products of one grid point: M[c0 + c][k0..] (c < CB, two vectors of
+// output channels) += the sum over `count` tiles of V[t][c0 + c] Y[t][k0..].
+template <class V, int64_t kLanes, int CB>
+[[gnu::always_inline]] inline void grid_weight_products(float* m, const float* v, const float* y,
+                                                        int64_t c0, int64_t k0, int64_t count,
+                                                        const WinogradLayout& d) {
+  const int64_t Cp = d.Cp, Kp = d.Kp;
+  V acc[CB][2] = {};
+  v += c0;
+  for (int64_t t = 0; t < count; ++t) {
+    V y0, y1;
+    load(y0, y + t * Kp + k0);
+    load(y1, y + t * Kp + k0 + kLanes);
+#pragma GCC unroll 8
+    for (int c = 0; c < CB; ++c) {
+      acc[c][0] += v[t * Cp + c] * y0;
+      acc[c][1] += v[t * Cp + c] * y1;
+    }
+  }
+#pragma GCC unroll 8
+  for (int c = 0; c < CB; ++c)
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      V sum;
+      load(sum, m + (c0 + c) * Kp + k0 + h * kLanes);
+      store(m + (c0 + c) * Kp + k0 + h * kLanes, sum + acc[c][h]);
+    }
+}
+
+// ---- per ISA: the products, packing and unpacking, the transforms at its width ---------------
+
 struct Avx512 {
   static constexpr int64_t kLanes = 16;
   static constexpr int kWeightChannels = 8;  // input channels a weight_products call takes
@@ -190,54 +243,12 @@ struct Avx512 {
   template <int NT>
   RG_AVX512_BW static void products(float* m, const float* v, const float* u, int64_t k0,
                                     const ConvGeometry& g, const WinogradLayout& d) {
-    const int64_t Cp = d.Cp, Kp = d.Kp;
-    __m512 acc[NT][2];
-#pragma GCC unroll 8
-    for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
-    for (int64_t c = 0; c < g.C; ++c) {
-      const __m512 w0 = _mm512_loadu_ps(u + c * Kp + k0);
-      const __m512 w1 = _mm512_loadu_ps(u + c * Kp + k0 + kLanes);
-#pragma GCC unroll 8
-      for (int t = 0; t < NT; ++t) {
-        const __m512 b = _mm512_set1_ps(v[t * Cp + c]);
-        acc[t][0] = _mm512_fmadd_ps(b, w0, acc[t][0]);
-        acc[t][1] = _mm512_fmadd_ps(b, w1, acc[t][1]);
-      }
-    }
-#pragma GCC unroll 8
-    for (int t = 0; t < NT; ++t) {
-      _mm512_storeu_ps(m + t * Kp + k0, acc[t][0]);
-      _mm512_storeu_ps(m + t * Kp + k0 + kLanes, acc[t][1]);
-    }
+    grid_products<__m512, kLanes, NT>(m, v, u, k0, g, d);
   }
-
-  // The weight gradient's products of one grid point: M[c0 + c][k0..] (c < CB, two vectors of
-  // output channels) += the sum over `count` tiles of V[t][c0 + c] Y[t][k0..].
   template <int CB>
   RG_AVX512_BW static void weight_products(float* m, const float* v, const float* y, int64_t c0,
                                            int64_t k0, int64_t count, const WinogradLayout& d) {
-    const int64_t Cp = d.Cp, Kp = d.Kp;
-    __m512 acc[CB][2];
-#pragma GCC unroll 8
-    for (int c = 0; c < CB; ++c) acc[c][0] = acc[c][1] = _mm512_setzero_ps();
-    v += c0;
-    for (int64_t t = 0; t < count; ++t) {
-      const __m512 y0 = _mm512_loadu_ps(y + t * Kp + k0);
-      const __m512 y1 = _mm512_loadu_ps(y + t * Kp + k0 + kLanes);
-#pragma GCC unroll 8
-      for (int c = 0; c < CB; ++c) {
-        const __m512 b = _mm512_set1_ps(v[t * Cp + c]);
-        acc[c][0] = _mm512_fmadd_ps(b, y0, acc[c][0]);
-        acc[c][1] = _mm512_fmadd_ps(b, y1, acc[c][1]);
-      }
-    }
-#pragma GCC unroll 8
-    for (int c = 0; c < CB; ++c)
-#pragma GCC unroll 2
-      for (int h = 0; h < 2; ++h) {
-        float* at = m + (c0 + c) * Kp + k0 + h * kLanes;
-        _mm512_storeu_ps(at, _mm512_add_ps(_mm512_loadu_ps(at), acc[c][h]));
-      }
+    grid_weight_products<__m512, kLanes, CB>(m, v, y, c0, k0, count, d);
   }
 
   // An image's planes into a plane of vectors (Packing): 16 x 16 transposes.
@@ -304,54 +315,12 @@ struct Avx2 {
   template <int NT>
   RG_AVX2_FMA static void products(float* m, const float* v, const float* u, int64_t k0,
                                    const ConvGeometry& g, const WinogradLayout& d) {
-    const int64_t Cp = d.Cp, Kp = d.Kp;
-    __m256 acc[NT][2];
-#pragma GCC unroll 6
-    for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
-    for (int64_t c = 0; c < g.C; ++c) {
-      const __m256 w0 = _mm256_loadu_ps(u + c * Kp + k0);
-      const __m256 w1 = _mm256_loadu_ps(u + c * Kp + k0 + kLanes);
-#pragma GCC unroll 6
-      for (int t = 0; t < NT; ++t) {
-        const __m256 b = _mm256_broadcast_ss(v + t * Cp + c);
-        acc[t][0] = _mm256_fmadd_ps(b, w0, acc[t][0]);
-        acc[t][1] = _mm256_fmadd_ps(b, w1, acc[t][1]);
-      }
-    }
-#pragma GCC unroll 6
-    for (int t = 0; t < NT; ++t) {
-      _mm256_storeu_ps(m + t * Kp + k0, acc[t][0]);
-      _mm256_storeu_ps(m + t * Kp + k0 + kLanes, acc[t][1]);
-    }
+    grid_products<__m256, kLanes, NT>(m, v, u, k0, g, d);
   }
-
-  // The weight gradient's products of one grid point: M[c0 + c][k0..] (c < CB, two vectors of
-  // output channels) += the sum over `count` tiles of V[t][c0 + c] Y[t][k0..].
   template <int CB>
   RG_AVX2_FMA static void weight_products(float* m, const float* v, const float* y, int64_t c0,
                                           int64_t k0, int64_t count, const WinogradLayout& d) {
-    const int64_t Cp = d.Cp, Kp = d.Kp;
-    __m256 acc[CB][2];
-#pragma GCC unroll 6
-    for (int c = 0; c < CB; ++c) acc[c][0] = acc[c][1] = _mm256_setzero_ps();
-    v += c0;
-    for (int64_t t = 0; t < count; ++t) {
-      const __m256 y0 = _mm256_loadu_ps(y + t * Kp + k0);
-      const __m256 y1 = _mm256_loadu_ps(y + t * Kp + k0 + kLanes);
-#pragma GCC unroll 6
-      for (int c = 0; c < CB; ++c) {
-        const __m256 b = _mm256_broadcast_ss(v + t * Cp + c);
-        acc[c][0] = _mm256_fmadd_ps(b, y0, acc[c][0]);
-        acc[c][1] = _mm256_fmadd_ps(b, y1, acc[c][1]);
-      }
-    }
-#pragma GCC unroll 6
-    for (int c = 0; c < CB; ++c)
-#pragma GCC unroll 2
-      for (int h = 0; h < 2; ++h) {
-        float* at = m + (c0 + c) * Kp + k0 + h * kLanes;
-        _mm256_storeu_ps(at, _mm256_add_ps(_mm256_loadu_ps(at), acc[c][h]));
-      }
+    grid_weight_products<__m256, kLanes, CB>(m, v, y, c0, k0, count, d);
   }
 
   RG_AVX2_FMA static void pack(float* out, const float* in, const Packing& k) {
