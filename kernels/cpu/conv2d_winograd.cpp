@@ -233,7 +233,8 @@ template <class V, int64_t kLanes, int CB>
     }
 }
 
-// ---- per ISA: the products, packing and unpacking, the transforms at its width ---------------
+// ---- per ISA: the products, the transforms and the transposes at its width ---------------------
+// (Wrappers that carry the ISA's target: a template's target cannot depend on its arguments.)
 
 struct Avx512 {
   static constexpr int64_t kLanes = 16;
@@ -251,46 +252,23 @@ struct Avx512 {
     grid_weight_products<__m512, kLanes, CB>(m, v, y, c0, k0, count, d);
   }
 
-  // An image's planes into a plane of vectors (Packing): 16 x 16 transposes.
-  RG_AVX512_BW static void pack(float* out, const float* in, const Packing& k) {
-    for (int64_t cb = 0; cb < (k.channels + kLanes - 1) / kLanes; ++cb)
-      for (int64_t h = 0; h < k.rows; ++h)
-        for (int64_t w0 = 0; w0 < k.cols; w0 += kLanes) {
-          const __mmask16 mask = first_lanes16(k.cols - w0);
-          __m512i rows[kLanes];
-          for (int i = 0; i < kLanes; ++i) {
-            const int64_t c = cb * kLanes + i;
-            rows[i] = c < k.channels ? _mm512_castps_si512(_mm512_maskz_loadu_ps(
-                                           mask, in + (c * k.rows + h) * k.cols + w0))
-                                     : _mm512_setzero_si512();
-          }
-          transpose_16x16(rows);
-          float* to = out + ((cb * k.out_rows + h + k.top) * k.out_cols + w0 + k.left) * kLanes;
-          for (int64_t j = 0; j < std::min(kLanes, k.cols - w0); ++j)
-            _mm512_storeu_si512(to + j * kLanes, rows[j]);
-        }
-  }
-
-  // The staging plane's first P x Q outputs into y's image (K, P, Q), plus the bias.
-  RG_AVX512_BW static void unpack(float* y, const float* ys, const float* bias,
-                                  const ConvGeometry& g, const WinogradLayout& d) {
-    const int64_t rows = 2 * d.tile_rows, cols = 2 * d.tile_cols;
-    for (int64_t kb = 0; kb < (g.K + kLanes - 1) / kLanes; ++kb)
-      for (int64_t p = 0; p < g.P; ++p)
-        for (int64_t q0 = 0; q0 < g.Q; q0 += kLanes) {
-          const int64_t n = std::min(kLanes, g.Q - q0);
-          __m512i lines[kLanes];
-          for (int j = 0; j < kLanes; ++j)
-            lines[j] = j < n ? _mm512_loadu_si512(ys + ((kb * rows + p) * cols + q0 + j) * kLanes)
-                             : _mm512_setzero_si512();
-          transpose_16x16(lines);
-          for (int64_t i = 0; i < std::min(kLanes, g.K - kb * kLanes); ++i) {
-            const int64_t k = kb * kLanes + i;
-            __m512 out = _mm512_castsi512_ps(lines[i]);
-            if (bias) out = _mm512_add_ps(out, _mm512_set1_ps(bias[k]));
-            _mm512_mask_storeu_ps(y + (k * g.P + p) * g.Q + q0, first_lanes16(n), out);
-          }
-        }
+  // Rows [0, from_rows) of `from` (from_len floats each, from_stride apart; the rest zero) as a
+  // kLanes x kLanes block, transposed into to_rows rows of `to` (to_len floats each, to_stride
+  // apart), plus add[i] on row i where add is not null.
+  RG_AVX512_BW static void transpose_block(float* to, int64_t to_stride, int64_t to_rows,
+                                           int64_t to_len, const float* from, int64_t from_stride,
+                                           int64_t from_rows, int64_t from_len, const float* add) {
+    __m512i rows[kLanes];
+    for (int i = 0; i < kLanes; ++i)
+      rows[i] = i < from_rows ? _mm512_castps_si512(_mm512_maskz_loadu_ps(first_lanes16(from_len),
+                                                                          from + i * from_stride))
+                              : _mm512_setzero_si512();
+    transpose_16x16(rows);
+    for (int i = 0; i < to_rows; ++i) {
+      __m512 row = _mm512_castsi512_ps(rows[i]);
+      if (add) row = _mm512_add_ps(row, _mm512_set1_ps(add[i]));
+      _mm512_mask_storeu_ps(to + i * to_stride, first_lanes16(to_len), row);
+    }
   }
 
   RG_AVX512_BW static void input(float* v, int64_t step, const float* xp, int64_t first,
@@ -323,43 +301,19 @@ struct Avx2 {
     grid_weight_products<__m256, kLanes, CB>(m, v, y, c0, k0, count, d);
   }
 
-  RG_AVX2_FMA static void pack(float* out, const float* in, const Packing& k) {
-    for (int64_t cb = 0; cb < (k.channels + kLanes - 1) / kLanes; ++cb)
-      for (int64_t h = 0; h < k.rows; ++h)
-        for (int64_t w0 = 0; w0 < k.cols; w0 += kLanes) {
-          const __m256i mask = first_lanes8(k.cols - w0);
-          __m256 rows[kLanes];
-          for (int i = 0; i < kLanes; ++i) {
-            const int64_t c = cb * kLanes + i;
-            rows[i] = c < k.channels ? _mm256_maskload_ps(in + (c * k.rows + h) * k.cols + w0, mask)
-                                     : _mm256_setzero_ps();
-          }
-          transpose_8x8(rows);
-          float* to = out + ((cb * k.out_rows + h + k.top) * k.out_cols + w0 + k.left) * kLanes;
-          for (int64_t j = 0; j < std::min(kLanes, k.cols - w0); ++j)
-            _mm256_storeu_ps(to + j * kLanes, rows[j]);
-        }
-  }
-
-  RG_AVX2_FMA static void unpack(float* y, const float* ys, const float* bias,
-                                 const ConvGeometry& g, const WinogradLayout& d) {
-    const int64_t rows = 2 * d.tile_rows, cols = 2 * d.tile_cols;
-    for (int64_t kb = 0; kb < (g.K + kLanes - 1) / kLanes; ++kb)
-      for (int64_t p = 0; p < g.P; ++p)
-        for (int64_t q0 = 0; q0 < g.Q; q0 += kLanes) {
-          const int64_t n = std::min(kLanes, g.Q - q0);
-          __m256 lines[kLanes];
-          for (int j = 0; j < kLanes; ++j)
-            lines[j] = j < n ? _mm256_loadu_ps(ys + ((kb * rows + p) * cols + q0 + j) * kLanes)
-                             : _mm256_setzero_ps();
-          transpose_8x8(lines);
-          for (int64_t i = 0; i < std::min(kLanes, g.K - kb * kLanes); ++i) {
-            const int64_t k = kb * kLanes + i;
-            __m256 out = lines[i];
-            if (bias) out = _mm256_add_ps(out, _mm256_set1_ps(bias[k]));
-            _mm256_maskstore_ps(y + (k * g.P + p) * g.Q + q0, first_lanes8(n), out);
-          }
-        }
+  RG_AVX2_FMA static void transpose_block(float* to, int64_t to_stride, int64_t to_rows,
+                                          int64_t to_len, const float* from, int64_t from_stride,
+                                          int64_t from_rows, int64_t from_len, const float* add) {
+    __m256 rows[kLanes];
+    for (int i = 0; i < kLanes; ++i)
+      rows[i] = i < from_rows ? _mm256_maskload_ps(from + i * from_stride, first_lanes8(from_len))
+                              : _mm256_setzero_ps();
+    transpose_8x8(rows);
+    for (int i = 0; i < to_rows; ++i) {
+      __m256 row = rows[i];
+      if (add) row = _mm256_add_ps(row, _mm256_set1_ps(add[i]));
+      _mm256_maskstore_ps(to + i * to_stride, first_lanes8(to_len), row);
+    }
   }
 
   RG_AVX2_FMA static void input(float* v, int64_t step, const float* xp, int64_t first,
@@ -450,6 +404,36 @@ void weight_products(int64_t left, float* m, const float* v, const float* y, int
   Isa::template weight_products<2>(m, v, y, c0, k0, count, d);
 }
 
+// An image's planes into a plane of vectors (Packing), a block of lanes x lanes at a time.
+template <class Isa>
+void pack(float* out, const float* in, const Packing& k) {
+  constexpr int64_t L = Isa::kLanes;
+  for (int64_t c0 = 0; c0 < k.channels; c0 += L)
+    for (int64_t h = 0; h < k.rows; ++h)
+      for (int64_t w0 = 0; w0 < k.cols; w0 += L) {
+        const int64_t n = std::min(L, k.cols - w0);
+        float* to = out + ((c0 / L * k.out_rows + h + k.top) * k.out_cols + w0 + k.left) * L;
+        Isa::transpose_block(to, L, n, L, in + (c0 * k.rows + h) * k.cols + w0, k.rows * k.cols,
+                             std::min(L, k.channels - c0), n, nullptr);
+      }
+}
+
+// The staging plane's first P x Q outputs into y's image (K, P, Q), plus the bias.
+template <class Isa>
+void unpack(float* y, const float* ys, const float* bias, const ConvGeometry& g,
+            const WinogradLayout& d) {
+  constexpr int64_t L = Isa::kLanes;
+  const int64_t rows = 2 * d.tile_rows, cols = 2 * d.tile_cols;
+  for (int64_t k0 = 0; k0 < g.K; k0 += L)
+    for (int64_t p = 0; p < g.P; ++p)
+      for (int64_t q0 = 0; q0 < g.Q; q0 += L) {
+        const int64_t n = std::min(L, g.Q - q0);
+        Isa::transpose_block(y + (k0 * g.P + p) * g.Q + q0, g.P * g.Q, std::min(L, g.K - k0), n,
+                             ys + ((k0 / L * rows + p) * cols + q0) * L, L, n, L,
+                             bias ? bias + k0 : nullptr);
+      }
+}
+
 // x's image into the plane every tile's 4x4 patch lies in.
 Packing image_packing(const ConvGeometry& g, const WinogradLayout& d) {
   return {g.C, g.H, g.W, d.Hp, d.Wp, g.pad_h, g.pad_w};
@@ -468,7 +452,7 @@ void winograd_forward(float* y, const float* x, const float* w, const float* bia
     std::vector<float> ys(d.Kp * 4 * d.tiles);
 #pragma omp for schedule(static)
     for (int64_t n = 0; n < N; ++n) {
-      Isa::pack(xp.data(), x + n * g.image_size(), image_packing(g, d));
+      pack<Isa>(xp.data(), x + n * g.image_size(), image_packing(g, d));
       for (int64_t first = 0; first < d.tiles; first += d.piece) {
         // The last piece may run past the image: its extra tiles' V are stale and their M unread.
         const int64_t count = std::min(d.piece, d.tiles - first);
@@ -480,7 +464,7 @@ void winograd_forward(float* y, const float* x, const float* w, const float* bia
                                 d);
         Isa::output(ys.data(), m.data(), first, count, d);
       }
-      Isa::unpack(y + n * g.output_image_size(), ys.data(), bias, g, d);
+      unpack<Isa>(y + n * g.output_image_size(), ys.data(), bias, g, d);
     }
   }
 }
@@ -509,8 +493,8 @@ void winograd_weight_grad(float* dw, const float* dy, const float* x, int64_t N,
     const Packing gradient{g.K, g.P, g.Q, 2 * d.tile_rows, 2 * d.tile_cols, 0, 0};
 #pragma omp for schedule(static)
     for (int64_t n = 0; n < N; ++n) {
-      Isa::pack(xp.data(), x + n * g.image_size(), image);
-      Isa::pack(dyp.data(), dy + n * g.output_image_size(), gradient);
+      pack<Isa>(xp.data(), x + n * g.image_size(), image);
+      pack<Isa>(dyp.data(), dy + n * g.output_image_size(), gradient);
       for (int64_t first = 0; first < d.tiles; first += block) {
         const int64_t count = std::min(block, d.tiles - first);
         Isa::input(v.data(), block * d.Cp, xp.data(), first, count, d);
