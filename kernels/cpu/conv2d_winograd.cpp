@@ -355,8 +355,8 @@ WinogradLayout winograd_layout(const ConvGeometry& g) {
   return d;
 }
 
-// U[xi][c][Kp] = G w[k][c] G^T, zero for k >= K; parallel, since every call makes it before its
-// images (and dx's calls from a kernel flipped that call).
+// U[xi][c][Kp] = G w[k][c] G^T, zero for k >= K. In parallel: every call makes it before any of
+// its images can start.
 std::vector<float> transformed_weights(const float* w, const ConvGeometry& g,
                                        const WinogradLayout& d) {
   std::vector<float> u(kGrid * g.C * d.Kp, 0.0f);
@@ -381,6 +381,7 @@ std::vector<float> transformed_weights(const float* w, const ConvGeometry& g,
   return u;
 }
 
+// Isa::products for a piece of nt tiles, 4 to Isa::kMostTiles (piece_size).
 template <class Isa>
 void piece_products(int64_t nt, float* m, const float* v, const float* u, int64_t k0,
                     const ConvGeometry& g, const WinogradLayout& d) {
