@@ -304,15 +304,22 @@ struct Avx2 {
   RG_AVX2_FMA static void transpose_block(float* to, int64_t to_stride, int64_t to_rows,
                                           int64_t to_len, const float* from, int64_t from_stride,
                                           int64_t from_rows, int64_t from_len, const float* add) {
+    // Masked only where a row is short: AVX2's masked store is microcoded on AMD's cores.
     __m256 rows[kLanes];
-    for (int i = 0; i < kLanes; ++i)
-      rows[i] = i < from_rows ? _mm256_maskload_ps(from + i * from_stride, first_lanes8(from_len))
-                              : _mm256_setzero_ps();
+    for (int i = 0; i < kLanes; ++i) {
+      const float* at = from + i * from_stride;
+      rows[i] = i >= from_rows       ? _mm256_setzero_ps()
+                : from_len >= kLanes ? _mm256_loadu_ps(at)
+                                     : _mm256_maskload_ps(at, first_lanes8(from_len));
+    }
     transpose_8x8(rows);
     for (int i = 0; i < to_rows; ++i) {
       __m256 row = rows[i];
       if (add) row = _mm256_add_ps(row, _mm256_set1_ps(add[i]));
-      _mm256_maskstore_ps(to + i * to_stride, first_lanes8(to_len), row);
+      if (to_len >= kLanes)
+        _mm256_storeu_ps(to + i * to_stride, row);
+      else
+        _mm256_maskstore_ps(to + i * to_stride, first_lanes8(to_len), row);
     }
   }
 
