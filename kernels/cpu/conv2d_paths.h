@@ -22,9 +22,10 @@
 //                                (Note [Direct convolution]);
 //   conv2d_direct_weight_grad.cpp  its weight gradient on AVX512-BF16 (bf16) and AVX-512 or AVX2
 //                                (f32) (Note [Direct weight gradient]);
-//   conv2d_winograd.cpp          f32 3x3 stride-1 convs with 32 channels or more on AVX-512 or
-//                                AVX2, forward and weight gradient: F(2x2, 3x3), 16 multiplies
-//                                for 4 outputs instead of 36 (Note [Winograd convolution]).
+//   conv2d_winograd.cpp          f32 3x3 stride-1 convs with two vectors of channels or more
+//                                (32 on AVX-512, 16 on AVX2), forward and weight gradient: F(2x2,
+//                                3x3), 16 multiplies for 4 outputs instead of 36 (Note [Winograd
+//                                convolution]).
 // Read conv2d_reference.cpp (the definition, plain loops) before any of them.
 #pragma once
 #include <algorithm>
@@ -273,8 +274,8 @@ void direct_weight_grad(float* dw, const T* dy, const T* x, int64_t N, const Con
 // ---- conv2d_winograd.cpp -------------------------------------------------------------------
 
 // Whether Winograd's F(2x2, 3x3) takes this f32 conv: AVX2 or better, 3x3, stride 1, padding of at
-// most 2, at least 4 output tiles an image, 32 input and output channels or more, and the
-// transformed weights within half of L2.
+// most 2, at least 4 output tiles an image, two vectors of input and output channels or more (32
+// on AVX-512, 16 on AVX2), and the transformed weights within half of L2.
 bool winograd_applies(const ConvGeometry& g);
 
 // y = conv(x, w) + bias (bias may be null), where winograd_applies.

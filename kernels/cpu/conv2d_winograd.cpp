@@ -18,11 +18,11 @@
 // x two vectors of output channels, one broadcast of V per tile and channel, as in the GEMM's
 // kernel), and their outputs into a staging plane that is transposed into y's rows at the end.
 // The transforms cost per channel what the products cost per channel pair, so the method gains
-// with many channels: faster than the direct path from 32 channels, not with 16 (winograd_applies;
-// docs/measurements.md has the figures). The rounding differs from a direct sum (the transforms
-// add and subtract before multiplying, by coefficients of 1 and 1/2) but stays at f32's level.
-// The weight gradient uses the same transforms the other way round (winograd_weight_grad).
-// Tested against the direct-loop reference by the conv2d tests.
+// with many channels: faster than the direct path from two vectors of them (16 on AVX2, 32 on
+// AVX-512; winograd_applies, and docs/measurements.md for the figures). The rounding differs from a
+// direct sum (the transforms add and subtract before multiplying, by coefficients of 1 and 1/2) but
+// stays at f32's level. The weight gradient uses the same transforms the other way round
+// (winograd_weight_grad). Tested against the direct-loop reference by the conv2d tests.
 #include <immintrin.h>
 #include <omp.h>
 
@@ -545,17 +545,20 @@ void winograd_weight_grad(float* dw, const float* dy, const float* x, int64_t N,
 }  // namespace
 
 bool winograd_applies(const ConvGeometry& g) {
-  // 3x3 at stride 1 with padding of at most 2 (so every tile's patch fits the packed plane); 32
-  // channels or more on both sides (with 16 the transforms cost what the saved multiplies do,
-  // measured); at least 4 tiles an image, a piece's fewest (a 2x2 image, one tile, would compute
-  // three tiles for nothing); and transformed weights that fit half of L2, since every image
-  // reads all of them again (measured on AVX2: 128 -> 128 channels on 4x4 images, 1 MB of them
-  // against a 1 MB L2, ran slower than the direct path).
+  // 3x3 at stride 1 with padding of at most 2 (so every tile's patch fits the packed plane); at
+  // least two vectors of channels on each side, the products' register block (measured: with 16
+  // channels, one AVX-512 vector, half the products multiply zeros and the direct rows win; on
+  // AVX2, two vectors, Winograd wins); at least 4 tiles an image, a piece's fewest (a 2x2 image,
+  // one tile, would compute three tiles for nothing); and transformed weights that fit half of
+  // L2, since every image reads all of them again (measured on AVX2: 128 -> 128 channels on 4x4
+  // images, 1 MB of them against a 1 MB L2, ran slower than the direct path).
+  if (!cpu_has(Isa::avx2)) return false;
+  const int64_t channels = 2 * (cpu_has(Isa::avx512) ? Avx512::kLanes : Avx2::kLanes);
   const int64_t tiles = (g.P + 1) / 2 * ((g.Q + 1) / 2);
-  const int64_t weight_bytes = kGrid * g.C * round_up(g.K, 32) * int64_t{sizeof(float)};
-  return cpu_has(Isa::avx2) && g.R == 3 && g.S == 3 && g.stride_h == 1 && g.stride_w == 1 &&
-         g.pad_h <= 2 && g.pad_w <= 2 && g.P > 0 && g.Q > 0 && tiles >= 4 && g.C >= 32 &&
-         g.K >= 32 && 2 * weight_bytes <= cpu_features().l2_bytes;
+  const int64_t weight_bytes = kGrid * g.C * round_up(g.K, channels) * int64_t{sizeof(float)};
+  return g.R == 3 && g.S == 3 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h <= 2 &&
+         g.pad_w <= 2 && g.P > 0 && g.Q > 0 && tiles >= 4 && g.C >= channels && g.K >= channels &&
+         2 * weight_bytes <= cpu_features().l2_bytes;
 }
 
 void winograd_forward(float* y, const float* x, const float* w, const float* bias, int64_t N,
