@@ -59,8 +59,9 @@ void flipped_conv_backward(T* dx, GemmResult<T>* dw, const T* dy, const T* x, co
   using R = GemmResult<T>;
   const ConvGeometry f = input_grad_geometry(g);  // the conv over dy: f.K == g.C, f.C == g.K
   const Tensor flipped = flipped_transposed_kernel(w, g);
-  // dx straight from dy where the direct path takes the flipped conv (Note [Direct
-  // convolution]); the loop below then only builds dy's column matrix for dw.
+  // dx straight from dy where Winograd or the direct path takes the flipped conv (Note [Winograd
+  // convolution], Note [Direct convolution]); the loop below then only builds dy's column
+  // matrix for dw.
   bool dx_done = false;
   if constexpr (std::is_same_v<T, float>) {
     if (winograd_applies(f)) {  // Note [Winograd convolution]
