@@ -173,7 +173,7 @@ template <class T>
 void uncropped_backward(T* dx, GemmResult<T>* dw, const T* dy, const T* x, const T* w, int64_t N,
                         const ConvGeometry& g) {
   if constexpr (std::is_same_v<T, float>) {
-    if (dw && winograd_applies(g)) {  // Note [Winograd convolution]
+    if (dw && winograd_weight_grad_applies(g)) {  // Note [Winograd convolution]
       winograd_weight_grad(dw, dy, x, N, g);
       if (!dx) return;
       dw = nullptr;

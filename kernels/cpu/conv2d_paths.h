@@ -23,9 +23,9 @@
 //   conv2d_direct_weight_grad.cpp  its weight gradient on AVX512-BF16 (bf16) and AVX-512 or AVX2
 //                                (f32) (Note [Direct weight gradient]);
 //   conv2d_winograd.cpp          f32 3x3 stride-1 convs with two vectors of channels or more
-//                                (32 on AVX-512, 16 on AVX2), forward and weight gradient: F(2x2,
-//                                3x3), 16 multiplies for 4 outputs instead of 36 (Note [Winograd
-//                                convolution]).
+//                                (32 on AVX-512, 16 on AVX2 or on Zen 4), forward and weight
+//                                gradient: F(2x2, 3x3), 16 multiplies for 4 outputs instead of 36
+//                                (Note [Winograd convolution]).
 // Read conv2d_reference.cpp (the definition, plain loops) before any of them.
 #pragma once
 #include <algorithm>
@@ -168,9 +168,9 @@ void im2col_conv_forward(T* y, const T* x, const T* w, const T* bias, int64_t N,
                          const ConvGeometry& g);
 
 // dx and dw (either may be null) of a conv every tap of which meets the image: dw by Winograd
-// where winograd_applies (f32), else directly where direct_weight_grad_applies; dx through the
-// flipped conv where input_grad_is_conv, alone by the position classes where they apply; else by
-// im2col + GEMM + col2im.
+// where winograd_weight_grad_applies (f32), else directly where direct_weight_grad_applies; dx
+// through the flipped conv where input_grad_is_conv, alone by the position classes where they
+// apply; else by im2col + GEMM + col2im.
 template <class T>
 void uncropped_backward(T* dx, GemmResult<T>* dw, const T* dy, const T* x, const T* w, int64_t N,
                         const ConvGeometry& g);
@@ -273,15 +273,19 @@ void direct_weight_grad(float* dw, const T* dy, const T* x, int64_t N, const Con
 
 // ---- conv2d_winograd.cpp -------------------------------------------------------------------
 
-// Whether Winograd's F(2x2, 3x3) takes this f32 conv: AVX2 or better, 3x3, stride 1, padding of at
-// most 2, at least 4 output tiles an image, two vectors of input and output channels or more (32
-// on AVX-512, 16 on AVX2), and the transformed weights within half of L2.
+// Whether Winograd's F(2x2, 3x3) takes this f32 conv's forward (and so dx's): AVX2 or better, 3x3,
+// stride 1, padding of at most 2, at least 4 output tiles an image, two vectors of input and output
+// channels or more (32 on AVX-512, 16 on AVX2 and where AVX-512 runs as two 256-bit halves), and
+// the transformed weights within half of L2.
 bool winograd_applies(const ConvGeometry& g);
+// Whether it takes the weight gradient: where it takes the forward, except at AVX2's width on an
+// AVX-512 CPU (no faster there than the direct weight gradient).
+bool winograd_weight_grad_applies(const ConvGeometry& g);
 
 // y = conv(x, w) + bias (bias may be null), where winograd_applies.
 void winograd_forward(float* y, const float* x, const float* w, const float* bias, int64_t N,
                       const ConvGeometry& g);
-// dw (not null) of the same convs.
+// dw (not null), where winograd_weight_grad_applies.
 void winograd_weight_grad(float* dw, const float* dy, const float* x, int64_t N,
                           const ConvGeometry& g);
 

@@ -19,7 +19,8 @@
 // kernel), and their outputs into a staging plane that is transposed into y's rows at the end.
 // The transforms cost per channel what the products cost per channel pair, so the method gains
 // with many channels: faster than the direct path from two vectors of them (16 on AVX2, 32 on
-// AVX-512; winograd_applies, and docs/measurements.md for the figures). The rounding differs from a
+// AVX-512, 16 at AVX2's width where AVX-512 runs as two halves; winograd_width, and
+// docs/measurements.md for the figures). The rounding differs from a
 // direct sum (the transforms add and subtract before multiplying, by coefficients of 1 and 1/2) but
 // stays at f32's level. The weight gradient uses the same transforms the other way round
 // (winograd_weight_grad). Tested against the direct-loop reference by the conv2d tests.
@@ -542,28 +543,45 @@ void winograd_weight_grad(float* dw, const float* dy, const float* x, int64_t N,
   }
 }
 
+// The width Winograd runs a conv at, or none. 3x3 at stride 1 with padding of at most 2 (so every
+// tile's patch fits the packed plane); at least 4 tiles an image, a piece's fewest (a 2x2 image,
+// one tile, would compute three tiles for nothing); at least two vectors of channels on each side,
+// the products' register block. With 16 to 31 channels AVX-512 leaves half of each product zero
+// and its direct rows win, except where it runs as two halves (Zen 4): there AVX2's width, two
+// vectors of 8, beats them (measured, forward and dx; the weight gradient is as fast either way,
+// so it keeps the direct path). And the transformed weights must fit half of L2, since every
+// image reads all of them again (measured on AVX2: 128 -> 128 channels on 4x4 images, 1 MB of
+// them against a 1 MB L2, ran slower than the direct path).
+enum class Width { none, avx2, avx512 };
+
+Width winograd_width(const ConvGeometry& g) {
+  const int64_t tiles = (g.P + 1) / 2 * ((g.Q + 1) / 2);
+  if (!cpu_has(Isa::avx2) || g.R != 3 || g.S != 3 || g.stride_h != 1 || g.stride_w != 1 ||
+      g.pad_h > 2 || g.pad_w > 2 || g.P <= 0 || g.Q <= 0 || tiles < 4)
+    return Width::none;
+  const int64_t channels = std::min(g.C, g.K);
+  Width width = Width::none;
+  if (cpu_has(Isa::avx512) && channels >= 2 * Avx512::kLanes)
+    width = Width::avx512;
+  else if (channels >= 2 * Avx2::kLanes && (!cpu_has(Isa::avx512) || cpu_features().halves_512))
+    width = Width::avx2;
+  const int64_t lanes = width == Width::avx512 ? Avx512::kLanes : Avx2::kLanes;
+  const int64_t weight_bytes = kGrid * g.C * round_up(g.K, 2 * lanes) * int64_t{sizeof(float)};
+  return 2 * weight_bytes <= cpu_features().l2_bytes ? width : Width::none;
+}
+
 }  // namespace
 
-bool winograd_applies(const ConvGeometry& g) {
-  // 3x3 at stride 1 with padding of at most 2 (so every tile's patch fits the packed plane); at
-  // least two vectors of channels on each side, the products' register block (measured: with 16
-  // channels, one AVX-512 vector, half the products multiply zeros and the direct rows win; on
-  // AVX2, two vectors, Winograd wins); at least 4 tiles an image, a piece's fewest (a 2x2 image,
-  // one tile, would compute three tiles for nothing); and transformed weights that fit half of
-  // L2, since every image reads all of them again (measured on AVX2: 128 -> 128 channels on 4x4
-  // images, 1 MB of them against a 1 MB L2, ran slower than the direct path).
-  if (!cpu_has(Isa::avx2)) return false;
-  const int64_t channels = 2 * (cpu_has(Isa::avx512) ? Avx512::kLanes : Avx2::kLanes);
-  const int64_t tiles = (g.P + 1) / 2 * ((g.Q + 1) / 2);
-  const int64_t weight_bytes = kGrid * g.C * round_up(g.K, channels) * int64_t{sizeof(float)};
-  return g.R == 3 && g.S == 3 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h <= 2 &&
-         g.pad_w <= 2 && g.P > 0 && g.Q > 0 && tiles >= 4 && g.C >= channels && g.K >= channels &&
-         2 * weight_bytes <= cpu_features().l2_bytes;
+bool winograd_applies(const ConvGeometry& g) { return winograd_width(g) != Width::none; }
+
+bool winograd_weight_grad_applies(const ConvGeometry& g) {
+  const Width width = winograd_width(g);
+  return width == Width::avx512 || (width == Width::avx2 && !cpu_has(Isa::avx512));
 }
 
 void winograd_forward(float* y, const float* x, const float* w, const float* bias, int64_t N,
                       const ConvGeometry& g) {
-  if (cpu_has(Isa::avx512))
+  if (winograd_width(g) == Width::avx512)
     winograd_forward<Avx512>(y, x, w, bias, N, g);
   else
     winograd_forward<Avx2>(y, x, w, bias, N, g);
@@ -571,7 +589,7 @@ void winograd_forward(float* y, const float* x, const float* w, const float* bia
 
 void winograd_weight_grad(float* dw, const float* dy, const float* x, int64_t N,
                           const ConvGeometry& g) {
-  if (cpu_has(Isa::avx512))
+  if (winograd_width(g) == Width::avx512)
     winograd_weight_grad<Avx512>(dw, dy, x, N, g);
   else
     winograd_weight_grad<Avx2>(dw, dy, x, N, g);

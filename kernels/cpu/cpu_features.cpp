@@ -91,6 +91,7 @@ const CpuFeatures& cpu_features() {
     f.model = cpu_model();
     f.l1d_bytes = cache_bytes(_SC_LEVEL1_DCACHE_SIZE, 32 << 10);
     f.l2_bytes = cache_bytes(_SC_LEVEL2_CACHE_SIZE, 512 << 10);
+    f.halves_512 = f.isa >= Isa::avx512 && __builtin_cpu_is("amdfam19h");
     return f;
   }();
   return features;

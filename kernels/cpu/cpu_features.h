@@ -18,6 +18,10 @@ struct CpuFeatures {
   std::string limited;  // why isa is below what the CPU has ("" when it is not)
   int64_t l1d_bytes;    // data cache per core
   int64_t l2_bytes;     // second-level cache per core
+  // AVX-512 executed as two 256-bit halves, so that 256-bit code multiplies as fast (AMD's Zen 4,
+  // family 19h, whose earlier Zen 3 parts have no AVX-512; Intel's cores and Zen 5 have
+  // full-width units).
+  bool halves_512;
 };
 
 const CpuFeatures& cpu_features();

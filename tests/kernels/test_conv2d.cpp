@@ -404,9 +404,9 @@ TEST_CASE("conv2d in f32 matches the reference over every path") {
                              {{2, 1, 28, 28}, {8, 1, 7, 7}, 2, 2, 3, 3, false},
                              {{3, 16, 28, 28}, {8, 16, 3, 3}, 2, 2, 1, 1, true}});
   // Winograd's (Note [Winograd convolution]; the direct cases with 32 channels or more take it
-  // too, from 16 under --isa=avx2): padding 0 and 2 (so the flipped conv of dx has 2 and 0),
-  // unequal along the axes, odd sizes whose last 2x2 tiles stick out, 4x4 images (four tiles), and
-  // output channels that fill half of the last pair of vectors.
+  // too, from 16 under --isa=avx2 and on Zen 4): padding 0 and 2 (so the flipped conv of dx has 2
+  // and 0), unequal along the axes, odd sizes whose last 2x2 tiles stick out, 4x4 images (four
+  // tiles), and output channels that fill half of the last pair of vectors.
   cases.insert(cases.end(), {{{2, 32, 9, 11}, {33, 32, 3, 3}, 1, 1, 0, 2, true},
                              {{2, 32, 6, 5}, {48, 32, 3, 3}, 1, 1, 2, 1, false},
                              {{3, 40, 4, 4}, {32, 40, 3, 3}, 1, 1, 1, 1, true}});
