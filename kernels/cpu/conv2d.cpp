@@ -178,6 +178,11 @@ void uncropped_backward(T* dx, GemmResult<T>* dw, const T* dy, const T* x, const
       if (!dx) return;
       dw = nullptr;
     }
+    if (dw && stem_weight_grad_applies(g)) {  // Note [Stem weight gradient]
+      stem_weight_grad(dw, dy, x, N, g);
+      if (!dx) return;
+      dw = nullptr;
+    }
   }
   if constexpr (kHasDirectPath<T>) {
     if (dw && direct_weight_grad_applies<T>(g)) {  // Note [Direct weight gradient]

@@ -22,6 +22,9 @@
 //                                (Note [Direct convolution]);
 //   conv2d_direct_weight_grad.cpp  its weight gradient on AVX512-BF16 (bf16) and AVX-512 or AVX2
 //                                (f32) (Note [Direct weight gradient]);
+//   conv2d_stem_weight_grad.cpp  the f32 weight gradient of convs with at most 4 input channels on
+//                                AVX-512, output channels in the lanes (Note [Stem weight
+//                                gradient]);
 //   conv2d_winograd.cpp          f32 3x3 stride-1 convs with two vectors of channels or more
 //                                (32 on AVX-512, 16 on AVX2 or on Zen 4), forward and weight
 //                                gradient: F(2x2, 3x3), 16 multiplies for 4 outputs instead of 36
@@ -168,7 +171,8 @@ void im2col_conv_forward(T* y, const T* x, const T* w, const T* bias, int64_t N,
                          const ConvGeometry& g);
 
 // dx and dw (either may be null) of a conv every tap of which meets the image: dw by Winograd
-// where winograd_weight_grad_applies (f32), else directly where direct_weight_grad_applies; dx
+// where winograd_weight_grad_applies (f32), by the stem weight gradient where
+// stem_weight_grad_applies (f32), else directly where direct_weight_grad_applies; dx
 // through the flipped conv where input_grad_is_conv, alone by the position classes where they
 // apply; else by im2col + GEMM + col2im.
 template <class T>
@@ -270,6 +274,15 @@ bool direct_weight_grad_applies(const ConvGeometry& g);
 // dw (K, C, R, S) as f32 sums, when direct_weight_grad_applies<T>(g).
 template <class T>
 void direct_weight_grad(float* dw, const T* dy, const T* x, int64_t N, const ConvGeometry& g);
+
+// ---- conv2d_stem_weight_grad.cpp -----------------------------------------------------------
+
+// Whether the stem weight gradient takes this f32 conv: AVX-512, at most 4 input channels, a
+// kernel 5 or 7 wide.
+bool stem_weight_grad_applies(const ConvGeometry& g);
+
+// dw (K, C, R, S) of such a conv.
+void stem_weight_grad(float* dw, const float* dy, const float* x, int64_t N, const ConvGeometry& g);
 
 // ---- conv2d_winograd.cpp -------------------------------------------------------------------
 

@@ -410,6 +410,11 @@ TEST_CASE("conv2d in f32 matches the reference over every path") {
   cases.insert(cases.end(), {{{2, 32, 9, 11}, {33, 32, 3, 3}, 1, 1, 0, 2, true},
                              {{2, 32, 6, 5}, {48, 32, 3, 3}, 1, 1, 2, 1, false},
                              {{3, 40, 4, 4}, {32, 40, 3, 3}, 1, 1, 1, 1, true}});
+  // The stem weight gradient's (Note [Stem weight gradient]; the 7x7 stem above takes it too):
+  // three and four input channels, output channels filling two vectors and a part of a third,
+  // unequal strides and padding, a 5x5 kernel, and three images for two threads.
+  cases.insert(cases.end(), {{{3, 3, 13, 11}, {40, 3, 5, 5}, 1, 2, 2, 1, true},
+                             {{2, 4, 9, 12}, {20, 4, 7, 7}, 1, 1, 3, 3, false}});
   check_against_reference({1, 2}, cases, DType::f32, 1e-4, 31);
 }
 
