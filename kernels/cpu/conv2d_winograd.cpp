@@ -314,7 +314,11 @@ struct Avx2 {
                                      : _mm256_maskload_ps(at, first_lanes8(from_len));
     }
     transpose_8x8(rows);
-    for (int i = 0; i < to_rows; ++i) {
+    // Unrolled with the bound as a test: as a plain loop GCC turns the stores of whole rows into
+    // a call to memcpy from the stack.
+#pragma GCC unroll 8
+    for (int i = 0; i < kLanes; ++i) {
+      if (i >= to_rows) break;
       __m256 row = rows[i];
       if (add) row = _mm256_add_ps(row, _mm256_set1_ps(add[i]));
       if (to_len >= kLanes)
