@@ -20,10 +20,10 @@
 // The transforms cost per channel what the products cost per channel pair, so the method gains
 // with many channels: faster than the direct path from two vectors of them (16 on AVX2, 32 on
 // AVX-512, 16 at AVX2's width where AVX-512 runs as two halves; winograd_width, and
-// docs/measurements.md for the figures). The rounding differs from a
-// direct sum (the transforms add and subtract before multiplying, by coefficients of 1 and 1/2) but
-// stays at f32's level. The weight gradient uses the same transforms the other way round
-// (winograd_weight_grad). Tested against the direct-loop reference by the conv2d tests.
+// docs/measurements.md for the figures). The rounding differs from a direct sum (the transforms
+// add and subtract before multiplying, by coefficients of 1 and 1/2) but stays at f32's level.
+// The weight gradient uses the same transforms the other way round (winograd_weight_grad).
+// Tested against the direct-loop reference by the conv2d tests.
 #include <immintrin.h>
 #include <omp.h>
 
