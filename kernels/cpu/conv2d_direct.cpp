@@ -253,6 +253,8 @@ std::vector<typename Lanes::Word> pack_weight_words(const typename Lanes::Value*
   constexpr int per = Lanes::kValuesPerWord;
   const int64_t taps = g.R * g.S;
   std::vector<typename Lanes::Word> wp(taps * d.words * d.k_tiles * kTile, 0);
+  // In parallel: every call packs before any of its images can start.
+#pragma omp parallel for schedule(static)
   for (int64_t k = 0; k < g.K; ++k)
     for (int64_t c = 0; c < g.C; ++c)
       for (int64_t tap = 0; tap < taps; ++tap)
