@@ -126,7 +126,12 @@ TEST_CASE("ddp: data-parallel steps equal one process on the global batch (sync 
       results[rank] =
           train_steps(data, steps, global, rank * rows, rows, group.get(), k.bucket_cap);
     });
-    for (int r = 0; r < world; ++r) check_same_state(results[r], reference, 1e-5);
+    // Three steps of training are not bit-reproducible across summation orders: a pre-activation
+    // within rounding of zero can land on the other side of a ReLU in one run and move a few
+    // weights slightly (with 1 thread and Winograd's rounding in the 16-channel convs, it does at
+    // the third step). The errors this test is for (gradients not averaged, BN statistics not
+    // synced) move them by orders of magnitude more.
+    for (int r = 0; r < world; ++r) check_same_state(results[r], reference, 3e-4);
   }
 }
 
