@@ -26,9 +26,9 @@
 //                                AVX-512, output channels in the lanes (Note [Stem weight
 //                                gradient]);
 //   conv2d_winograd.cpp          f32 3x3 stride-1 convs with two vectors of channels or more
-//                                (32 on AVX-512, 16 on AVX2 or on Zen 4), forward and weight
-//                                gradient: F(2x2, 3x3), 16 multiplies for 4 outputs instead of 36
-//                                (Note [Winograd convolution]).
+//                                (32 on AVX-512, 16 on AVX2, and on Zen 4 for the forward), forward
+//                                and weight gradient: F(2x2, 3x3), 16 multiplies for 4 outputs
+//                                instead of 36 (Note [Winograd convolution]).
 // Read conv2d_reference.cpp (the definition, plain loops) before any of them.
 #pragma once
 #include <algorithm>

@@ -552,8 +552,8 @@ void winograd_weight_grad(float* dw, const float* dy, const float* x, int64_t N,
 // one tile, would compute three tiles for nothing); at least two vectors of channels on each side,
 // the products' register block. With 16 to 31 channels AVX-512 leaves half of each product zero
 // and its direct rows win, except where it runs as two halves (Zen 4): there AVX2's width, two
-// vectors of 8, beats them (measured, forward and dx; the weight gradient is as fast either way,
-// so it keeps the direct path). And the transformed weights must fit half of L2, since every
+// vectors of 8, beats them (measured, forward and dx; its weight gradient is no faster than the
+// direct one, which it keeps). And the transformed weights must fit half of L2, since every
 // image reads all of them again (measured on AVX2: 128 -> 128 channels on 4x4 images, 1 MB of
 // them against a 1 MB L2, ran slower than the direct path).
 enum class Width { none, avx2, avx512 };

@@ -6,8 +6,8 @@
 # global batch (16 x 2 = 32, now on one process) to step 200: the steps go on from the
 # checkpoint's, with the loss where the checkpoint left it (well below the start's), not from
 # step 0. Before, the restarted worker refused its own checkpoint (another global batch) and the
-# job failed. The 125 steps after step 75 keep the kill inside the first run however fast the
-# CPU trains (with 25 left, a fast one finished them between two polls of the log).
+# job failed. The 125 steps after step 75 leave a wide margin for the kill to land inside the
+# first run, even on a fast CPU.
 set -euo pipefail
 run=$1 train=$2 data=${3:-/usr/share/datasets/fashion-mnist}
 if [[ ! -e $data/train-images-idx3-ubyte && ! -e $data/train-images-idx3-ubyte.gz ]]; then

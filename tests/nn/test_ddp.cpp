@@ -126,11 +126,11 @@ TEST_CASE("ddp: data-parallel steps equal one process on the global batch (sync 
       results[rank] =
           train_steps(data, steps, global, rank * rows, rows, group.get(), k.bucket_cap);
     });
-    // Three steps of training are not bit-reproducible across summation orders: a pre-activation
-    // within rounding of zero can land on the other side of a ReLU in one run and move a few
-    // weights slightly (with 1 thread and Winograd's rounding in the 16-channel convs, it does at
-    // the third step). The errors this test is for (gradients not averaged, BN statistics not
-    // synced) move them by orders of magnitude more.
+    // Three steps of training are not bit-reproducible across summation orders: with 1 thread and
+    // Winograd's rounding in the 16-channel convs the reference jumps away from every
+    // data-parallel run at the third step, most likely a pre-activation within rounding of zero
+    // on the other side of a ReLU. The errors this test is for (gradients not averaged, BN
+    // statistics not synced) move the weights by orders of magnitude more.
     for (int r = 0; r < world; ++r) check_same_state(results[r], reference, 3e-4);
   }
 }
