@@ -52,7 +52,7 @@ grep -q "keeping the checkpoint's global batch of 32 on 1 process: 32 images per
 resumed=$(sed -nE 's/.*resumed from .* step ([0-9]+) \(--auto-resume\).*/\1/p' "$dir/first.out" | head -1)
 [[ -n $resumed && $resumed -ge 70 ]] || { echo "FAIL: resumed at step '$resumed', not from the last checkpoint"; exit 1; }
 # Step records: the first of attempt 0 (step 5) and the first after the resume.
-first_loss=$(grep '"type":"step"' "$dir/log.jsonl" | head -1 | sed -E 's/.*"loss":([^,}]*).*/\1/')
+first_loss=$(grep -m1 '"type":"step"' "$dir/log.jsonl" | sed -E 's/.*"loss":([^,}]*).*/\1/')
 after=$(grep '"type":"step"' "$dir/log.jsonl" | grep -E "\"step\":$((resumed + 5))[,}]" | tail -1)
 after_loss=$(sed -E 's/.*"loss":([^,}]*).*/\1/' <<<"$after")
 last_step=$(grep '"type":"step"' "$dir/log.jsonl" | tail -1 | sed -E 's/.*"step":([0-9]+).*/\1/')
