@@ -192,9 +192,17 @@ void uncropped_backward(T* dx, GemmResult<T>* dw, const T* dy, const T* x, const
     }
   }
   if (dx && input_grad_is_conv(g)) return flipped_conv_backward(dx, dw, dy, x, w, N, g);
-  // dx alone (dw went direct, or is not wanted), not a conv: where the position classes apply
-  // (strided convs with 32 channels or more, small images) they multiply no padding and
-  // col2im's strided adds become runs; measured in docs/measurements.md.
+  if constexpr (kHasDirectPath<T>) {
+    if (dx && strided_input_grad_applies<T>(g)) {  // Note [Strided input gradient]
+      strided_input_grad(dx, dy, w, N, g);
+      if (!dw) return;
+      dx = nullptr;
+    }
+  }
+  // dx alone (dw went direct, or is not wanted), not a conv, and not the strided input gradient
+  // (AVX2, or rows shorter than 7): where the position classes apply (strided convs with 32
+  // channels or more, small images) they multiply no padding and col2im's strided adds become
+  // runs; measured in docs/measurements.md.
   if constexpr (!std::is_same_v<T, BFloat16>)
     if (dx && !dw && position_classes_apply(g))
       return position_classes_backward<T>(dx, nullptr, dy, x, w, N, g);

@@ -22,6 +22,9 @@
 //                                (Note [Direct convolution]);
 //   conv2d_direct_weight_grad.cpp  its weight gradient on AVX512-BF16 (bf16) and AVX-512 or AVX2
 //                                (f32) (Note [Direct weight gradient]);
+//   conv2d_strided_input_grad.cpp  bf16 on AVX512-BF16 and f32 on AVX-512: dx of stride-2 convs
+//                                straight from dy, each parity class of dx with its own taps
+//                                (Note [Strided input gradient]);
 //   conv2d_stem_weight_grad.cpp  the f32 weight gradient of convs with at most 4 input channels on
 //                                AVX-512, output channels in the lanes (Note [Stem weight
 //                                gradient]);
@@ -173,8 +176,9 @@ void im2col_conv_forward(T* y, const T* x, const T* w, const T* bias, int64_t N,
 // dx and dw (either may be null) of a conv every tap of which meets the image: dw by Winograd
 // where winograd_weight_grad_applies (f32), by the stem weight gradient where
 // stem_weight_grad_applies (f32), else directly where direct_weight_grad_applies; dx
-// through the flipped conv where input_grad_is_conv, alone by the position classes where they
-// apply; else by im2col + GEMM + col2im.
+// through the flipped conv where input_grad_is_conv, straight from dy where
+// strided_input_grad_applies, alone by the position classes where they apply; else by im2col +
+// GEMM + col2im.
 template <class T>
 void uncropped_backward(T* dx, GemmResult<T>* dw, const T* dy, const T* x, const T* w, int64_t N,
                         const ConvGeometry& g);
@@ -274,6 +278,19 @@ bool direct_weight_grad_applies(const ConvGeometry& g);
 // dw (K, C, R, S) as f32 sums, when direct_weight_grad_applies<T>(g).
 template <class T>
 void direct_weight_grad(float* dw, const T* dy, const T* x, int64_t N, const ConvGeometry& g);
+
+// ---- conv2d_strided_input_grad.cpp ---------------------------------------------------------
+
+// Whether dx of this conv comes straight from dy (Note [Strided input gradient]; T float or
+// BFloat16): bf16 on AVX512-BF16 without AMX, f32 on AVX-512 for kernels larger than 1x1; stride
+// 2, a kernel at most 3 wide with padding of at most 1 along the rows, 8 input channels or more,
+// images at least 7 wide.
+template <class T>
+bool strided_input_grad_applies(const ConvGeometry& g);
+
+// dx (N, C, H, W) of such a conv.
+template <class T>
+void strided_input_grad(T* dx, const T* dy, const T* w, int64_t N, const ConvGeometry& g);
 
 // ---- conv2d_stem_weight_grad.cpp -----------------------------------------------------------
 

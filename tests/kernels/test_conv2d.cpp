@@ -133,7 +133,8 @@ std::vector<ConvCase> sweep_cases() {
 // and 32 -> 48 in dx), a partial vector (40 outputs), bias, stride 2 (3x3 and 1x1, 13 rows to 7).
 // There the weight gradient comes straight from dy and x too (Note [Direct weight gradient]) for
 // resnet20's first stage, for 32 -> 48 channels on 14x14, for 16 <-> 64 on 7x7, and for strided
-// convs, one with 32 input channels whose dx then goes by the position classes. And a strided
+// convs, one with 32 input channels whose dx then goes by the position classes (under
+// --isa=avx2; on AVX-512 by the strided input gradient). And a strided
 // conv whose weight gradient (40 x 189) is summed through whole and partial 32 x 32 tiles, and
 // rows too wide for im2col's register permutes (more than 64 pixels), whose runs are long enough
 // for the walk's vector copies: 35-36 entries at stride 2, 70 at stride 1.
@@ -154,6 +155,23 @@ std::vector<ConvCase> direct_path_cases() {
           {{2, 10, 18, 18}, {7, 10, 5, 5}, 1, 1, 0, 0, true},
           {{2, 5, 28, 26}, {7, 5, 5, 5}, 1, 1, 0, 0, true},
           {{3, 6, 12, 11}, {5, 6, 5, 5}, 1, 1, 0, 0, true}};
+}
+
+// Cases for the strided input gradient (Note [Strided input gradient]), which f32 on AVX-512 and
+// bf16 on AVX512-BF16 take: resnet20's downsampling conv (pieces of 28 dx positions) and its 1x1
+// shortcut (bf16 only: two vectors of channels, pieces of 14, odd rows and columns all zero);
+// 7x7 images (pieces of 8, two vectors of channels); rows of 30 (two pieces, the second mostly
+// past the row), odd heights, a partial vector of input channels and an odd count of output
+// channels (a bf16 pair half zero); no padding (the dy column left of a row, zero); a 2x2 kernel
+// padded along the rows only; a 5-row kernel with padding 2 on rows of 8 (pieces of 8, one vector).
+std::vector<ConvCase> strided_input_grad_cases() {
+  return {{{2, 16, 28, 28}, {32, 16, 3, 3}, 2, 2, 1, 1, false},
+          {{2, 32, 14, 14}, {64, 32, 1, 1}, 2, 2, 0, 0, false},
+          {{2, 64, 7, 7}, {24, 64, 3, 3}, 2, 2, 1, 1, true},
+          {{2, 24, 31, 30}, {21, 24, 3, 3}, 2, 2, 1, 1, true},
+          {{3, 40, 9, 9}, {17, 40, 3, 3}, 2, 2, 0, 0, false},
+          {{2, 8, 12, 16}, {5, 8, 2, 2}, 2, 2, 1, 0, true},
+          {{2, 16, 11, 8}, {8, 16, 5, 3}, 2, 2, 2, 1, false}};
 }
 
 // Every case at every thread count: random inputs of `dtype`, forward and backward against the
@@ -292,8 +310,8 @@ TEST_CASE("conv2d in bf16 matches the f64 reference of the same bf16 values over
   // direct one too; elsewhere the conv widens to f32. Either way each result is rounded to bf16
   // once: within half a bf16 ulp (2^-8 relative) of the exact value, plus f32 summation error.
   std::vector<ConvCase> cases = sweep_cases();
-  const std::vector<ConvCase> direct = direct_path_cases();
-  cases.insert(cases.end(), direct.begin(), direct.end());
+  for (const auto& more : {direct_path_cases(), strided_input_grad_cases()})
+    cases.insert(cases.end(), more.begin(), more.end());
   check_against_reference({1, 3}, cases, DType::bf16, std::ldexp(1.0, -8) * 1.01, 17);
 }
 
@@ -398,8 +416,8 @@ TEST_CASE("conv2d in f32 matches the reference over every path") {
   // convs whose column matrix has long rows (20), the resnet18 stem's kernel, and the direct
   // path's cases.
   std::vector<ConvCase> cases = sweep_cases();
-  const std::vector<ConvCase> direct = direct_path_cases();
-  cases.insert(cases.end(), direct.begin(), direct.end());
+  for (const auto& more : {direct_path_cases(), strided_input_grad_cases()})
+    cases.insert(cases.end(), more.begin(), more.end());
   cases.insert(cases.end(), {{{2, 3, 40, 36}, {4, 3, 3, 3}, 2, 2, 1, 1, true},
                              {{2, 1, 28, 28}, {8, 1, 7, 7}, 2, 2, 3, 3, false},
                              {{3, 16, 28, 28}, {8, 16, 3, 3}, 2, 2, 1, 1, true}});
