@@ -84,7 +84,7 @@ const char* isa_name(Isa level) {
   return "?";
 }
 
-const CpuFeatures& cpu_features() {
+const CpuFeatures& detect_cpu_features() {
   static const CpuFeatures features = [] {
     CpuFeatures f;
     f.isa = capped(hardware_isa(f.limited), f.limited);
