@@ -251,15 +251,22 @@ template <class Lanes>
 std::vector<typename Lanes::Word> pack_weight_words(const typename Lanes::Value* w, int64_t group,
                                                     const ConvGeometry& g, const DirectLayout& d) {
   constexpr int per = Lanes::kValuesPerWord;
-  const int64_t taps = g.R * g.S;
-  std::vector<typename Lanes::Word> wp(taps * d.words * d.k_tiles * kTile, 0);
-  // In parallel: every call packs before any of its images can start.
-#pragma omp parallel for schedule(static)
-  for (int64_t k = 0; k < g.K; ++k)
-    for (int64_t c = 0; c < g.C; ++c)
-      for (int64_t tap = 0; tap < taps; ++tap)
-        Lanes::place(wp[((k / group * taps + tap) * d.words + c / per) * group + k % group],
-                     w[(k * g.C + c) * taps + tap], c % per);
+  const int64_t taps = g.R * g.S, groups = d.k_tiles * kTile / group;
+  std::vector<typename Lanes::Word> wp(taps * d.words * groups * group);
+  // In parallel: every call packs before any of its images can start. Each word is built whole
+  // and stored in order (the weights are read at a stride instead).
+#pragma omp parallel for schedule(static) collapse(2)
+  for (int64_t kg = 0; kg < groups; ++kg)
+    for (int64_t tap = 0; tap < taps; ++tap)
+      for (int64_t word = 0; word < d.words; ++word) {
+        auto* out = wp.data() + ((kg * taps + tap) * d.words + word) * group;
+        for (int64_t lane = 0, k = kg * group; lane < group; ++lane, ++k) {
+          typename Lanes::Word packed{};
+          for (int64_t place = 0, c = word * per; place < per && c < g.C; ++place, ++c)
+            if (k < g.K) Lanes::place(packed, w[(k * g.C + c) * taps + tap], place);
+          out[lane] = packed;
+        }
+      }
   return wp;
 }
 
