@@ -284,18 +284,9 @@ RG_DIRECT void row_piece(typename Lanes::Value* y, const typename Lanes::Word* x
     for (int v = 0; v < KB; ++v) acc[q][v] = _mm512_setzero_ps();
   const auto* w = wp + kv0 * kTile;  // tap after tap, word after word
   for (int64_t r = 0; r < g.R; ++r)
-    for (int64_t s = 0; s < g.S; ++s) {
+    for (int64_t s = 0; s < g.S; ++s, w += d.words * lanes) {
       const auto* x = xp + (p * g.stride_h + r) * d.Wp + q0 * SW + s;
-      for (int64_t word = 0; word < d.words; ++word, x += d.plane, w += lanes) {
-        __m512i weights[KB];
-#pragma GCC unroll 4
-        for (int v = 0; v < KB; ++v) weights[v] = _mm512_loadu_si512(w + v * kTile);
-#pragma GCC unroll 28
-        for (int q = 0; q < NQ; ++q)
-#pragma GCC unroll 4
-          for (int v = 0; v < KB; ++v)
-            acc[q][v] = Lanes::multiply_add(acc[q][v], x[q * SW], weights[v]);
-      }
+      multiply_words<Lanes, KB, NQ, SW, 1, 0>(acc, x, w, d.words, d.plane, lanes);
     }
   const int64_t stored = std::min<int64_t>(NQ, g.Q - q0);
 #pragma GCC unroll 4

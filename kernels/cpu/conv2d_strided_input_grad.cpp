@@ -124,18 +124,8 @@ RG_DIRECT inline __attribute__((always_inline)) void add_columns(
     int64_t r, int64_t cv0, const ConvGeometry& g, const StridedLayout& d) {
   const int64_t lanes = d.c_tiles * kLanes;
   for (const AxisTap& s : d.columns[Parity]) {
-    const auto* at = x + s.offset;
     const auto* w = wp + (r * g.S + s.tap) * d.words * lanes + cv0 * kLanes;
-    for (int64_t word = 0; word < d.words; ++word, at += d.plane, w += lanes) {
-      __m512i weights[KB];
-#pragma GCC unroll 2
-      for (int v = 0; v < KB; ++v) weights[v] = _mm512_loadu_si512(w + v * kLanes);
-#pragma GCC unroll 14
-      for (int j = 0; j < NJ; ++j)
-#pragma GCC unroll 2
-        for (int v = 0; v < KB; ++v)
-          acc[2 * j + Parity][v] = Lanes::multiply_add(acc[2 * j + Parity][v], at[j], weights[v]);
-    }
+    multiply_words<Lanes, KB, NJ, 1, 2, Parity>(acc, x + s.offset, w, d.words, d.plane, lanes);
   }
 }
 

@@ -1,7 +1,7 @@
-// The two element types of the direct convolution's AVX-512 kernels (conv2d_direct.cpp and
-// conv2d_direct_weight_grad.cpp, which are templates over these): what a 32-bit word of their
-// packed operands holds, and how 16 f32 sums take the product of one word, broadcast, with a
-// vector of 16 words.
+// The two element types of the direct convolution's AVX-512 kernels (conv2d_direct.cpp,
+// conv2d_direct_weight_grad.cpp, conv2d_strided_input_grad.cpp, which are templates over these):
+// what a 32-bit word of their packed operands holds, how 16 f32 sums take the product of one
+// word, broadcast, with a vector of 16 words, and the register block of the row kernels.
 //   F32Lanes:  one f32 value a word; a fused multiply-add.
 //   Bf16Lanes: two bf16 values a word (neighbouring channels, or the same position of two
 //              images), low one first; a VDPBF16PS pair dot product, also into f32 sums.
@@ -66,5 +66,28 @@ struct Bf16Lanes {
 // The lanes of a dtype: F32Lanes for float, Bf16Lanes for BFloat16.
 template <class T>
 using LanesOf = std::conditional_t<std::is_same_v<T, float>, F32Lanes, Bf16Lanes>;
+
+// The register block of the row kernels (conv2d_direct.cpp, conv2d_strided_input_grad.cpp): for
+// each of `words` words, KB vectors of 16 weights (w, then `lanes` words on) times NQ inputs
+// broadcast one at a time (x[q * SX], then `plane` words on), into acc[STEP * q + FIRST][v].
+template <class Lanes, int KB, int NQ, int SX, int STEP, int FIRST, int ROWS>
+RG_DIRECT inline __attribute__((always_inline)) void multiply_words(__m512 (&acc)[ROWS][KB],
+                                                                    const typename Lanes::Word* x,
+                                                                    const typename Lanes::Word* w,
+                                                                    int64_t words, int64_t plane,
+                                                                    int64_t lanes) {
+  static_assert(STEP * (NQ - 1) + FIRST < ROWS, "the block's sums");
+  for (int64_t word = 0; word < words; ++word, x += plane, w += lanes) {
+    __m512i weights[KB];
+#pragma GCC unroll 4
+    for (int v = 0; v < KB; ++v) weights[v] = _mm512_loadu_si512(w + v * 16);
+#pragma GCC unroll 28
+    for (int q = 0; q < NQ; ++q)
+#pragma GCC unroll 4
+      for (int v = 0; v < KB; ++v)
+        acc[STEP * q + FIRST][v] =
+            Lanes::multiply_add(acc[STEP * q + FIRST][v], x[q * SX], weights[v]);
+  }
+}
 
 }  // namespace ringgrad::kernels::cpu
