@@ -16,7 +16,6 @@
 #include "kernels/batchnorm_math.h"
 #include "kernels/cast_math.h"
 #include "kernels/cpu/batchnorm_planes.h"
-#include "kernels/cpu/cpu_features.h"
 #include "kernels/elementwise_math.h"
 
 namespace ringgrad::kernels::cpu {
@@ -47,16 +46,14 @@ V* scratch(int64_t size) {
 // A block's row holds at most about kRunValues values: its sums and coefficients stay in L1.
 constexpr int64_t kRunValues = 4096;
 
-// Runs f(block) for blocks of whole channels in parallel. A block's row holds at most about
-// kRunValues values, the whole block at most a quarter of L2 (its second pass reads it from
-// there), and each thread gets two blocks where there are channels enough.
+// Runs f(block) for blocks of whole channels in parallel: the one-pass loops (SyncBatchNorm's
+// split functions, the eval forward). A block's row holds at most about kRunValues values, and
+// each thread gets two blocks where there are channels enough.
 template <class F>
-void for_each_block(Layout l, int64_t value_bytes, F&& f) {
+void for_each_block(Layout l, F&& f) {
   if (l.c == 0) return;
   const int64_t threads = omp_get_max_threads();
-  const int64_t channel_bytes = std::max<int64_t>(1, l.n * l.hw * value_bytes);
-  int64_t channels = std::min(kRunValues / l.hw, cpu_features().l2_bytes / 4 / channel_bytes);
-  channels = std::min(channels, (l.c + 2 * threads - 1) / (2 * threads));
+  int64_t channels = std::min(kRunValues / l.hw, (l.c + 2 * threads - 1) / (2 * threads));
   channels = std::clamp<int64_t>(channels, 1, l.c);
   const int64_t blocks = (l.c + channels - 1) / channels;
 #pragma omp parallel for schedule(static)
@@ -265,18 +262,22 @@ void block_backward_apply(T* dx, const T* dy, const T* y, const T* x, Layout l, 
   block_backward_apply_rows<T, false>(dx, dy, y, x, l, b, spread_factors);
 }
 
-// The two passes of a fused forward or backward with several threads, each thread taking a
-// fixed run of whole images for both, as the convolutions around batch norm split their work:
-// the images a thread's conv wrote are still in that core's cache when its batch norm reads
-// them, and its output is where the next conv's thread reads it (by channel blocks over all the
-// images, half the data would move between cores at each layer). Within a run the channels go
-// in blocks of `channels` (run_channels). first(run, offset, block, partial) puts the per-channel
-// sums of the block's channels in the run (run: the layout of images [n0, n1), offset: where image
-// n0 starts) into partial (2 x C, indexed by channel); once every thread's are in, finish(c, sum)
-// gets channel c's two sums, the threads' partials added in thread order; then second(run, offset,
-// block) over the same blocks.
+// The two passes of a fused forward or backward, each thread taking a fixed run of whole images
+// for both, as the convolutions around batch norm split their work: the images a thread's conv
+// wrote are still in that core's cache when its batch norm reads them, and its output is where
+// the next conv's thread reads it (by channel blocks over all the images, half the data would
+// move between cores at each layer). One thread takes all the images, in the order memory is in:
+// a block of one channel over all images would be read as N planes a tensor apart (1.5 KiB each
+// in bf16 on resnet20's first layer), too short for the hardware prefetcher, and the passes
+// measured up to twice as slow that way although their second pass then found the block in L2
+// (docs/measurements.md). Within a run the channels go in blocks of `channels` (run_channels).
+// first(run, offset, block, partial) puts the per-channel sums of the block's channels in the run
+// (run: the layout of images [n0, n1), offset: where image n0 starts) into partial (2 x C, indexed
+// by channel); once every thread's are in, finish(c, sum) gets channel c's two sums, the threads'
+// partials added in thread order; then second(run, offset, block) over the same blocks.
 template <class First, class Finish, class Second>
 void in_image_runs(Layout l, int64_t channels, First&& first, Finish&& finish, Second&& second) {
+  if (l.n == 0 || l.c == 0) return;
   const int threads = static_cast<int>(std::min<int64_t>(omp_get_max_threads(), l.n));
   std::vector<double> partials(threads * 2 * l.c, 0.0);
 #pragma omp parallel num_threads(threads)
@@ -313,21 +314,17 @@ int64_t run_channels(Layout l) {
   return std::clamp<int64_t>(kRunValues / l.hw, 1, l.c);
 }
 
-// Whether the fused passes go by image runs: with more than one thread (one thread keeps the
-// channel blocks over all images, whose second pass reads the block from L2).
-bool by_image_runs(Layout l) { return omp_get_max_threads() > 1 && l.n > 1 && l.c > 0; }
-
 }  // namespace
 
 template <class T>
 void channel_sums_loop(const T* x, Layout l, double* sum, double* sum_sq) {
-  for_each_block(l, sizeof(T), [&](Block b) { block_sums(x, l, b, sum + b.c0, sum_sq + b.c0); });
+  for_each_block(l, [&](Block b) { block_sums(x, l, b, sum + b.c0, sum_sq + b.c0); });
 }
 
 template <class T>
 void apply_loop(T* y, const T* x, Layout l, const double* mean, const double* scale,
                 const double* beta, Epilogue<T> epilogue) {
-  for_each_block(l, 2 * sizeof(T), [&](Block b) {
+  for_each_block(l, [&](Block b) {
     block_apply(y, x, l, b, mean + b.c0, scale + b.c0, beta + b.c0, epilogue);
   });
 }
@@ -335,7 +332,7 @@ void apply_loop(T* y, const T* x, Layout l, const double* mean, const double* sc
 template <class T>
 void backward_reduce_loop(const T* dy, const T* x, Layout l, const double* mean, double* sum_dy,
                           double* sum_dy_xmu) {
-  for_each_block(l, 2 * sizeof(T), [&](Block b) {
+  for_each_block(l, [&](Block b) {
     block_backward_sums<T>(dy, nullptr, x, nullptr, l, b, mean + b.c0, sum_dy + b.c0,
                            sum_dy_xmu + b.c0);
   });
@@ -344,7 +341,7 @@ void backward_reduce_loop(const T* dy, const T* x, Layout l, const double* mean,
 template <class T>
 void backward_apply_loop(T* dx, const T* dy, const T* x, Layout l, const double* mean,
                          const InputGradFactors* factors) {
-  for_each_block(l, 3 * sizeof(T), [&](Block b) {
+  for_each_block(l, [&](Block b) {
     block_backward_apply<T>(dx, dy, nullptr, x, l, b, mean + b.c0, factors + b.c0);
   });
 }
@@ -354,41 +351,24 @@ void fused_forward_train_loop(T* y, const T* x, Layout l, const double* gamma, c
                               double eps, double* mean, double* invstd, double* var,
                               Epilogue<T> epilogue) {
   const double count = l.count();
-  if (by_image_runs(l)) {
-    std::vector<double> scale(l.c);
-    return in_image_runs(
-        l, run_channels<T>(l),
-        [&](Layout run, int64_t offset, Block b, double* sums) {
-          block_sums(x + offset, run, b, sums + b.c0, sums + l.c + b.c0);
-        },
-        [&](int64_t c, const double* sum) {
-          var[c] = bn_biased_var(sum[0], sum[1], count);
-          mean[c] = sum[0] / count;
-          invstd[c] = bn_invstd(var[c], eps);
-          scale[c] = invstd[c] * gamma[c];
-        },
-        [&](Layout run, int64_t offset, Block b) {
-          const Epilogue<T> e{epilogue.residual ? epilogue.residual + offset : nullptr,
-                              epilogue.relu};
-          block_apply(y + offset, x + offset, run, b, mean + b.c0, scale.data() + b.c0, beta + b.c0,
-                      e);
-        });
-  }
-  for_each_block(l, 2 * sizeof(T), [&](Block b) {
-    const int64_t channels = b.c1 - b.c0;
-    double* sums = scratch<double, kChannelValues>(3 * channels);  // sum, sum_sq, scale
-    double* sum_sq = sums + channels;
-    double* scale = sum_sq + channels;
-    block_sums(x, l, b, sums, sum_sq);
-    for (int64_t i = 0; i < channels; ++i) {
-      const int64_t c = b.c0 + i;
-      var[c] = bn_biased_var(sums[i], sum_sq[i], count);
-      mean[c] = sums[i] / count;
-      invstd[c] = bn_invstd(var[c], eps);
-      scale[i] = invstd[c] * gamma[c];
-    }
-    block_apply(y, x, l, b, mean + b.c0, scale, beta + b.c0, epilogue);
-  });
+  std::vector<double> scale(l.c);
+  in_image_runs(
+      l, run_channels<T>(l),
+      [&](Layout run, int64_t offset, Block b, double* sums) {
+        block_sums(x + offset, run, b, sums + b.c0, sums + l.c + b.c0);
+      },
+      [&](int64_t c, const double* sum) {
+        var[c] = bn_biased_var(sum[0], sum[1], count);
+        mean[c] = sum[0] / count;
+        invstd[c] = bn_invstd(var[c], eps);
+        scale[c] = invstd[c] * gamma[c];
+      },
+      [&](Layout run, int64_t offset, Block b) {
+        const Epilogue<T> e{epilogue.residual ? epilogue.residual + offset : nullptr,
+                            epilogue.relu};
+        block_apply(y + offset, x + offset, run, b, mean + b.c0, scale.data() + b.c0, beta + b.c0,
+                    e);
+      });
 }
 
 template <class T>
@@ -396,45 +376,28 @@ void fused_backward_loop(T* dx, T* dresidual, const T* dy, const T* y, const T* 
                          const double* mean, const double* invstd, const double* gamma,
                          double* sum_dy, double* sum_dy_xhat) {
   const double count = l.count();
-  if (by_image_runs(l)) {
-    std::vector<InputGradFactors> factors(l.c);
-    auto at = [](auto* p, int64_t offset) { return p ? p + offset : nullptr; };
-    return in_image_runs(
-        l, run_channels<T>(l),
-        [&](Layout run, int64_t offset, Block b, double* sums) {
-          block_backward_sums(dy + offset, at(y, offset), x + offset, at(dresidual, offset), run, b,
-                              mean + b.c0, sums + b.c0, sums + l.c + b.c0);
-        },
-        [&](int64_t c, const double* sum) {
-          sum_dy[c] = sum[0];
-          sum_dy_xhat[c] = sum[1] * invstd[c];  // sum g * (x - mean) * invstd
-          factors[c] = input_grad_factors(gamma[c], invstd[c], sum_dy[c], sum_dy_xhat[c], count);
-        },
-        [&](Layout run, int64_t offset, Block b) {
-          if (!dx) return;
-          // The masked gradient, already written to dresidual, is read back instead of dy and y.
-          if (dresidual)
-            return block_backward_apply<T>(dx + offset, dresidual + offset, nullptr, x + offset,
-                                           run, b, mean + b.c0, factors.data() + b.c0);
-          block_backward_apply(dx + offset, dy + offset, at(y, offset), x + offset, run, b,
-                               mean + b.c0, factors.data() + b.c0);
-        });
-  }
-  for_each_block(l, 3 * sizeof(T), [&](Block b) {
-    const int64_t channels = b.c1 - b.c0;
-    InputGradFactors* factors = scratch<InputGradFactors, kChannelValues>(channels);
-    block_backward_sums(dy, y, x, dresidual, l, b, mean + b.c0, sum_dy + b.c0, sum_dy_xhat + b.c0);
-    for (int64_t i = 0; i < channels; ++i) {
-      const int64_t c = b.c0 + i;
-      sum_dy_xhat[c] *= invstd[c];  // sum g * (x - mean) * invstd
-      factors[i] = input_grad_factors(gamma[c], invstd[c], sum_dy[c], sum_dy_xhat[c], count);
-    }
-    if (!dx) return;
-    // The masked gradient, already written to dresidual, is read back instead of dy and y.
-    if (dresidual)
-      return block_backward_apply<T>(dx, dresidual, nullptr, x, l, b, mean + b.c0, factors);
-    block_backward_apply(dx, dy, y, x, l, b, mean + b.c0, factors);
-  });
+  std::vector<InputGradFactors> factors(l.c);
+  auto at = [](auto* p, int64_t offset) { return p ? p + offset : nullptr; };
+  in_image_runs(
+      l, run_channels<T>(l),
+      [&](Layout run, int64_t offset, Block b, double* sums) {
+        block_backward_sums(dy + offset, at(y, offset), x + offset, at(dresidual, offset), run, b,
+                            mean + b.c0, sums + b.c0, sums + l.c + b.c0);
+      },
+      [&](int64_t c, const double* sum) {
+        sum_dy[c] = sum[0];
+        sum_dy_xhat[c] = sum[1] * invstd[c];  // sum g * (x - mean) * invstd
+        factors[c] = input_grad_factors(gamma[c], invstd[c], sum_dy[c], sum_dy_xhat[c], count);
+      },
+      [&](Layout run, int64_t offset, Block b) {
+        if (!dx) return;
+        // The masked gradient, already written to dresidual, is read back instead of dy and y.
+        if (dresidual)
+          return block_backward_apply<T>(dx + offset, dresidual + offset, nullptr, x + offset, run,
+                                         b, mean + b.c0, factors.data() + b.c0);
+        block_backward_apply(dx + offset, dy + offset, at(y, offset), x + offset, run, b,
+                             mean + b.c0, factors.data() + b.c0);
+      });
 }
 
 #define RG_INSTANTIATE(T)                                                                        \
