@@ -8,9 +8,9 @@
 # where Gloo is weakest: 1,000 all-reduces of 8 bytes, Gloo against ringgrad, from PyTorch
 # (three rounds; with PyTorch's defaults, then with its flight recorder off). A rank that
 # cannot start (its port taken) ends the others within 15 minutes.
-#   PYTHON=/path/to/python bash bench/compare_ddp.sh [--steps N] [--model resnet20|resnet18]
+#   [PYTHON=/path/to/python] [ROUNDS=N] bash bench/compare_ddp.sh [--steps N] [--model resnet20|resnet18]
 # PYTHON: as bench_env.sh says (default: PyTorch 2.x in build/torch-venv, else Debian's 1.13,
-# which has no ringgrad column: the module needs torch 2.x).
+# which has no ringgrad column: the module needs torch 2.x). ROUNDS: as bench_env.sh says.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${BIN:-build/bin}
@@ -43,14 +43,27 @@ torch_ranks() {
 theirs() { torch_ranks bench/torch_ddp_throughput.py "${args[@]}" "$@" | grep img/s; }
 cpu_header
 echo "PyTorch $("$python" -c 'import torch; print(torch.__version__)') from $python"
-os=$(field "$(ours)" img/s); on=$(field "$(ours --no-sync)" img/s)
-ts=$(field "$(theirs)" img/s); tn=$(field "$(theirs --no-sync)" img/s)
-ob=$(field "$(ours --amp bf16)" img/s); tb=$(field "$(theirs --amp bf16)" img/s)
-cf=$(field "$(theirs --channels-last)" img/s); cb=$(field "$(theirs --channels-last --amp bf16)" img/s)
-rs=0 rn=0
-if ((with_plugin)); then
-  rs=$(field "$(theirs --backend ringgrad)" img/s); rn=$(field "$(theirs --backend ringgrad --no-sync)" img/s)
-fi
+rounds=$(rounds)
+((rounds > 1)) && echo "each figure: the median of $rounds interleaved rounds"
+declare -A runs=()
+measure() {  # CELL COMMAND...: one more img/s for CELL
+  local cell=$1
+  shift
+  runs[$cell]+="$(field "$("$@")" img/s) "
+}
+for ((round = 0; round < rounds; round++)); do
+  measure os ours; measure on ours --no-sync
+  measure ts theirs; measure tn theirs --no-sync
+  measure ob ours --amp bf16; measure tb theirs --amp bf16
+  measure cf theirs --channels-last; measure cb theirs --channels-last --amp bf16
+  if ((with_plugin)); then
+    measure rs theirs --backend ringgrad; measure rn theirs --backend ringgrad --no-sync
+  fi
+done
+os=$(median "${runs[os]}") on=$(median "${runs[on]}") ts=$(median "${runs[ts]}")
+tn=$(median "${runs[tn]}") ob=$(median "${runs[ob]}") tb=$(median "${runs[tb]}")
+cf=$(median "${runs[cf]}") cb=$(median "${runs[cb]}") rs=0 rn=0
+if ((with_plugin)); then rs=$(median "${runs[rs]}") rn=$(median "${runs[rn]}"); fi
 printf '%-17s %10s %10s %9s\n' "" sync no_sync overhead
 awk -v os="$os" -v on="$on" -v ts="$ts" -v tn="$tn" -v rs="$rs" -v rn="$rn" -v ob="$ob" \
   -v tb="$tb" -v cf="$cf" -v cb="$cb" 'BEGIN {
