@@ -8,9 +8,9 @@
 // (a ResNet-18 on 28x28 images ends with hw = 4 and 1, where a loop per plane would run one to
 // four iterations). Each value's sums are kept per position of the run and folded per channel
 // at the end; per-channel coefficients are spread over the run once per block. On AVX-512, f32
-// and bf16 planes of 16 values or more go plane by plane instead (batchnorm_planes.h). With several
-// threads the fused passes split the images between them, as the convolutions do, and each thread
-// runs the same blocks over its own images (in_image_runs).
+// and bf16 planes of 16 values or more go plane by plane instead (batchnorm_planes.h). The fused
+// passes split the images between the threads, as the convolutions do, and each thread runs the
+// same blocks over its own images, in the order memory is in (in_image_runs).
 #pragma once
 #include <cstdint>
 

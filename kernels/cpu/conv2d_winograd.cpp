@@ -368,7 +368,8 @@ WinogradLayout winograd_layout(const ConvGeometry& g) {
 }
 
 // U[xi][c][Kp] = G w[k][c] G^T, zero for k >= K. In parallel: every call makes it before any of
-// its images can start.
+// its images can start. k is the inner loop, so that each grid point's values land side by side
+// in U's rows (with c inner, every store went to a line of its own).
 std::vector<float> transformed_weights(const float* w, const ConvGeometry& g,
                                        const WinogradLayout& d) {
   std::vector<float> u(kGrid * g.C * d.Kp, 0.0f);
@@ -379,8 +380,8 @@ std::vector<float> transformed_weights(const float* w, const ConvGeometry& g,
     out[3] = c;
   };
 #pragma omp parallel for schedule(static)
-  for (int64_t k = 0; k < g.K; ++k)
-    for (int64_t c = 0; c < g.C; ++c) {
+  for (int64_t c = 0; c < g.C; ++c)
+    for (int64_t k = 0; k < g.K; ++k) {
       const float* f = w + (k * g.C + c) * 9;
       float cols[3][4];  // G f, column by column
       for (int s = 0; s < 3; ++s) g_rows(f[s], f[3 + s], f[6 + s], cols[s]);
