@@ -1,7 +1,7 @@
 # Sourced by the compare_*.sh scripts: which PyTorch they compare against, a header that says
-# what the run was on, and the rounds each figure is the median of. PYTHON, when set, wins; else the PyTorch 2.x that scripts/install_torch.sh
-# put in build/torch-venv (the current release: the anchor for every speed claim), else
-# Debian's /usr/bin/python3 (PyTorch 1.13).
+# what the run was on, and the rounds each figure is the median of. PYTHON, when set, wins; else
+# the PyTorch 2.x that scripts/install_torch.sh put in build/torch-venv (the current release: the
+# anchor for every speed claim), else Debian's /usr/bin/python3 (PyTorch 1.13).
 default_python() {
   local venv=${BUILD_DIR:-build}/torch-venv/bin/python
   if [[ -x $venv ]] && "$venv" -c "import torch" 2>/dev/null; then echo "$venv"; else echo /usr/bin/python3; fi
