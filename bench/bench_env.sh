@@ -30,5 +30,6 @@ rounds() {
 # The median of the numbers in $1 (separated by spaces).
 median() {
   tr ' ' '\n' <<<"$1" | grep . | sort -g |
-    awk '{ v[NR] = $1 } END { printf "%.1f\n", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+    awk '{ v[NR] = $1 }
+      END { printf "%.1f\n", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }

@@ -8,7 +8,8 @@
 # where Gloo is weakest: 1,000 all-reduces of 8 bytes, Gloo against ringgrad, from PyTorch
 # (three rounds; with PyTorch's defaults, then with its flight recorder off). A rank that
 # cannot start (its port taken) ends the others within 15 minutes.
-#   [PYTHON=/path/to/python] [ROUNDS=N] bash bench/compare_ddp.sh [--steps N] [--model resnet20|resnet18]
+#   [PYTHON=/path/to/python] [ROUNDS=N] bash bench/compare_ddp.sh [--steps N]
+#     [--model resnet20|resnet18]
 # PYTHON: as bench_env.sh says (default: PyTorch 2.x in build/torch-venv, else Debian's 1.13,
 # which has no ringgrad column: the module needs torch 2.x). ROUNDS: as bench_env.sh says.
 set -euo pipefail
