@@ -168,9 +168,13 @@ TEST_CASE("ringgrad-run: under a file size limit the ranks of a host use unix so
 }
 
 TEST_CASE("ringgrad-run: a child a worker moved to its own session (setsid) ends with the job") {
-  // Killing the workers' process groups missed it, and it outlived the failed job.
+  // Killing the workers' process groups missed it, and it outlived the failed job. Rank 1 fails
+  // 2 s after the barrier: failing at once, the job could end before rank 0 had forked its child
+  // (a fresh-clone run saw one setsid file of two).
   TempDir dir;
-  auto r = run(probe_job("2", dir, {"--setsid-child", "1", "--fail-rank", "1", "--sleep", "120"}),
+  auto r = run(probe_job("2", dir,
+                         {"--setsid-child", "1", "--fail-rank", "1", "--fail-after-ms", "2000",
+                          "--sleep", "120"}),
                seconds(60));
   REQUIRE_FALSE(r.timed_out);
   CHECK(r.status.code == 1);
