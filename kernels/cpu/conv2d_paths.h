@@ -31,7 +31,8 @@
 //   conv2d_winograd.cpp          f32 3x3 stride-1 convs with two vectors of channels or more
 //                                (32 on AVX-512, 16 on AVX2, and on Zen 4 for the forward), forward
 //                                and weight gradient: F(2x2, 3x3), 16 multiplies for 4 outputs
-//                                instead of 36 (Note [Winograd convolution]).
+//                                instead of 36, or F(4x4, 3x3), 36 for 16 instead of 144 (Note
+//                                [Winograd convolution]).
 // Read conv2d_reference.cpp (the definition, plain loops) before any of them.
 #pragma once
 #include <algorithm>
@@ -303,10 +304,10 @@ void stem_weight_grad(float* dw, const float* dy, const float* x, int64_t N, con
 
 // ---- conv2d_winograd.cpp -------------------------------------------------------------------
 
-// Whether Winograd's F(2x2, 3x3) takes this f32 conv's forward (and so dx's): AVX2 or better, 3x3,
-// stride 1, padding of at most 2, at least 4 output tiles an image, two vectors of input and output
-// channels or more (32 on AVX-512, 16 on AVX2 and where AVX-512 runs as two 256-bit halves), and
-// the transformed weights within half of L2.
+// Whether Winograd's F(2x2, 3x3) or F(4x4, 3x3) takes this f32 conv's forward (and so dx's): AVX2
+// or better, 3x3, stride 1, padding of at most 2, two vectors of input and output channels or more
+// (32 on AVX-512, 16 on AVX2 and where AVX-512 runs as two 256-bit halves), and for one of the
+// tiles at least 4 of them an image and its transformed weights within 3/4 of L2.
 bool winograd_applies(const ConvGeometry& g);
 // Whether it takes the weight gradient: where it takes the forward, except at AVX2's width on an
 // AVX-512 CPU (no faster there than the direct weight gradient).

@@ -1,29 +1,32 @@
-// f32 3x3 stride-1 convolutions by Winograd's minimal filtering, F(2x2, 3x3), on AVX-512 or AVX2
-// (kernels/cpu/conv2d_paths.h): the forward (and so dx, the forward of the flipped conv,
-// conv2d_flipped_backward.cpp) and the weight gradient with fewer multiplies than any direct
-// method, at the price of transforming the operands.
+// f32 3x3 stride-1 convolutions by Winograd's minimal filtering, F(2x2, 3x3) and F(4x4, 3x3), on
+// AVX-512 or AVX2 (kernels/cpu/conv2d_paths.h): the forward (and so dx, the forward of the
+// flipped conv, conv2d_flipped_backward.cpp) and the weight gradient with fewer multiplies than
+// any direct method, at the price of transforming the operands.
 //
 // Note [Winograd convolution]
-// Cut the output into 2x2 tiles; tile (i, j) reads the 4x4 patch d of the padded input at rows
-// 2i.., columns 2j... Per input channel c and output channel k, with G (4x3), B^T and A^T (2x4)
-//   B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1],  G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1],
-//   A^T = [1 1 1 0; 0 1 -1 -1],
-// the tile of the conv is A^T [(G g G^T) . (B^T d B)] A, "." elementwise over the 4x4 grid: 16
-// multiplies for 4 outputs where the direct conv makes 36. Summed over c, the 16 grid points are
-// 16 independent matrix products,
-//   M[xi][tile][k] = sum_c V[xi][tile][c] U[xi][c][k]   (V = B^T d B, U = G g G^T, xi = 0..15),
+// Cut the output into m x m tiles; tile (i, j) reads the (m + 2) x (m + 2) patch d of the padded
+// input at rows m i.., columns m j... Per input channel c and output channel k, with matrices
+// G ((m + 2) x 3), B^T ((m + 2) x (m + 2)) and A^T (m x (m + 2)) built from m + 2 interpolation
+// points (F2x2 and F4x4 below), the tile of the conv is A^T [(G g G^T) . (B^T d B)] A, "."
+// elementwise over the grid of (m + 2)^2 points: 16 multiplies for 4 outputs at m = 2, 36 for 16
+// at m = 4, where the direct conv makes 9 an output. Summed over c, the grid points are as many
+// independent matrix products,
+//   M[xi][tile][k] = sum_c V[xi][tile][c] U[xi][c][k]   (V = B^T d B, U = G g G^T),
 // and each tile's outputs are A^T M A. U is made once a call; per image, x is packed with the
 // input channels in the lanes (a plane of vectors, padding zero), then per piece of a few tiles:
-// their V (adds and subtracts of vectors), the 16 products (a register block of the piece's tiles
-// x two vectors of output channels, one broadcast of V per tile and channel, as in the GEMM's
-// kernel), and their outputs into a staging plane that is transposed into y's rows at the end.
-// The transforms cost per channel what the products cost per channel pair, so the method gains
-// with many channels: faster than the direct path from two vectors of them (16 on AVX2, 32 on
-// AVX-512, 16 at AVX2's width where AVX-512 runs as two halves; winograd_width, and
-// docs/measurements.md for the figures). The rounding differs from a direct sum (the transforms
-// add and subtract before multiplying, by coefficients of 1 and 1/2) but stays at f32's level.
-// The weight gradient uses the same transforms the other way round (winograd_weight_grad).
-// Tested against the direct-loop reference by the conv2d tests.
+// their V (adds and subtracts of vectors), the products of every point (a register block of the
+// piece's tiles x two vectors of output channels, one broadcast of V per tile and channel, as in
+// the GEMM's kernel), and their outputs into a staging plane that is transposed into y's rows at
+// the end. The transforms cost per channel what the products cost per channel pair, so the
+// method gains with many channels: faster than the direct path from two vectors of them (16 on
+// AVX2, 32 on AVX-512, 16 at AVX2's width where AVX-512 runs as two halves; winograd_plan, and
+// docs/measurements.md for the figures). F(4x4) makes fewer multiplies an image than F(2x2) on
+// every image of 6x6 outputs or more (on 7x7, 4 tiles x 36 against 16 x 16), and the plan takes
+// the tile with fewer. The rounding differs from a direct sum: the transforms add and subtract
+// before multiplying, by coefficients up to 1/2 in F(2x2) and up to 8 in F(4x4), still at f32's
+// level (F4x4 says how its points were chosen). The weight
+// gradient uses the same transforms the other way round (winograd_weight_grad). Tested against
+// the direct-loop reference by the conv2d tests.
 #include <immintrin.h>
 #include <omp.h>
 
@@ -40,9 +43,8 @@ namespace ringgrad::kernels::cpu {
 
 namespace {
 
-constexpr int kGrid = 16;  // the 4x4 points xi of a tile's transform
-
 struct WinogradLayout {
+  int64_t tile;                         // outputs along a tile's side, F::kTile
   int64_t tile_rows, tile_cols, tiles;  // tiles per image
   int64_t Hp, Wp;                       // the packed plane: every tile's 4x4 patch inside it
   int64_t Cp, Kp;  // channels rounded up to the lanes, output channels to two vectors
@@ -55,8 +57,98 @@ struct Packing {
   int64_t channels, rows, cols, out_rows, out_cols, top, left;
 };
 
-// ---- the transforms: plain vector arithmetic, the same for either width ----------------------
-// (Templates without a target of their own, always inlined into the ISA's functions below.)
+// ---- the transforms -------------------------------------------------------------------------
+// F(m x m, 3x3) applies its matrices along one axis of a tile and then the other. Each transform
+// below is one such matrix applied to a column or row: B^T to a patch of the input, G to a
+// kernel's three taps, A^T to a grid of products; the weight gradient applies A to a tile of dy and
+// G^T to a grid of summed products. Templates over the value: floats for the kernels, vectors
+// (GCC's vector arithmetic, a float multiplies every lane) for the rest, always inlined into
+// the ISA's functions below.
+
+// F(2x2, 3x3): the interpolation points 0, 1, -1 and infinity.
+struct F2x2 {
+  static constexpr int kTile = 2, kPatch = 4, kGrid = 16;  // tile m, patch m + 2, points
+  template <class T>
+  [[gnu::always_inline]] static void input(const T d[4], T out[4]) {  // B^T d
+    out[0] = d[0] - d[2];
+    out[1] = d[1] + d[2];
+    out[2] = d[2] - d[1];
+    out[3] = d[1] - d[3];
+  }
+  template <class T>
+  [[gnu::always_inline]] static void output(const T p[4], T out[2]) {  // A^T p
+    out[0] = p[0] + p[1] + p[2];
+    out[1] = p[1] - p[2] - p[3];
+  }
+  template <class T>
+  [[gnu::always_inline]] static void gradient(const T z[2], T out[4]) {  // A z
+    out[0] = z[0];
+    out[1] = z[0] + z[1];
+    out[2] = z[0] - z[1];
+    out[3] = -z[1];
+  }
+  static void weights(const float f[3], float out[4]) {  // G f
+    out[0] = f[0];
+    out[1] = 0.5f * (f[0] + f[1] + f[2]);
+    out[2] = 0.5f * (f[0] - f[1] + f[2]);
+    out[3] = f[2];
+  }
+  static void weight_grad(const float p[4], float out[3]) {  // G^T p
+    out[0] = p[0] + 0.5f * (p[1] + p[2]);
+    out[1] = 0.5f * (p[1] - p[2]);
+    out[2] = 0.5f * (p[1] + p[2]) + p[3];
+  }
+};
+
+// F(4x4, 3x3): the points 0, 1, -1, 1/2, -2 and infinity. The usual 2 in place of 1/2 makes
+// every transform symmetric, but its error in the conv2d tests' f32 sums reached 3.3e-4 of the
+// f64 result where these points reach 1.3e-4 (a float simulation of the forward agreed: 8.4e-5
+// against 3.3e-5 at worst over 200 tiles of 64 channels).
+struct F4x4 {
+  static constexpr int kTile = 4, kPatch = 6, kGrid = 36;
+  template <class T>
+  [[gnu::always_inline]] static void input(const T d[6], T out[6]) {  // B^T d
+    const T a = d[4] - d[2], e = d[3] - d[1];
+    out[0] = d[0] - 1.5f * d[1] - 2.0f * d[2] + 1.5f * d[3] + d[4];
+    out[1] = d[4] - d[1] + 0.5f * d[2] + 2.5f * d[3];
+    out[2] = d[4] + d[1] - 2.5f * d[2] + 0.5f * d[3];
+    out[3] = a + 2.0f * e;
+    out[4] = a - 0.5f * e;
+    out[5] = d[1] - 1.5f * d[2] - 2.0f * d[3] + 1.5f * d[4] + d[5];
+  }
+  template <class T>
+  [[gnu::always_inline]] static void output(const T p[6], T out[4]) {  // A^T p
+    const T s = p[1] + p[2], d = p[1] - p[2];
+    out[0] = p[0] + s + p[3] + p[4];
+    out[1] = d + 0.5f * p[3] - 2.0f * p[4];
+    out[2] = s + 0.25f * p[3] + 4.0f * p[4];
+    out[3] = d + 0.125f * p[3] - 8.0f * p[4] + p[5];
+  }
+  template <class T>
+  [[gnu::always_inline]] static void gradient(const T z[4], T out[6]) {  // A z
+    const T even = z[0] + z[2], odd = z[1] + z[3];
+    out[0] = z[0];
+    out[1] = even + odd;
+    out[2] = even - odd;
+    out[3] = z[0] + 0.5f * z[1] + 0.25f * z[2] + 0.125f * z[3];
+    out[4] = z[0] - 2.0f * z[1] + 4.0f * z[2] - 8.0f * z[3];
+    out[5] = z[3];
+  }
+  static constexpr float kThird = 1.0f / 3, kFifteenth = 1.0f / 15;
+  static void weights(const float f[3], float out[6]) {  // G f
+    out[0] = f[0];
+    out[1] = kThird * (f[0] + f[1] + f[2]);
+    out[2] = kThird * (f[1] - f[0] - f[2]);
+    out[3] = -kFifteenth * (16 * f[0] + 8 * f[1] + 4 * f[2]);
+    out[4] = kFifteenth * (f[0] - 2 * f[1] + 4 * f[2]);
+    out[5] = f[2];
+  }
+  static void weight_grad(const float p[6], float out[3]) {  // G^T p
+    out[0] = p[0] + kThird * (p[1] - p[2]) + kFifteenth * (p[4] - 16 * p[3]);
+    out[1] = kThird * (p[1] + p[2]) - kFifteenth * (8 * p[3] + 2 * p[4]);
+    out[2] = kThird * (p[1] - p[2]) + kFifteenth * (4 * p[4] - 4 * p[3]) + p[5];
+  }
+};
 
 template <class V>
 [[gnu::always_inline]] inline void load(V& v, const float* p) {
@@ -67,74 +159,78 @@ template <class V>
   std::memcpy(p, &v, sizeof v);
 }
 
-// B^T d B of one 4 x 4 patch of channel vectors (d at `at`, `row` floats a row, kLanes a column),
-// point xi = 4u + v stored at out + xi * step.
-template <class V, int64_t kLanes>
+// B^T d B of one patch of channel vectors (d at `at`, `row` floats a row, kLanes a column),
+// point xi = kPatch u + v stored at out + xi * step.
+template <class F, class V, int64_t kLanes>
 [[gnu::always_inline]] inline void input_tile(float* out, int64_t step, const float* at,
                                               int64_t row) {
-  V e[4][4];
-#pragma GCC unroll 4
-  for (int v = 0; v < 4; ++v) {
-    V d[4];
-#pragma GCC unroll 4
-    for (int u = 0; u < 4; ++u) load(d[u], at + u * row + v * kLanes);
-    e[0][v] = d[0] - d[2];
-    e[1][v] = d[1] + d[2];
-    e[2][v] = d[2] - d[1];
-    e[3][v] = d[1] - d[3];
+  constexpr int P = F::kPatch;
+  V e[P][P];  // B^T d: e[u][v] is point u of column v
+#pragma GCC unroll 6
+  for (int v = 0; v < P; ++v) {
+    V d[P], col[P];
+#pragma GCC unroll 6
+    for (int u = 0; u < P; ++u) load(d[u], at + u * row + v * kLanes);
+    F::input(d, col);
+#pragma GCC unroll 6
+    for (int u = 0; u < P; ++u) e[u][v] = col[u];
   }
-#pragma GCC unroll 4
-  for (int u = 0; u < 4; ++u) {
-    store(out + (4 * u + 0) * step, e[u][0] - e[u][2]);
-    store(out + (4 * u + 1) * step, e[u][1] + e[u][2]);
-    store(out + (4 * u + 2) * step, e[u][2] - e[u][1]);
-    store(out + (4 * u + 3) * step, e[u][1] - e[u][3]);
+#pragma GCC unroll 6
+  for (int u = 0; u < P; ++u) {
+    V r[P];
+    F::input(e[u], r);
+#pragma GCC unroll 6
+    for (int v = 0; v < P; ++v) store(out + (P * u + v) * step, r[v]);
   }
 }
 
-// A^T m A of one tile's 16 points (point xi at m + xi * step): its 2 x 2 outputs, row a at
-// out + a * row, the second column `kLanes` floats after the first.
-template <class V, int64_t kLanes>
+// A^T m A of one tile's grid (point xi at m + xi * step): its kTile x kTile outputs, row a at
+// out + a * row, column b kLanes * b floats after the row's first.
+template <class F, class V, int64_t kLanes>
 [[gnu::always_inline]] inline void output_tile(float* out, int64_t row, const float* m,
                                                int64_t step) {
-  V r[2][4];
+  constexpr int P = F::kPatch, T = F::kTile;
+  V r[T][P];  // A^T m: r[a][v] is output row a of column v
+#pragma GCC unroll 6
+  for (int v = 0; v < P; ++v) {
+    V p[P], col[T];
+#pragma GCC unroll 6
+    for (int u = 0; u < P; ++u) load(p[u], m + (P * u + v) * step);
+    F::output(p, col);
 #pragma GCC unroll 4
-  for (int v = 0; v < 4; ++v) {
-    V p[4];
-#pragma GCC unroll 4
-    for (int u = 0; u < 4; ++u) load(p[u], m + (4 * u + v) * step);
-    r[0][v] = p[0] + p[1] + p[2];
-    r[1][v] = p[1] - p[2] - p[3];
+    for (int a = 0; a < T; ++a) r[a][v] = col[a];
   }
-#pragma GCC unroll 2
-  for (int a = 0; a < 2; ++a) {
-    store(out + a * row, r[a][0] + r[a][1] + r[a][2]);
-    store(out + a * row + kLanes, r[a][1] - r[a][2] - r[a][3]);
+#pragma GCC unroll 4
+  for (int a = 0; a < T; ++a) {
+    V o[T];
+    F::output(r[a], o);
+#pragma GCC unroll 4
+    for (int b = 0; b < T; ++b) store(out + a * row + b * kLanes, o[b]);
   }
 }
 
-// A dy A^T (A^T above: A is 4 x 2) of one 2 x 2 tile of output-gradient vectors (at `at`,
-// `row` floats a row), point xi at out + xi * step: the weight gradient's transform of dy.
-template <class V, int64_t kLanes>
+// A dy A^T of one kTile x kTile tile of output-gradient vectors (at `at`, `row` floats a row),
+// point xi at out + xi * step: the weight gradient's transform of dy.
+template <class F, class V, int64_t kLanes>
 [[gnu::always_inline]] inline void gradient_tile(float* out, int64_t step, const float* at,
                                                  int64_t row) {
-  V z[4][2];
-#pragma GCC unroll 2
-  for (int b = 0; b < 2; ++b) {
-    V top, bottom;
-    load(top, at + b * kLanes);
-    load(bottom, at + row + b * kLanes);
-    z[0][b] = top;
-    z[1][b] = top + bottom;
-    z[2][b] = top - bottom;
-    z[3][b] = -bottom;
-  }
+  constexpr int P = F::kPatch, T = F::kTile;
+  V z[P][T];  // A dy: z[u][b] is point u of column b
 #pragma GCC unroll 4
-  for (int u = 0; u < 4; ++u) {
-    store(out + (4 * u + 0) * step, z[u][0]);
-    store(out + (4 * u + 1) * step, z[u][0] + z[u][1]);
-    store(out + (4 * u + 2) * step, z[u][0] - z[u][1]);
-    store(out + (4 * u + 3) * step, -z[u][1]);
+  for (int b = 0; b < T; ++b) {
+    V dy[T], col[P];
+#pragma GCC unroll 4
+    for (int a = 0; a < T; ++a) load(dy[a], at + a * row + b * kLanes);
+    F::gradient(dy, col);
+#pragma GCC unroll 6
+    for (int u = 0; u < P; ++u) z[u][b] = col[u];
+  }
+#pragma GCC unroll 6
+  for (int u = 0; u < P; ++u) {
+    V r[P];
+    F::gradient(z[u], r);
+#pragma GCC unroll 6
+    for (int v = 0; v < P; ++v) store(out + (P * u + v) * step, r[v]);
   }
 }
 
@@ -142,40 +238,42 @@ template <class V, int64_t kLanes>
 // `step` floats after point xi - 1), and the outputs of M[xi][t][Kp] into the staging plane
 // (Kp / lanes blocks of 2TH x 2TW vectors); for the weight gradient, Y[xi][t][Kp] from dy
 // packed as that staging plane.
-template <class V, int64_t kLanes>
+template <class F, class V, int64_t kLanes>
 [[gnu::always_inline]] inline void input_tiles(float* v, int64_t step, const float* xp,
                                                int64_t first, int64_t count,
                                                const WinogradLayout& d) {
   const int64_t Cp = d.Cp, plane = d.Hp * d.Wp * kLanes;
   for (int64_t t = 0; t < count; ++t) {
     const int64_t i = (first + t) / d.tile_cols, j = (first + t) % d.tile_cols;
-    const float* patch = xp + (2 * i * d.Wp + 2 * j) * kLanes;
+    const float* patch = xp + (F::kTile * (i * d.Wp + j)) * kLanes;
     for (int64_t cb = 0; cb < Cp / kLanes; ++cb)
-      input_tile<V, kLanes>(v + t * Cp + cb * kLanes, step, patch + cb * plane, d.Wp * kLanes);
+      input_tile<F, V, kLanes>(v + t * Cp + cb * kLanes, step, patch + cb * plane, d.Wp * kLanes);
   }
 }
-template <class V, int64_t kLanes>
+template <class F, class V, int64_t kLanes>
 [[gnu::always_inline]] inline void gradient_tiles(float* y, int64_t step, const float* dyp,
                                                   int64_t first, int64_t count,
                                                   const WinogradLayout& d) {
-  const int64_t cols = 2 * d.tile_cols, plane = 2 * d.tile_rows * cols * kLanes, Kp = d.Kp;
+  constexpr int64_t T = F::kTile;
+  const int64_t cols = T * d.tile_cols, plane = T * d.tile_rows * cols * kLanes, Kp = d.Kp;
   for (int64_t t = 0; t < count; ++t) {
     const int64_t i = (first + t) / d.tile_cols, j = (first + t) % d.tile_cols;
-    const float* tile = dyp + (2 * i * cols + 2 * j) * kLanes;
+    const float* tile = dyp + T * (i * cols + j) * kLanes;
     for (int64_t kb = 0; kb < Kp / kLanes; ++kb)
-      gradient_tile<V, kLanes>(y + t * Kp + kb * kLanes, step, tile + kb * plane, cols * kLanes);
+      gradient_tile<F, V, kLanes>(y + t * Kp + kb * kLanes, step, tile + kb * plane, cols * kLanes);
   }
 }
-template <class V, int64_t kLanes>
+template <class F, class V, int64_t kLanes>
 [[gnu::always_inline]] inline void output_tiles(float* ys, const float* m, int64_t first,
                                                 int64_t count, const WinogradLayout& d) {
-  const int64_t cols = 2 * d.tile_cols, plane = 2 * d.tile_rows * cols * kLanes;
+  constexpr int64_t T = F::kTile;
+  const int64_t cols = T * d.tile_cols, plane = T * d.tile_rows * cols * kLanes;
   const int64_t Kp = d.Kp, step = d.piece * d.Kp;
   for (int64_t t = 0; t < count; ++t) {
     const int64_t i = (first + t) / d.tile_cols, j = (first + t) % d.tile_cols;
-    float* tile = ys + (2 * i * cols + 2 * j) * kLanes;
+    float* tile = ys + T * (i * cols + j) * kLanes;
     for (int64_t kb = 0; kb < Kp / kLanes; ++kb)
-      output_tile<V, kLanes>(tile + kb * plane, cols * kLanes, m + t * Kp + kb * kLanes, step);
+      output_tile<F, V, kLanes>(tile + kb * plane, cols * kLanes, m + t * Kp + kb * kLanes, step);
   }
 }
 
@@ -272,17 +370,20 @@ struct Avx512 {
     }
   }
 
+  template <class F>
   RG_AVX512_BW static void input(float* v, int64_t step, const float* xp, int64_t first,
                                  int64_t count, const WinogradLayout& d) {
-    input_tiles<__m512, kLanes>(v, step, xp, first, count, d);
+    input_tiles<F, __m512, kLanes>(v, step, xp, first, count, d);
   }
+  template <class F>
   RG_AVX512_BW static void gradient(float* y, int64_t step, const float* dyp, int64_t first,
                                     int64_t count, const WinogradLayout& d) {
-    gradient_tiles<__m512, kLanes>(y, step, dyp, first, count, d);
+    gradient_tiles<F, __m512, kLanes>(y, step, dyp, first, count, d);
   }
+  template <class F>
   RG_AVX512_BW static void output(float* ys, const float* m, int64_t first, int64_t count,
                                   const WinogradLayout& d) {
-    output_tiles<__m512, kLanes>(ys, m, first, count, d);
+    output_tiles<F, __m512, kLanes>(ys, m, first, count, d);
   }
 };
 
@@ -328,17 +429,20 @@ struct Avx2 {
     }
   }
 
+  template <class F>
   RG_AVX2_FMA static void input(float* v, int64_t step, const float* xp, int64_t first,
                                 int64_t count, const WinogradLayout& d) {
-    input_tiles<__m256, kLanes>(v, step, xp, first, count, d);
+    input_tiles<F, __m256, kLanes>(v, step, xp, first, count, d);
   }
+  template <class F>
   RG_AVX2_FMA static void gradient(float* y, int64_t step, const float* dyp, int64_t first,
                                    int64_t count, const WinogradLayout& d) {
-    gradient_tiles<__m256, kLanes>(y, step, dyp, first, count, d);
+    gradient_tiles<F, __m256, kLanes>(y, step, dyp, first, count, d);
   }
+  template <class F>
   RG_AVX2_FMA static void output(float* ys, const float* m, int64_t first, int64_t count,
                                  const WinogradLayout& d) {
-    output_tiles<__m256, kLanes>(ys, m, first, count, d);
+    output_tiles<F, __m256, kLanes>(ys, m, first, count, d);
   }
 };
 
@@ -353,43 +457,54 @@ int64_t piece_size(int64_t tiles, int64_t most) {
   return best;
 }
 
-template <class Isa>
+template <class Isa, class F>
 WinogradLayout winograd_layout(const ConvGeometry& g) {
   WinogradLayout d;
-  d.tile_rows = (g.P + 1) / 2;
-  d.tile_cols = (g.Q + 1) / 2;
+  d.tile = F::kTile;
+  d.tile_rows = (g.P + F::kTile - 1) / F::kTile;
+  d.tile_cols = (g.Q + F::kTile - 1) / F::kTile;
   d.tiles = d.tile_rows * d.tile_cols;
-  d.Hp = 2 * d.tile_rows + 2;
-  d.Wp = 2 * d.tile_cols + 2;
+  d.Hp = F::kTile * d.tile_rows + 2;
+  d.Wp = F::kTile * d.tile_cols + 2;
   d.Cp = round_up(g.C, Isa::kLanes);
   d.Kp = round_up(g.K, 2 * Isa::kLanes);
   d.piece = piece_size(d.tiles, Isa::kMostTiles);
   return d;
 }
 
+// Output channels a pass of the weights' transforms takes: each grid point's values for them
+// fill one cache line. U's rows for one grid point lie C Kp floats apart, a multiple of 4 KiB
+// on the wide layers, so the points' lines share one set of L1; written a float at a time
+// (k innermost), they pushed each other out at every store.
+constexpr int64_t kChannelBlock = 16;
+
 // U[xi][c][Kp] = G w[k][c] G^T, zero for k >= K. In parallel: every call makes it before any of
-// its images can start. k is the inner loop, so that each grid point's values land side by side
-// in U's rows (with c inner, every store went to a line of its own).
+// its images can start. Kp is a multiple of kChannelBlock (two vectors of output channels).
+template <class F>
 std::vector<float> transformed_weights(const float* w, const ConvGeometry& g,
                                        const WinogradLayout& d) {
-  std::vector<float> u(kGrid * g.C * d.Kp, 0.0f);
-  auto g_rows = [](float a, float b, float c, float out[4]) {  // G (a, b, c)^T
-    out[0] = a;
-    out[1] = 0.5f * (a + b + c);
-    out[2] = 0.5f * (a - b + c);
-    out[3] = c;
-  };
+  constexpr int P = F::kPatch;
+  std::vector<float> u(F::kGrid * g.C * d.Kp);
 #pragma omp parallel for schedule(static)
   for (int64_t c = 0; c < g.C; ++c)
-    for (int64_t k = 0; k < g.K; ++k) {
-      const float* f = w + (k * g.C + c) * 9;
-      float cols[3][4];  // G f, column by column
-      for (int s = 0; s < 3; ++s) g_rows(f[s], f[3 + s], f[6 + s], cols[s]);
-      for (int i = 0; i < 4; ++i) {
-        float row[4];  // row i of (G f) G^T
-        g_rows(cols[0][i], cols[1][i], cols[2][i], row);
-        for (int j = 0; j < 4; ++j) u[((4 * i + j) * g.C + c) * d.Kp + k] = row[j];
+    for (int64_t k0 = 0; k0 < d.Kp; k0 += kChannelBlock) {
+      float block[F::kGrid][kChannelBlock] = {};
+      for (int64_t k = k0; k < std::min(k0 + kChannelBlock, g.K); ++k) {
+        const float* f = w + (k * g.C + c) * 9;
+        float cols[3][P];  // G f, column by column
+        for (int s = 0; s < 3; ++s) {
+          const float taps[3] = {f[s], f[3 + s], f[6 + s]};
+          F::weights(taps, cols[s]);
+        }
+        for (int i = 0; i < P; ++i) {
+          const float taps[3] = {cols[0][i], cols[1][i], cols[2][i]};
+          float row[P];  // row i of (G f) G^T
+          F::weights(taps, row);
+          for (int j = 0; j < P; ++j) block[P * i + j][k - k0] = row[j];
+        }
       }
+      for (int xi = 0; xi < F::kGrid; ++xi)
+        std::memcpy(&u[(xi * g.C + c) * d.Kp + k0], block[xi], sizeof block[xi]);
     }
   return u;
 }
@@ -437,7 +552,7 @@ template <class Isa>
 void unpack(float* y, const float* ys, const float* bias, const ConvGeometry& g,
             const WinogradLayout& d) {
   constexpr int64_t L = Isa::kLanes;
-  const int64_t rows = 2 * d.tile_rows, cols = 2 * d.tile_cols;
+  const int64_t rows = d.tile * d.tile_rows, cols = d.tile * d.tile_cols;
   for (int64_t k0 = 0; k0 < g.K; k0 += L)
     for (int64_t p = 0; p < g.P; ++p)
       for (int64_t q0 = 0; q0 < g.Q; q0 += L) {
@@ -453,30 +568,31 @@ Packing image_packing(const ConvGeometry& g, const WinogradLayout& d) {
   return {g.C, g.H, g.W, d.Hp, d.Wp, g.pad_h, g.pad_w};
 }
 
-template <class Isa>
+template <class Isa, class F>
 void winograd_forward(float* y, const float* x, const float* w, const float* bias, int64_t N,
                       const ConvGeometry& g) {
-  const WinogradLayout d = winograd_layout<Isa>(g);
-  const std::vector<float> u = transformed_weights(w, g, d);
+  constexpr int kGrid = F::kGrid;
+  const WinogradLayout d = winograd_layout<Isa, F>(g);
+  const std::vector<float> u = transformed_weights<F>(w, g, d);
   const int threads = static_cast<int>(std::min<int64_t>(omp_get_max_threads(), N));
 #pragma omp parallel num_threads(threads)
   {
     std::vector<float> xp(d.Cp * d.Hp * d.Wp);  // zeroed once: the padding stays so
     std::vector<float> v(kGrid * d.piece * d.Cp), m(kGrid * d.piece * d.Kp);
-    std::vector<float> ys(d.Kp * 4 * d.tiles);
+    std::vector<float> ys(d.Kp * d.tile * d.tile * d.tiles);
 #pragma omp for schedule(static)
     for (int64_t n = 0; n < N; ++n) {
       pack<Isa>(xp.data(), x + n * g.image_size(), image_packing(g, d));
       for (int64_t first = 0; first < d.tiles; first += d.piece) {
         // The last piece may run past the image: its extra tiles' V are stale and their M unread.
         const int64_t count = std::min(d.piece, d.tiles - first);
-        Isa::input(v.data(), d.piece * d.Cp, xp.data(), first, count, d);
+        Isa::template input<F>(v.data(), d.piece * d.Cp, xp.data(), first, count, d);
         for (int xi = 0; xi < kGrid; ++xi)
           for (int64_t k0 = 0; k0 < d.Kp; k0 += 2 * Isa::kLanes)
             piece_products<Isa>(d.piece, m.data() + xi * d.piece * d.Kp,
                                 v.data() + xi * d.piece * d.Cp, u.data() + xi * g.C * d.Kp, k0, g,
                                 d);
-        Isa::output(ys.data(), m.data(), first, count, d);
+        Isa::template output<F>(ys.data(), m.data(), first, count, d);
       }
       unpack<Isa>(y + n * g.output_image_size(), ys.data(), bias, g, d);
     }
@@ -489,11 +605,12 @@ void winograd_forward(float* y, const float* x, const float* w, const float* bia
 // 16 multiplies per tile for the 36 of a direct sum. Per grid point that sum is one product over
 // all tiles of all images, M[xi][c][k] = sum_t V[xi][t][c] Y[xi][t][k] with Y = A dy A^T (dy's
 // tiles past the output are zero), and G^T M G comes once at the end.
-template <class Isa>
+template <class Isa, class F>
 void winograd_weight_grad(float* dw, const float* dy, const float* x, int64_t N,
                           const ConvGeometry& g) {
+  constexpr int kGrid = F::kGrid, P = F::kPatch;
   constexpr int64_t kBlockTiles = 32;  // tiles transformed at a time: V and Y of a point in L1
-  const WinogradLayout d = winograd_layout<Isa>(g);
+  const WinogradLayout d = winograd_layout<Isa, F>(g);
   const int64_t block = std::min(d.tiles, kBlockTiles), sums = kGrid * d.Cp * d.Kp;
   const int threads = static_cast<int>(std::min<int64_t>(omp_get_max_threads(), N));
   std::vector<float> partials(threads * sums, 0.0f);  // M of each thread
@@ -501,18 +618,18 @@ void winograd_weight_grad(float* dw, const float* dy, const float* x, int64_t N,
   {
     float* m = partials.data() + omp_get_thread_num() * sums;
     // Zeroed once: the padding, and dy's places past the output.
-    std::vector<float> xp(d.Cp * d.Hp * d.Wp), dyp(d.Kp * 4 * d.tiles);
+    std::vector<float> xp(d.Cp * d.Hp * d.Wp), dyp(d.Kp * d.tile * d.tile * d.tiles);
     std::vector<float> v(kGrid * block * d.Cp), y(kGrid * block * d.Kp);
     const Packing image = image_packing(g, d);
-    const Packing gradient{g.K, g.P, g.Q, 2 * d.tile_rows, 2 * d.tile_cols, 0, 0};
+    const Packing gradient{g.K, g.P, g.Q, d.tile * d.tile_rows, d.tile * d.tile_cols, 0, 0};
 #pragma omp for schedule(static)
     for (int64_t n = 0; n < N; ++n) {
       pack<Isa>(xp.data(), x + n * g.image_size(), image);
       pack<Isa>(dyp.data(), dy + n * g.output_image_size(), gradient);
       for (int64_t first = 0; first < d.tiles; first += block) {
         const int64_t count = std::min(block, d.tiles - first);
-        Isa::input(v.data(), block * d.Cp, xp.data(), first, count, d);
-        Isa::gradient(y.data(), block * d.Kp, dyp.data(), first, count, d);
+        Isa::template input<F>(v.data(), block * d.Cp, xp.data(), first, count, d);
+        Isa::template gradient<F>(y.data(), block * d.Kp, dyp.data(), first, count, d);
         for (int xi = 0; xi < kGrid; ++xi)
           for (int64_t c0 = 0; c0 < d.Cp; c0 += Isa::kWeightChannels)
             for (int64_t k0 = 0; k0 < d.Kp; k0 += 2 * Isa::kLanes)
@@ -520,84 +637,107 @@ void winograd_weight_grad(float* dw, const float* dy, const float* x, int64_t N,
                                    y.data() + xi * block * d.Kp, c0, k0, count, d);
       }
     }
-    // dw[k][c] = G^T M G, M summed over the threads. G^T = [1 1/2 1/2 0; 0 1/2 -1/2 0; 0 1/2 1/2
-    // 1].
-    auto g_t = [](float a, float b, float c, float e, float out[3]) {
-      out[0] = a + 0.5f * (b + c);
-      out[1] = 0.5f * (b - c);
-      out[2] = 0.5f * (b + c) + e;
-    };
-#pragma omp for schedule(static)
-    for (int64_t k = 0; k < g.K; ++k)
-      for (int64_t c = 0; c < g.C; ++c) {
-        float point[kGrid];
-        for (int xi = 0; xi < kGrid; ++xi) {
-          float sum = 0;
-          for (int t = 0; t < threads; ++t) sum += partials[t * sums + (xi * d.Cp + c) * d.Kp + k];
-          point[xi] = sum;
-        }
-        float cols[4][3];  // G^T applied down each column of the 4 x 4 grid
-        for (int j = 0; j < 4; ++j)
-          g_t(point[j], point[4 + j], point[8 + j], point[12 + j], cols[j]);
-        for (int r = 0; r < 3; ++r) {
-          float row[3];
-          g_t(cols[0][r], cols[1][r], cols[2][r], cols[3][r], row);
-          for (int s = 0; s < 3; ++s) dw[(k * g.C + c) * 9 + r * 3 + s] = row[s];
+    // dw[k][c] = G^T M G, M summed over the threads, a block of output channels at a time (as
+    // transformed_weights, the grid points' rows of M lie C Kp floats apart).
+#pragma omp for schedule(static) collapse(2)
+    for (int64_t c = 0; c < g.C; ++c)
+      for (int64_t k0 = 0; k0 < d.Kp; k0 += kChannelBlock) {
+        float point[kGrid][kChannelBlock] = {};
+        for (int t = 0; t < threads; ++t)
+          for (int xi = 0; xi < kGrid; ++xi) {
+            const float* sum = &partials[t * sums + (xi * d.Cp + c) * d.Kp + k0];
+            for (int64_t k = 0; k < kChannelBlock; ++k) point[xi][k] += sum[k];
+          }
+        for (int64_t k = k0; k < std::min(k0 + kChannelBlock, g.K); ++k) {
+          float cols[P][3];  // G^T applied down each column of the grid
+          for (int j = 0; j < P; ++j) {
+            float col[P];
+            for (int i = 0; i < P; ++i) col[i] = point[P * i + j][k - k0];
+            F::weight_grad(col, cols[j]);
+          }
+          for (int r = 0; r < 3; ++r) {
+            float row_in[P], row[3];
+            for (int j = 0; j < P; ++j) row_in[j] = cols[j][r];
+            F::weight_grad(row_in, row);
+            for (int s = 0; s < 3; ++s) dw[(k * g.C + c) * 9 + r * 3 + s] = row[s];
+          }
         }
       }
   }
 }
 
-// The width Winograd runs a conv at, or none. 3x3 at stride 1 with padding of at most 2 (so every
-// tile's patch fits the packed plane); at least 4 tiles an image, a piece's fewest (a 2x2 image,
-// one tile, would compute three tiles for nothing); at least two vectors of channels on each side,
-// the products' register block. With 16 to 31 channels AVX-512 leaves half of each product zero
-// and its direct rows win, except where it runs as two halves (Zen 4): there AVX2's width, two
-// vectors of 8, beats them (measured, forward and dx; its weight gradient is no faster than the
-// direct one, which it keeps). And the transformed weights must fit half of L2, since every
-// image reads all of them again (measured on AVX2: 128 -> 128 channels on 4x4 images, 1 MB of
-// them against a 1 MB L2, ran slower than the direct path).
+// How Winograd runs a conv, if at all: its width and tile. 3x3 at stride 1 with padding of at
+// most 2 (so every tile's patch fits the packed plane); at least two vectors of channels on each
+// side, the products' register block. With 16 to 31 channels AVX-512 leaves half of each product
+// zero and its direct rows win, except where it runs as two halves (Zen 4): there AVX2's width,
+// two vectors of 8, beats them (measured, forward and dx; its weight gradient is no faster than
+// the direct one, which it keeps). Of the two tiles, the one whose products make fewer multiplies
+// an image, F(2x2) on a tie (its rounding is the smaller); either needs at least 4 tiles an image,
+// a piece's fewest (a 2x2 image, one tile, would compute three tiles for nothing), and its
+// transformed weights within 3/4 of L2, since every image reads all of them again (F(4x4)'s
+// 590 KB for 64 -> 64 channels ran fast on a 1 MiB L2; F(2x2)'s 1 MB for 128 -> 128 channels on
+// 4x4 images, against a 1 MB L2, ran slower than the direct path on AVX2).
 enum class Width { none, avx2, avx512 };
 
-Width winograd_width(const ConvGeometry& g) {
-  const int64_t tiles = (g.P + 1) / 2 * ((g.Q + 1) / 2);
+struct WinogradPlan {
+  Width width = Width::none;
+  int tile = 0;  // F::kTile
+};
+
+WinogradPlan winograd_plan(const ConvGeometry& g) {
   if (!cpu_has(Isa::avx2) || g.R != 3 || g.S != 3 || g.stride_h != 1 || g.stride_w != 1 ||
-      g.pad_h > 2 || g.pad_w > 2 || g.P <= 0 || g.Q <= 0 || tiles < 4)
-    return Width::none;
+      g.pad_h > 2 || g.pad_w > 2 || g.P <= 0 || g.Q <= 0)
+    return {};
   const int64_t channels = std::min(g.C, g.K);
   Width width = Width::none;
   if (cpu_has(Isa::avx512) && channels >= 2 * Avx512::kLanes)
     width = Width::avx512;
   else if (channels >= 2 * Avx2::kLanes && (!cpu_has(Isa::avx512) || cpu_features().halves_512))
     width = Width::avx2;
+  else
+    return {};
   const int64_t lanes = width == Width::avx512 ? Avx512::kLanes : Avx2::kLanes;
-  const int64_t weight_bytes = kGrid * g.C * round_up(g.K, 2 * lanes) * int64_t{sizeof(float)};
-  return 2 * weight_bytes <= cpu_features().l2_bytes ? width : Width::none;
+  // An image's multiplies by tile F, or 0 where F does not apply.
+  auto multiplies = [&](auto f) -> int64_t {
+    using F = decltype(f);
+    const int64_t tiles = (g.P + F::kTile - 1) / F::kTile * ((g.Q + F::kTile - 1) / F::kTile);
+    const int64_t weight_bytes = F::kGrid * g.C * round_up(g.K, 2 * lanes) * int64_t{sizeof(float)};
+    const bool fits = 4 * weight_bytes <= 3 * cpu_features().l2_bytes;
+    return tiles >= 4 && fits ? tiles * F::kGrid : 0;
+  };
+  const int64_t small = multiplies(F2x2{}), big = multiplies(F4x4{});
+  if (big && (!small || big < small)) return {width, F4x4::kTile};
+  if (small) return {width, F2x2::kTile};
+  return {};
 }
 
 }  // namespace
 
-bool winograd_applies(const ConvGeometry& g) { return winograd_width(g) != Width::none; }
+bool winograd_applies(const ConvGeometry& g) { return winograd_plan(g).width != Width::none; }
 
 bool winograd_weight_grad_applies(const ConvGeometry& g) {
-  const Width width = winograd_width(g);
+  const Width width = winograd_plan(g).width;
   return width == Width::avx512 || (width == Width::avx2 && !cpu_has(Isa::avx512));
 }
 
 void winograd_forward(float* y, const float* x, const float* w, const float* bias, int64_t N,
                       const ConvGeometry& g) {
-  if (winograd_width(g) == Width::avx512)
-    winograd_forward<Avx512>(y, x, w, bias, N, g);
-  else
-    winograd_forward<Avx2>(y, x, w, bias, N, g);
+  const WinogradPlan plan = winograd_plan(g);
+  const bool wide = plan.width == Width::avx512, big = plan.tile == F4x4::kTile;
+  if (wide && big) return winograd_forward<Avx512, F4x4>(y, x, w, bias, N, g);
+  if (wide) return winograd_forward<Avx512, F2x2>(y, x, w, bias, N, g);
+  if (big) return winograd_forward<Avx2, F4x4>(y, x, w, bias, N, g);
+  winograd_forward<Avx2, F2x2>(y, x, w, bias, N, g);
 }
 
 void winograd_weight_grad(float* dw, const float* dy, const float* x, int64_t N,
                           const ConvGeometry& g) {
-  if (winograd_width(g) == Width::avx512)
-    winograd_weight_grad<Avx512>(dw, dy, x, N, g);
-  else
-    winograd_weight_grad<Avx2>(dw, dy, x, N, g);
+  const WinogradPlan plan = winograd_plan(g);
+  const bool wide = plan.width == Width::avx512, big = plan.tile == F4x4::kTile;
+  if (wide && big) return winograd_weight_grad<Avx512, F4x4>(dw, dy, x, N, g);
+  if (wide) return winograd_weight_grad<Avx512, F2x2>(dw, dy, x, N, g);
+  if (big) return winograd_weight_grad<Avx2, F4x4>(dw, dy, x, N, g);
+  winograd_weight_grad<Avx2, F2x2>(dw, dy, x, N, g);
 }
 
 }  // namespace ringgrad::kernels::cpu
