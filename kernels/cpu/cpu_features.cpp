@@ -110,8 +110,10 @@ std::string cpu_conv_path(DType t) {
   if (t == DType::f16) return "f32 copies: no f16 kernel on the CPU";
   if (t == DType::bf16) return "f32 copies: this CPU has no bf16 dot products" + why;
   const std::string gemm = cpu::avx512_sgemm_enabled() ? "our AVX-512 SGEMM" : "OpenBLAS";
-  if (cpu::cpu_has(cpu::Isa::avx512)) return "AVX-512 direct rows, else " + gemm + why;
-  if (cpu::cpu_has(cpu::Isa::avx2)) return "AVX2 direct pieces, else " + gemm + why;
+  if (cpu::cpu_has(cpu::Isa::avx512))
+    return "Winograd (3x3, stride 1), AVX-512 direct rows, else " + gemm + why;
+  if (cpu::cpu_has(cpu::Isa::avx2))
+    return "Winograd (3x3, stride 1), AVX2 direct pieces, else " + gemm + why;
   return gemm + why;
 }
 
