@@ -24,9 +24,9 @@
 // every image of 6x6 outputs or more (on 7x7, 4 tiles x 36 against 16 x 16), and the plan takes
 // the tile with fewer. The rounding differs from a direct sum: the transforms add and subtract
 // before multiplying, by coefficients up to 1/2 in F(2x2) and up to 8 in F(4x4), still at f32's
-// level (F4x4 says how its points were chosen). The weight
-// gradient uses the same transforms the other way round (winograd_weight_grad). Tested against
-// the direct-loop reference by the conv2d tests.
+// level (F4x4 says how its points were chosen). The weight gradient uses the same transforms the
+// other way round (winograd_weight_grad). Tested against the direct-loop reference by the conv2d
+// tests.
 #include <immintrin.h>
 #include <omp.h>
 
@@ -87,13 +87,15 @@ struct F2x2 {
     out[2] = z[0] - z[1];
     out[3] = -z[1];
   }
-  static void weights(const float f[3], float out[4]) {  // G f
+  template <class T>
+  static void weights(const T f[3], T out[4]) {  // G f
     out[0] = f[0];
     out[1] = 0.5f * (f[0] + f[1] + f[2]);
     out[2] = 0.5f * (f[0] - f[1] + f[2]);
     out[3] = f[2];
   }
-  static void weight_grad(const float p[4], float out[3]) {  // G^T p
+  template <class T>
+  static void weight_grad(const T p[4], T out[3]) {  // G^T p
     out[0] = p[0] + 0.5f * (p[1] + p[2]);
     out[1] = 0.5f * (p[1] - p[2]);
     out[2] = 0.5f * (p[1] + p[2]) + p[3];
@@ -135,7 +137,8 @@ struct F4x4 {
     out[5] = z[3];
   }
   static constexpr float kThird = 1.0f / 3, kFifteenth = 1.0f / 15;
-  static void weights(const float f[3], float out[6]) {  // G f
+  template <class T>
+  static void weights(const T f[3], T out[6]) {  // G f
     out[0] = f[0];
     out[1] = kThird * (f[0] + f[1] + f[2]);
     out[2] = kThird * (f[1] - f[0] - f[2]);
@@ -143,7 +146,8 @@ struct F4x4 {
     out[4] = kFifteenth * (f[0] - 2 * f[1] + 4 * f[2]);
     out[5] = f[2];
   }
-  static void weight_grad(const float p[6], float out[3]) {  // G^T p
+  template <class T>
+  static void weight_grad(const T p[6], T out[3]) {  // G^T p
     out[0] = p[0] + kThird * (p[1] - p[2]) + kFifteenth * (p[4] - 16 * p[3]);
     out[1] = kThird * (p[1] + p[2]) - kFifteenth * (8 * p[3] + 2 * p[4]);
     out[2] = kThird * (p[1] - p[2]) + kFifteenth * (4 * p[4] - 4 * p[3]) + p[5];
@@ -159,29 +163,44 @@ template <class V>
   std::memcpy(p, &v, sizeof v);
 }
 
+// A transform of one axis (Map: In values to Out values, the matrix M) applied along both axes
+// of In x In values, M X M^T: down each column v of X (read(u, v, value) sets its values), then
+// along each row u of the result, whose values go to write(u, v, value). Read and write are
+// lambdas marked always_inline, so that they are inlined with their vector types into the ISA's
+// functions (and take vectors by reference: a vector returned by value from a function without
+// the ISA's target would change the ABI).
+template <class V, int In, int Out, void (*Map)(const V*, V*), class Read, class Write>
+[[gnu::always_inline]] inline void both_axes(Read read, Write write) {
+  V cols[Out][In];  // M X: cols[u][v] is point u of column v
+#pragma GCC unroll 6
+  for (int v = 0; v < In; ++v) {
+    V x[In], y[Out];
+#pragma GCC unroll 6
+    for (int u = 0; u < In; ++u) read(u, v, x[u]);
+    Map(x, y);
+#pragma GCC unroll 6
+    for (int u = 0; u < Out; ++u) cols[u][v] = y[u];
+  }
+#pragma GCC unroll 6
+  for (int u = 0; u < Out; ++u) {
+    V y[Out];
+    Map(cols[u], y);
+#pragma GCC unroll 6
+    for (int v = 0; v < Out; ++v) write(u, v, y[v]);
+  }
+}
+
 // B^T d B of one patch of channel vectors (d at `at`, `row` floats a row, kLanes a column),
 // point xi = kPatch u + v stored at out + xi * step.
 template <class F, class V, int64_t kLanes>
 [[gnu::always_inline]] inline void input_tile(float* out, int64_t step, const float* at,
                                               int64_t row) {
   constexpr int P = F::kPatch;
-  V e[P][P];  // B^T d: e[u][v] is point u of column v
-#pragma GCC unroll 6
-  for (int v = 0; v < P; ++v) {
-    V d[P], col[P];
-#pragma GCC unroll 6
-    for (int u = 0; u < P; ++u) load(d[u], at + u * row + v * kLanes);
-    F::input(d, col);
-#pragma GCC unroll 6
-    for (int u = 0; u < P; ++u) e[u][v] = col[u];
-  }
-#pragma GCC unroll 6
-  for (int u = 0; u < P; ++u) {
-    V r[P];
-    F::input(e[u], r);
-#pragma GCC unroll 6
-    for (int v = 0; v < P; ++v) store(out + (P * u + v) * step, r[v]);
-  }
+  both_axes<V, P, P, F::template input<V>>(
+      [&](int u, int v, V& value)
+          __attribute__((always_inline)) { load(value, at + u * row + v * kLanes); },
+      [&](int u, int v, const V& value)
+          __attribute__((always_inline)) { store(out + (P * u + v) * step, value); });
 }
 
 // A^T m A of one tile's grid (point xi at m + xi * step): its kTile x kTile outputs, row a at
@@ -189,24 +208,12 @@ template <class F, class V, int64_t kLanes>
 template <class F, class V, int64_t kLanes>
 [[gnu::always_inline]] inline void output_tile(float* out, int64_t row, const float* m,
                                                int64_t step) {
-  constexpr int P = F::kPatch, T = F::kTile;
-  V r[T][P];  // A^T m: r[a][v] is output row a of column v
-#pragma GCC unroll 6
-  for (int v = 0; v < P; ++v) {
-    V p[P], col[T];
-#pragma GCC unroll 6
-    for (int u = 0; u < P; ++u) load(p[u], m + (P * u + v) * step);
-    F::output(p, col);
-#pragma GCC unroll 4
-    for (int a = 0; a < T; ++a) r[a][v] = col[a];
-  }
-#pragma GCC unroll 4
-  for (int a = 0; a < T; ++a) {
-    V o[T];
-    F::output(r[a], o);
-#pragma GCC unroll 4
-    for (int b = 0; b < T; ++b) store(out + a * row + b * kLanes, o[b]);
-  }
+  constexpr int P = F::kPatch;
+  both_axes<V, P, F::kTile, F::template output<V>>(
+      [&](int u, int v, V& value)
+          __attribute__((always_inline)) { load(value, m + (P * u + v) * step); },
+      [&](int a, int b, const V& value)
+          __attribute__((always_inline)) { store(out + a * row + b * kLanes, value); });
 }
 
 // A dy A^T of one kTile x kTile tile of output-gradient vectors (at `at`, `row` floats a row),
@@ -214,24 +221,12 @@ template <class F, class V, int64_t kLanes>
 template <class F, class V, int64_t kLanes>
 [[gnu::always_inline]] inline void gradient_tile(float* out, int64_t step, const float* at,
                                                  int64_t row) {
-  constexpr int P = F::kPatch, T = F::kTile;
-  V z[P][T];  // A dy: z[u][b] is point u of column b
-#pragma GCC unroll 4
-  for (int b = 0; b < T; ++b) {
-    V dy[T], col[P];
-#pragma GCC unroll 4
-    for (int a = 0; a < T; ++a) load(dy[a], at + a * row + b * kLanes);
-    F::gradient(dy, col);
-#pragma GCC unroll 6
-    for (int u = 0; u < P; ++u) z[u][b] = col[u];
-  }
-#pragma GCC unroll 6
-  for (int u = 0; u < P; ++u) {
-    V r[P];
-    F::gradient(z[u], r);
-#pragma GCC unroll 6
-    for (int v = 0; v < P; ++v) store(out + (P * u + v) * step, r[v]);
-  }
+  constexpr int P = F::kPatch;
+  both_axes<V, F::kTile, P, F::template gradient<V>>(
+      [&](int a, int b, V& value)
+          __attribute__((always_inline)) { load(value, at + a * row + b * kLanes); },
+      [&](int u, int v, const V& value)
+          __attribute__((always_inline)) { store(out + (P * u + v) * step, value); });
 }
 
 // The tiles [first, first + count) of one image: V[xi][t][Cp] from the packed plane (point xi
@@ -491,17 +486,9 @@ std::vector<float> transformed_weights(const float* w, const ConvGeometry& g,
       float block[F::kGrid][kChannelBlock] = {};
       for (int64_t k = k0; k < std::min(k0 + kChannelBlock, g.K); ++k) {
         const float* f = w + (k * g.C + c) * 9;
-        float cols[3][P];  // G f, column by column
-        for (int s = 0; s < 3; ++s) {
-          const float taps[3] = {f[s], f[3 + s], f[6 + s]};
-          F::weights(taps, cols[s]);
-        }
-        for (int i = 0; i < P; ++i) {
-          const float taps[3] = {cols[0][i], cols[1][i], cols[2][i]};
-          float row[P];  // row i of (G f) G^T
-          F::weights(taps, row);
-          for (int j = 0; j < P; ++j) block[P * i + j][k - k0] = row[j];
-        }
+        both_axes<float, 3, P, F::template weights<float>>(
+            [&](int r, int s, float& value) { value = f[3 * r + s]; },
+            [&](int i, int j, float value) { block[P * i + j][k - k0] = value; });
       }
       for (int xi = 0; xi < F::kGrid; ++xi)
         std::memcpy(&u[(xi * g.C + c) * d.Kp + k0], block[xi], sizeof block[xi]);
@@ -648,20 +635,10 @@ void winograd_weight_grad(float* dw, const float* dy, const float* x, int64_t N,
             const float* sum = &partials[t * sums + (xi * d.Cp + c) * d.Kp + k0];
             for (int64_t k = 0; k < kChannelBlock; ++k) point[xi][k] += sum[k];
           }
-        for (int64_t k = k0; k < std::min(k0 + kChannelBlock, g.K); ++k) {
-          float cols[P][3];  // G^T applied down each column of the grid
-          for (int j = 0; j < P; ++j) {
-            float col[P];
-            for (int i = 0; i < P; ++i) col[i] = point[P * i + j][k - k0];
-            F::weight_grad(col, cols[j]);
-          }
-          for (int r = 0; r < 3; ++r) {
-            float row_in[P], row[3];
-            for (int j = 0; j < P; ++j) row_in[j] = cols[j][r];
-            F::weight_grad(row_in, row);
-            for (int s = 0; s < 3; ++s) dw[(k * g.C + c) * 9 + r * 3 + s] = row[s];
-          }
-        }
+        for (int64_t k = k0; k < std::min(k0 + kChannelBlock, g.K); ++k)
+          both_axes<float, P, 3, F::template weight_grad<float>>(
+              [&](int i, int j, float& value) { value = point[P * i + j][k - k0]; },
+              [&](int r, int s, float value) { dw[(k * g.C + c) * 9 + r * 3 + s] = value; });
       }
   }
 }
