@@ -70,14 +70,19 @@ std::unordered_map<VariableImpl*, int> count_uses(VariableImpl* start) {
   return uses;
 }
 
+// A variable used twice (a residual block's input) gets the second gradient added into the
+// first when nothing else holds the first; a gradient passed through unchanged (add's, reshape's)
+// is also another variable's or the node's own, and is summed out of place.
 void accumulate_pending(VariableImpl& v, const Tensor& g) {
   if (!v.pending_grad.defined()) {
     v.pending_grad = g;
-    return;
+  } else if (v.pending_grad.storage().use_count() == 1) {
+    kernels::add_(v.pending_grad, g);
+  } else {
+    Tensor sum = Tensor::empty(g.shape(), g.dtype(), g.device());
+    kernels::add(sum, v.pending_grad, g);
+    v.pending_grad = sum;
   }
-  Tensor sum = Tensor::empty(g.shape(), g.dtype(), g.device());  // out of place: g may be shared
-  kernels::add(sum, v.pending_grad, g);
-  v.pending_grad = sum;
 }
 
 struct LaterFirst {

@@ -1,5 +1,6 @@
 // Tests for nn/autograd: a composed network's gradients against finite differences, gradient
-// accumulation, grad-ready hooks firing exactly once when final, and no_grad.
+// accumulation (across backward calls and within one), grad-ready hooks firing exactly once when
+// final, and no_grad.
 #include <doctest/doctest.h>
 
 #include "nn/autograd/ops.h"
@@ -109,6 +110,24 @@ TEST_CASE("autograd: gradients accumulate across backward calls until zeroed") {
   run();
   CHECK(w.grad().to_vector<double>()[0] == doctest::Approx(first.to_vector<double>()[0]));
   CHECK(x.impl()->grad.defined() == false);  // x does not require grad
+}
+
+TEST_CASE(
+    "autograd: a second gradient is summed without changing a gradient it shares storage with") {
+  // add's backward hands the same gradient to both inputs: v's first gradient is u's too, and
+  // v's second (from q, run later) must not be added into it. Then x.grad is 14 dlogits; adding
+  // in place would make both 3 dlogits and x.grad 24 dlogits.
+  Generator g(4);
+  Tensor x0 = random_tensor({2, 3}, g, DType::f64);
+  Tensor labels = Tensor::from_vector<int64_t>({2, 0}, {2});
+  Variable x(x0.clone(), true);
+  Variable v = mul(x, 3.0), u = mul(x, 5.0);
+  Variable q = mul(v, 2.0);  // created before p, so p's backward runs first
+  Variable p = add(v, u);
+  backward(cross_entropy(add(p, q), labels));
+  Variable reference(x0.clone(), true);
+  backward(cross_entropy(mul(reference, 14.0), labels));
+  check_close(x.grad(), reference.grad(), 1e-12, "x.grad");
 }
 
 TEST_CASE("autograd: grad-ready hooks fire once per backward, after the last contribution") {
