@@ -288,14 +288,17 @@ RG_DIRECT void row_piece(typename Lanes::Value* y, const typename Lanes::Word* x
       const auto* x = xp + (p * g.stride_h + r) * d.Wp + q0 * SW + s;
       multiply_words<Lanes, KB, NQ, SW, 1, 0>(acc, x, w, d.words, d.plane, lanes);
     }
-  const int64_t stored = std::min<int64_t>(NQ, g.Q - q0);
+  // Read once: the stores below might alias g for the compiler, which then reloaded K and
+  // recomputed the plane's size at every one of them.
+  const int64_t plane = g.output_plane(), stored = std::min<int64_t>(NQ, g.Q - q0);
+  typename Lanes::Value* const out = y + p * g.Q + q0;
 #pragma GCC unroll 4
   for (int v = 0; v < KB; ++v) {
-    const int64_t k0 = (kv0 + v) * kTile;
+    const int64_t k0 = (kv0 + v) * kTile, channels = std::min<int64_t>(kTile, g.K - k0);
     __m512 add = _mm512_setzero_ps();
     if (bias) {
       alignas(64) float b[kTile] = {};
-      for (int64_t i = 0; i < kTile && k0 + i < g.K; ++i) b[i] = widen(bias[k0 + i]);
+      for (int64_t i = 0; i < channels; ++i) b[i] = widen(bias[k0 + i]);
       add = _mm512_load_ps(b);
     }
 #pragma GCC unroll 2
@@ -308,9 +311,9 @@ RG_DIRECT void row_piece(typename Lanes::Value* y, const typename Lanes::Word* x
                               : _mm512_setzero_si512();
       transpose_16x16(rows);
       const __mmask16 keep = first_lanes16(stored - c0);
-      for (int64_t i = 0; i < kTile && k0 + i < g.K; ++i)
-        Lanes::store(y + (k0 + i) * g.output_plane() + p * g.Q + q0 + c0, keep,
-                     _mm512_castsi512_ps(rows[i]));
+      typename Lanes::Value* at = out + k0 * plane + c0;
+      for (int64_t i = 0; i < channels; ++i, at += plane)
+        Lanes::store(at, keep, _mm512_castsi512_ps(rows[i]));
     }
   }
 }
