@@ -83,7 +83,7 @@ RG_DIRECT void pack_words(uint32_t* out, int64_t blocks, int64_t rows, int64_t l
         transpose_16x16(words);
         uint32_t* to = out + (b * length + runs.out_first + run * runs.out_stride + e) * kBlock;
         // Unrolled with the bound as a test: as a plain loop GCC turns these stores of adjacent
-        // lines into a copy from the stack (rep movsq, a quarter of this function's time).
+        // lines into a copy from the stack (rep movsq; docs/measurements.md has what it cost).
 #pragma GCC unroll 16
         for (int j = 0; j < kBlock; ++j) {
           if (j >= runs.length - e) break;

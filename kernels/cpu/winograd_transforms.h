@@ -54,9 +54,8 @@ struct F2x2 {
 };
 
 // F(4x4, 3x3): the points 0, 1, -1, 1/2, -2 and infinity. The usual 2 in place of 1/2 makes
-// every transform symmetric, but its error in the conv2d tests' f32 sums reached 3.3e-4 of the
-// f64 result where these points reach 1.3e-4 (a float simulation of the forward agreed: 8.4e-5
-// against 3.3e-5 at worst over 200 tiles of 64 channels).
+// every transform symmetric, but rounds worse in f32, in the conv2d tests and in a simulation of
+// the forward alike (docs/measurements.md, "Winograd's F(4x4, 3x3)", has the figures).
 struct F4x4 {
   static constexpr int kTile = 4, kPatch = 6, kGrid = 36;
   template <class T>
