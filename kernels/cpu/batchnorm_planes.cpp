@@ -15,7 +15,7 @@
 // - sum g (x - mean) is taken with mean rounded to f32 and corrected by (mean_f32 - mean) sum g;
 // - each image's sums depend on that image alone, so a batch split across data-parallel ranks
 //   still sums to the single-process numbers up to the order of the double additions.
-// bf16 results are rounded as float_to_bf16 does (rounded_to_bf16), so the element math is that
+// bf16 results are rounded as float_to_bf16 does (narrowed_to_bf16), so the element math is that
 // of batchnorm_math.h and elementwise_math.h on the same f32 values. Tested against f64 batch norm
 // on the same values and against the unfused ops by tests/kernels/test_batchnorm*.cpp, whose
 // layouts include planes of 16, 49 and 784 values.
@@ -63,9 +63,9 @@ struct PlaneLanes<BFloat16> {
   RG_AVX512_BW static __m512 load(const BFloat16* p, __mmask16 mask) {
     return widened(bits(p), mask);
   }
-  RG_AVX512_BW static void store(BFloat16* p, __mmask16 mask, __m512 v) {
-    _mm256_mask_storeu_epi16(bits(p), mask,
-                             _mm512_maskz_cvtepi32_epi16(0xFFFF, rounded_to_bf16(v)));
+  // The bf16 planes run on AVX512-BF16 CPUs only (planes_apply).
+  RG_AVX512_BF16 static void store(BFloat16* p, __mmask16 mask, __m512 v) {
+    _mm256_mask_storeu_epi16(bits(p), mask, narrowed_to_bf16(v));
   }
   // As for f32, on the bits: dresidual gets dy's own bits.
   RG_AVX512_BW static __m512 gradient(const BFloat16* dy, const BFloat16* y, BFloat16* dresidual,
@@ -97,9 +97,12 @@ RG_AVX512_BW void sums_avx512(const T* x, int64_t hw, double& sum, double& sum_s
   sum_sq += lane_sum(q) + (2 * shifted + x0_sum) * first;
 }
 
+// The two passes that store bf16 (PlaneLanes<BFloat16>::store) are compiled for AVX512-BF16;
+// their f32 instances hold no bf16 instruction and run on every AVX-512 CPU (as RG_DIRECT's,
+// direct_lanes.h).
 template <class T>
-RG_AVX512_BW void apply_avx512(T* y, const T* x, const T* residual, bool relu, int64_t hw,
-                               float mean, float scale, float beta) {
+RG_AVX512_BF16 void apply_avx512(T* y, const T* x, const T* residual, bool relu, int64_t hw,
+                                 float mean, float scale, float beta) {
   using V = PlaneLanes<T>;
   const __m512 m = _mm512_set1_ps(mean), k = _mm512_set1_ps(scale), b = _mm512_set1_ps(beta);
   for (int64_t i = 0; i < hw; i += 16) {
@@ -134,8 +137,8 @@ RG_AVX512_BW void backward_sums_avx512(const T* dy, const T* y, const T* x, T* d
 }
 
 template <class T>
-RG_AVX512_BW void backward_apply_avx512(T* dx, const T* dy, const T* y, const T* x, int64_t hw,
-                                        float mean, float scale, float mean_dy, float xmu_coeff) {
+RG_AVX512_BF16 void backward_apply_avx512(T* dx, const T* dy, const T* y, const T* x, int64_t hw,
+                                          float mean, float scale, float mean_dy, float xmu_coeff) {
   using V = PlaneLanes<T>;
   const __m512 m = _mm512_set1_ps(mean), k = _mm512_set1_ps(scale);
   const __m512 my = _mm512_set1_ps(mean_dy), c = _mm512_set1_ps(xmu_coeff);

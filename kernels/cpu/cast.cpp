@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "kernels/cast_math.h"
-#include "kernels/cpu/avx512_bw.h"  // first_lanes16, rounded_to_bf16
+#include "kernels/cpu/avx512_bw.h"  // first_lanes16, rounded_to_bf16, narrowed_to_bf16
 #include "kernels/cpu/cpu_dispatch.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/cpu_ops.h"
@@ -14,7 +14,8 @@ namespace ringgrad::kernels::cpu {
 namespace {
 
 // f32 -> bf16 sixteen at a time: float_to_bf16's rounding in integer lanes, so the same bits,
-// NaN and subnormals included (rounded_to_bf16, avx512_bw.h). Autocast makes this cast of every
+// NaN and subnormals included (rounded_to_bf16, avx512_bw.h), or on CPUs with AVX512-BF16 by its
+// instruction where no value is subnormal (narrowed_to_bf16). Autocast makes this cast of every
 // conv and linear weight at every step; the element loop, compiled for AVX2, narrows eight lanes
 // a step through a pack and a permute across lanes.
 __attribute__((target("avx512f"))) void f32_to_bf16_avx512(BFloat16* d, const float* s, int64_t n) {
@@ -22,6 +23,14 @@ __attribute__((target("avx512f"))) void f32_to_bf16_avx512(BFloat16* d, const fl
     const __mmask16 lanes = first_lanes16(n - i);
     const __m512 v = _mm512_maskz_loadu_ps(lanes, s + i);
     _mm512_mask_cvtepi32_storeu_epi16(d + i, lanes, rounded_to_bf16(v));
+  }
+}
+
+RG_AVX512_BF16 void f32_to_bf16_avx512_bf16(BFloat16* d, const float* s, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 lanes = first_lanes16(n - i);
+    _mm256_mask_storeu_epi16(bits(d + i), lanes,
+                             narrowed_to_bf16(_mm512_maskz_loadu_ps(lanes, s + i)));
   }
 }
 
@@ -43,8 +52,13 @@ void cast(Tensor& dst, const Tensor& src) {
         if (cpu_has(Isa::avx512)) {
           constexpr int64_t kBlock = 1 << 14;  // elements a task: whole vectors, 64 KiB read
 #pragma omp parallel for schedule(static)
-          for (int64_t first = 0; first < n; first += kBlock)
-            f32_to_bf16_avx512(d + first, s + first, std::min(kBlock, n - first));
+          for (int64_t first = 0; first < n; first += kBlock) {
+            const int64_t count = std::min(kBlock, n - first);
+            if (cpu_has(Isa::avx512_bf16))
+              f32_to_bf16_avx512_bf16(d + first, s + first, count);
+            else
+              f32_to_bf16_avx512(d + first, s + first, count);
+          }
           return;
         }
       }

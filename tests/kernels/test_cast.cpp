@@ -64,7 +64,9 @@ TEST_CASE("cast: f32 to bf16 gives float_to_bf16's bits at every length and bit 
   // On an AVX-512 CPU the cast runs sixteen lanes at a time with masked tails (kernels/cpu/
   // cast.cpp); elsewhere the element loop. Either must be core/half.h's conversion bit for bit:
   // random patterns cover NaN payloads, infinities and subnormals, and every fourth one is made a
-  // tie (low half 0x8000). Lengths cross the vector and the parallel block (16384) edges.
+  // tie (low half 0x8000). Lengths cross the vector and the parallel block (16384) edges. Only
+  // every other vector of 16 holds subnormals: with AVX512-BF16 those take the integer rounding
+  // and the others the CPU's instruction (narrowed_to_bf16).
   Generator g(11);
   for (int64_t n : {1, 15, 16, 17, 33, 16384 + 40, 3 * 16384 + 5}) {
     CAPTURE(n);
@@ -73,8 +75,8 @@ TEST_CASE("cast: f32 to bf16 gives float_to_bf16's bits at every length and bit 
     for (int64_t i = 0; i < n; ++i) {
       bits[i] = g.next_u32();
       if (i % 4 == 0) bits[i] = (bits[i] & 0xffff0000u) | 0x8000u;
-      if (i % 7 == 0) bits[i] &= 0x807fffffu;   // a subnormal (or zero)
-      if (i % 11 == 0) bits[i] |= 0x7f800000u;  // an infinity or a NaN
+      if (i % 7 == 0 && i / 16 % 2 == 0) bits[i] &= 0x807fffffu;  // a subnormal (or zero)
+      if (i % 11 == 0) bits[i] |= 0x7f800000u;                    // an infinity or a NaN
     }
     const std::vector<uint16_t> got = bits_of(cast_to(src, DType::bf16));
     int64_t wrong = 0;
