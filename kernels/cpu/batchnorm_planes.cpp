@@ -97,6 +97,69 @@ RG_AVX512_BW void sums_avx512(const T* x, int64_t hw, double& sum, double& sum_s
   sum_sq += lane_sum(q) + (2 * shifted + x0_sum) * first;
 }
 
+// bf16 sums 32 values a step. A sum takes its terms in any order, so the two summing passes
+// load 32 bf16 values (one vector of 16-bit lanes) and widen them as two f32 vectors, the even-
+// numbered values (the low halves, shifted up) and the odd-numbered ones (the high halves, kept):
+// one instruction each, where widening 16 values in order takes two, one of them moving values
+// across the register.
+struct Bf16Halves {
+  __m512 even, odd;
+};
+
+RG_AVX512_BW Bf16Halves halves(__m512i bf16) {
+  return {_mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, bf16, 16)),
+          _mm512_castsi512_ps(_mm512_and_si512(bf16, _mm512_set1_epi32(0xFFFF0000u)))};
+}
+
+// Of `left` values from a step's first, the even-numbered and the odd-numbered lanes that exist.
+RG_AVX512_BW __mmask16 even_lanes(int64_t left) { return first_lanes16((left + 1) / 2); }
+RG_AVX512_BW __mmask16 odd_lanes(int64_t left) { return first_lanes16(left / 2); }
+
+RG_AVX512_BW void sums_avx512(const BFloat16* x, int64_t hw, double& sum, double& sum_sq) {
+  const float first = widen(x[0]);
+  const __m512 x0 = _mm512_set1_ps(first);
+  __m512 s = _mm512_setzero_ps(), q = _mm512_setzero_ps();
+  for (int64_t i = 0; i < hw; i += 32) {
+    const int64_t left = hw - i;
+    const Bf16Halves v = halves(_mm512_maskz_loadu_epi16(first_lanes32(left), bits(x + i)));
+    const __m512 even = _mm512_maskz_sub_ps(even_lanes(left), v.even, x0);
+    const __m512 odd = _mm512_maskz_sub_ps(odd_lanes(left), v.odd, x0);
+    s = _mm512_add_ps(_mm512_add_ps(s, even), odd);
+    q = _mm512_fmadd_ps(odd, odd, _mm512_fmadd_ps(even, even, q));
+  }
+  const double shifted = lane_sum(s), x0_sum = double{first} * hw;
+  sum += shifted + x0_sum;
+  sum_sq += lane_sum(q) + (2 * shifted + x0_sum) * first;
+}
+
+// relu_grad's test y > 0 (NaN included) on the bits of 32 bf16 values: positive and not zero as
+// 16-bit integers (+inf and the positive NaNs too), or a NaN with the sign set (above 0xff80).
+RG_AVX512_BW __mmask32 relu_passes(__m512i y) {
+  return _mm512_cmpgt_epi16_mask(y, _mm512_setzero_si512()) |
+         _mm512_cmpgt_epu16_mask(y, _mm512_set1_epi16(static_cast<int16_t>(0xff80)));
+}
+
+RG_AVX512_BW void backward_sums_avx512(const BFloat16* dy, const BFloat16* y, const BFloat16* x,
+                                       BFloat16* dresidual, int64_t hw, double mean, double& sum_dy,
+                                       double& sum_dy_xmu) {
+  const float mean_f32 = static_cast<float>(mean);
+  const __m512 m = _mm512_set1_ps(mean_f32);
+  __m512 s = _mm512_setzero_ps(), sx = _mm512_setzero_ps();
+  for (int64_t i = 0; i < hw; i += 32) {
+    const __mmask32 mask = first_lanes32(hw - i);
+    __m512i g = _mm512_maskz_loadu_epi16(mask, bits(dy + i));
+    if (y) g = _mm512_maskz_mov_epi16(relu_passes(_mm512_maskz_loadu_epi16(mask, bits(y + i))), g);
+    if (dresidual) _mm512_mask_storeu_epi16(bits(dresidual + i), mask, g);
+    const Bf16Halves gs = halves(g), xs = halves(_mm512_maskz_loadu_epi16(mask, bits(x + i)));
+    s = _mm512_add_ps(_mm512_add_ps(s, gs.even), gs.odd);  // g = 0 past hw
+    sx = _mm512_fmadd_ps(gs.odd, _mm512_sub_ps(xs.odd, m),
+                         _mm512_fmadd_ps(gs.even, _mm512_sub_ps(xs.even, m), sx));
+  }
+  const double g_sum = lane_sum(s);
+  sum_dy += g_sum;
+  sum_dy_xmu += lane_sum(sx) + (double{mean_f32} - mean) * g_sum;
+}
+
 // The two passes that store bf16 (PlaneLanes<BFloat16>::store) are compiled for AVX512-BF16;
 // their f32 instances hold no bf16 instruction and run on every AVX-512 CPU (as RG_DIRECT's,
 // direct_lanes.h).

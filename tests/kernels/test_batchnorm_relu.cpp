@@ -7,6 +7,7 @@
 // gradients of the fused op (through the residual too); and batch norm on bf16 data against f64 on
 // the same values.
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "core/rng.h"
@@ -154,6 +155,55 @@ TEST_CASE("batchnorm_relu backward matches central finite differences, residual 
   check_close(r.dresidual, numeric_gradient(f, residual, dy), 1e-6, "dresidual");
   check_close(r.dgamma, numeric_gradient(f, p.gamma, dy), 1e-6, "dgamma");
   check_close(r.dbeta, numeric_gradient(f, p.beta, dy), 1e-6, "dbeta");
+}
+
+TEST_CASE("batchnorm_relu backward masks by relu_grad's y <= 0 at zeros, infinities and NaNs") {
+  // The bf16 planes test y on its bits (kernels/cpu/batchnorm_planes.cpp); relu_grad
+  // (elementwise_math.h) is the definition: the gradient stops where y <= 0 (+0, -0, -inf, any
+  // negative) and passes elsewhere, NaN of either sign and +inf included. Against relu_backward
+  // then batchnorm_backward on the same y, with and without the residual's gradient written.
+  Generator g(27);
+  ThreadCountGuard guard;
+  kernels::set_num_threads(1);
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> special = {0.0f, -0.0f,  inf,     -inf, nan,
+                                      -nan, 1e-40f, -1e-40f, 2.0f, -2.0f};
+  for (const DType dtype : {DType::f32, DType::bf16})
+    for (const Shape& shape : {Shape{2, 3, 7, 7}, Shape{1, 2, 28, 28}})
+      for (const bool with_residual : {false, true}) {
+        CAPTURE(std::string(dtype_name(dtype)));
+        CAPTURE(shape);
+        CAPTURE(with_residual);
+        const Tensor x = random_tensor(shape, g, dtype, 2.0);
+        const Tensor dy = random_tensor(shape, g, dtype);
+        Tensor y = random_tensor(shape, g, DType::f32);
+        for (int64_t i = 0; i < y.numel(); i += 3)
+          y.set_element(i, special[static_cast<size_t>(i / 3) % special.size()]);
+        y = y.to(dtype);
+        const Params p = random_params(shape[1], DType::f32, g);
+        Tensor mean = Tensor::empty({shape[1]}, DType::f32), invstd = like(mean), none;
+        Tensor bn = like(x);  // only the statistics are used
+        kernels::batchnorm_forward_train(bn, mean, invstd, none, none, x, p.gamma, p.beta, 0.1,
+                                         1e-5);
+        Result fused, apart;
+        for (Result* r : {&fused, &apart}) {
+          r->dx = like(x);
+          r->dgamma = like(p.gamma);
+          r->dbeta = like(p.gamma);
+        }
+        if (with_residual) fused.dresidual = like(x);
+        kernels::batchnorm_relu_backward(fused.dx, fused.dresidual, fused.dgamma, fused.dbeta, dy,
+                                         y, x, p.gamma, mean, invstd);
+        Tensor masked = like(x);
+        kernels::relu_backward(masked, dy, y);
+        kernels::batchnorm_backward(apart.dx, apart.dgamma, apart.dbeta, masked, x, p.gamma, mean,
+                                    invstd);
+        if (with_residual) check_close(fused.dresidual, masked, 0, "dresidual");
+        check_close(fused.dx, apart.dx, 2e-5, "dx");
+        check_close(fused.dgamma, apart.dgamma, 2e-5, "dgamma");
+        check_close(fused.dbeta, apart.dbeta, 2e-5, "dbeta");
+      }
 }
 
 TEST_CASE("batch norm on bf16 data is f64 batch norm on the same values, rounded once") {
