@@ -58,7 +58,7 @@ __attribute__((target("avx512f"))) inline __m512i rounded_to_bf16(__m512 v) {
 // instruction for rounded_to_bf16's nine and the narrowing) unless one of them is an f32
 // subnormal: the instruction rounds every other value the same way (to nearest even; a NaN kept
 // quiet with its sign and top payload bits) but flushes subnormals to zero. For CPUs with
-// AVX512-BF16, whose batch-norm planes measured a fifth faster with it (docs/measurements.md).
+// AVX512-BF16 (the batch-norm planes' store_halves converts two vectors at once the same way).
 RG_AVX512_BF16 inline __m256i narrowed_to_bf16(__m512 v) {
   constexpr int kSubnormal = 0x20;  // VFPCLASSPS's category bit
   if (_mm512_fpclass_ps_mask(v, kSubnormal) == 0)

@@ -6,8 +6,9 @@
 // AVX2, with sums in double kept per position: on bf16 data the widening, the rounding back (an
 // integer sequence eight lanes at a time) and those double sums cost more than moving the data
 // does, and on f32 the double sums run at half the width.
-// Here each plane is 16 values a vector (AVX2: 8; the last one masked), per-channel coefficients
-// are scalars, and the sums are taken per plane in f32, then added in double per channel:
+// Here each plane is 16 values a vector in f32 (AVX2: 8; bf16: 32, below; the last one masked),
+// per-channel coefficients are scalars, and the sums are taken per plane in f32, then added in
+// double per channel:
 // - sum and sum_sq are of x - x0, x0 the plane's first value, and shifted back in double
 //   (sum x = s + hw x0, sum x^2 = q + 2 x0 s + hw x0^2): a mean large against the spread then
 //   costs no digits in E[x^2] - mean^2 (for bf16 values of nearby size the difference is even
@@ -15,7 +16,7 @@
 // - sum g (x - mean) is taken with mean rounded to f32 and corrected by (mean_f32 - mean) sum g;
 // - each image's sums depend on that image alone, so a batch split across data-parallel ranks
 //   still sums to the single-process numbers up to the order of the double additions.
-// bf16 results are rounded as float_to_bf16 does (narrowed_to_bf16), so the element math is that
+// bf16 results are rounded as float_to_bf16 does (store_halves), so the element math is that
 // of batchnorm_math.h and elementwise_math.h on the same f32 values. Tested against f64 batch norm
 // on the same values and against the unfused ops by tests/kernels/test_batchnorm*.cpp, whose
 // layouts include planes of 16, 49 and 784 values.
@@ -32,63 +33,27 @@ namespace ringgrad::kernels::cpu {
 
 namespace {
 
-// 16 values of a plane as f32 lanes: loaded (those in mask; zero in the others) and stored.
-template <class T>
-struct PlaneLanes;
+// ---- AVX-512, f32: 16 values a step -----------------------------------------------------------
 
-template <>
-struct PlaneLanes<float> {
-  RG_AVX512_BW static __m512 load(const float* p, __mmask16 mask) {
-    return _mm512_maskz_loadu_ps(mask, p);
+// relu_grad(dy, y) where y is not null: dy where y is not <= 0 (NaN included), +0 elsewhere;
+// written to dresidual when that is not null.
+RG_AVX512_BW __m512 gradient(const float* dy, const float* y, float* dresidual, __mmask16 mask) {
+  __m512 g = _mm512_maskz_loadu_ps(mask, dy);
+  if (y) {
+    const __m512 yv = _mm512_maskz_loadu_ps(mask, y);
+    g = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(yv, _mm512_setzero_ps(), _CMP_NLE_UQ), g);
   }
-  RG_AVX512_BW static void store(float* p, __mmask16 mask, __m512 v) {
-    _mm512_mask_storeu_ps(p, mask, v);
-  }
-  // relu_grad(dy, y) where y is not null: dy where y is not <= 0 (NaN included), +0 elsewhere;
-  // written to dresidual when that is not null.
-  RG_AVX512_BW static __m512 gradient(const float* dy, const float* y, float* dresidual,
-                                      __mmask16 mask) {
-    __m512 g = _mm512_maskz_loadu_ps(mask, dy);
-    if (y) {
-      const __mmask16 pass = _mm512_cmp_ps_mask(load(y, mask), _mm512_setzero_ps(), _CMP_NLE_UQ);
-      g = _mm512_maskz_mov_ps(pass, g);
-    }
-    if (dresidual) store(dresidual, mask, g);
-    return g;
-  }
-};
+  if (dresidual) _mm512_mask_storeu_ps(dresidual, mask, g);
+  return g;
+}
 
-template <>
-struct PlaneLanes<BFloat16> {
-  RG_AVX512_BW static __m512 load(const BFloat16* p, __mmask16 mask) {
-    return widened(bits(p), mask);
-  }
-  // The bf16 planes run on AVX512-BF16 CPUs only (planes_apply).
-  RG_AVX512_BF16 static void store(BFloat16* p, __mmask16 mask, __m512 v) {
-    _mm256_mask_storeu_epi16(bits(p), mask, narrowed_to_bf16(v));
-  }
-  // As for f32, on the bits: dresidual gets dy's own bits.
-  RG_AVX512_BW static __m512 gradient(const BFloat16* dy, const BFloat16* y, BFloat16* dresidual,
-                                      __mmask16 mask) {
-    __m256i g = _mm256_maskz_loadu_epi16(mask, bits(dy));
-    if (y) {
-      const __mmask16 pass = _mm512_cmp_ps_mask(load(y, mask), _mm512_setzero_ps(), _CMP_NLE_UQ);
-      g = _mm256_maskz_mov_epi16(pass & mask, g);
-    }
-    if (dresidual) _mm256_mask_storeu_epi16(bits(dresidual), mask, g);
-    return widened(g);
-  }
-};
-
-template <class T>
-RG_AVX512_BW void sums_avx512(const T* x, int64_t hw, double& sum, double& sum_sq) {
-  using V = PlaneLanes<T>;
-  const float first = widen(x[0]);
+RG_AVX512_BW void sums_avx512(const float* x, int64_t hw, double& sum, double& sum_sq) {
+  const float first = x[0];
   const __m512 x0 = _mm512_set1_ps(first);
   __m512 s = _mm512_setzero_ps(), q = _mm512_setzero_ps();
   for (int64_t i = 0; i < hw; i += 16) {
     const __mmask16 mask = first_lanes16(hw - i);
-    const __m512 d = _mm512_maskz_sub_ps(mask, V::load(x + i, mask), x0);
+    const __m512 d = _mm512_maskz_sub_ps(mask, _mm512_maskz_loadu_ps(mask, x + i), x0);
     s = _mm512_add_ps(s, d);
     q = _mm512_fmadd_ps(d, d, q);
   }
@@ -97,11 +62,61 @@ RG_AVX512_BW void sums_avx512(const T* x, int64_t hw, double& sum, double& sum_s
   sum_sq += lane_sum(q) + (2 * shifted + x0_sum) * first;
 }
 
-// bf16 sums 32 values a step. A sum takes its terms in any order, so the two summing passes
-// load 32 bf16 values (one vector of 16-bit lanes) and widen them as two f32 vectors, the even-
-// numbered values (the low halves, shifted up) and the odd-numbered ones (the high halves, kept):
-// one instruction each, where widening 16 values in order takes two, one of them moving values
-// across the register.
+RG_AVX512_BW void apply_avx512(float* y, const float* x, const float* residual, bool relu,
+                               int64_t hw, float mean, float scale, float beta) {
+  const __m512 m = _mm512_set1_ps(mean), k = _mm512_set1_ps(scale), b = _mm512_set1_ps(beta);
+  for (int64_t i = 0; i < hw; i += 16) {
+    const __mmask16 mask = first_lanes16(hw - i);
+    __m512 v = _mm512_fmadd_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(mask, x + i), m), k, b);
+    if (residual) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, residual + i));
+    // relu as elementwise_math.h's: NaN and -0 pass as they are (vmaxps returns its second
+    // operand when they compare equal or either is NaN).
+    if (relu) v = _mm512_maskz_max_ps(0xFFFF, _mm512_setzero_ps(), v);
+    _mm512_mask_storeu_ps(y + i, mask, v);
+  }
+}
+
+RG_AVX512_BW void backward_sums_avx512(const float* dy, const float* y, const float* x,
+                                       float* dresidual, int64_t hw, double mean, double& sum_dy,
+                                       double& sum_dy_xmu) {
+  const float mean_f32 = static_cast<float>(mean);
+  const __m512 m = _mm512_set1_ps(mean_f32);
+  __m512 s = _mm512_setzero_ps(), sx = _mm512_setzero_ps();
+  for (int64_t i = 0; i < hw; i += 16) {
+    const __mmask16 mask = first_lanes16(hw - i);
+    const __m512 g =
+        gradient(dy + i, y ? y + i : nullptr, dresidual ? dresidual + i : nullptr, mask);
+    s = _mm512_add_ps(s, g);
+    const __m512 xmu = _mm512_sub_ps(_mm512_maskz_loadu_ps(mask, x + i), m);
+    sx = _mm512_fmadd_ps(g, xmu, sx);  // g = 0 past hw
+  }
+  const double g_sum = lane_sum(s);
+  sum_dy += g_sum;
+  sum_dy_xmu += lane_sum(sx) + (double{mean_f32} - mean) * g_sum;
+}
+
+RG_AVX512_BW void backward_apply_avx512(float* dx, const float* dy, const float* y, const float* x,
+                                        int64_t hw, float mean, float scale, float mean_dy,
+                                        float xmu_coeff) {
+  const __m512 m = _mm512_set1_ps(mean), k = _mm512_set1_ps(scale);
+  const __m512 my = _mm512_set1_ps(mean_dy), c = _mm512_set1_ps(xmu_coeff);
+  for (int64_t i = 0; i < hw; i += 16) {
+    const __mmask16 mask = first_lanes16(hw - i);
+    const __m512 g = gradient(dy + i, y ? y + i : nullptr, nullptr, mask);
+    const __m512 xmu = _mm512_sub_ps(_mm512_maskz_loadu_ps(mask, x + i), m);
+    _mm512_mask_storeu_ps(dx + i, mask,
+                          _mm512_mul_ps(k, _mm512_fnmadd_ps(xmu, c, _mm512_sub_ps(g, my))));
+  }
+}
+
+// ---- AVX512-BF16, bf16: 32 values a step ---------------------------------------------------
+// The same passes on a vector of 32 bf16 values, widened as two f32 vectors: the even-numbered
+// values (the low halves, shifted up) and the odd-numbered ones (the high halves, kept), one
+// instruction each, where widening 16 values in order takes two, one of them moving values
+// across the register. The sums take their terms in any order; the results are rounded by two
+// vectors at once (narrowed to bf16 in the order even then odd) and put back in order by one word
+// permute. The element math of each value is that of the f32 passes.
+
 struct Bf16Halves {
   __m512 even, odd;
 };
@@ -111,9 +126,53 @@ RG_AVX512_BW Bf16Halves halves(__m512i bf16) {
           _mm512_castsi512_ps(_mm512_and_si512(bf16, _mm512_set1_epi32(0xFFFF0000u)))};
 }
 
+// The 32 values from p that are in mask (zero in the others), as halves.
+RG_AVX512_BW Bf16Halves load_halves(const BFloat16* p, __mmask32 mask) {
+  return halves(_mm512_maskz_loadu_epi16(mask, bits(p)));
+}
+
+// The values in mask of `values`, rounded as float_to_bf16 does and stored in order: by the CPU's
+// conversion of both halves (narrowed_to_bf16, avx512_bw.h, says when it may) and a word permute,
+// or, with a subnormal among them, by the integer rounding, whose bf16 land in the low halves of
+// the 32-bit lanes: the even values' place already.
+RG_AVX512_BF16 void store_halves(BFloat16* p, __mmask32 mask, Bf16Halves values) {
+  constexpr int kSubnormal = 0x20;  // VFPCLASSPS's category bit
+  __m512i words;
+  if ((_mm512_fpclass_ps_mask(values.even, kSubnormal) |
+       _mm512_fpclass_ps_mask(values.odd, kSubnormal)) == 0) {
+    // Word 2i of the result is the even value i (word i of the conversion), 2i + 1 the odd
+    // value i (word 16 + i).
+    alignas(64) static constexpr uint16_t kInterleave[32] = {
+        0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+        8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+    const __m512i even_then_odd = (__m512i)_mm512_cvtne2ps_pbh(values.odd, values.even);
+    words = _mm512_permutexvar_epi16(_mm512_load_si512(kInterleave), even_then_odd);
+  } else {
+    words = _mm512_or_si512(rounded_to_bf16(values.even),
+                            _mm512_maskz_slli_epi32(0xFFFF, rounded_to_bf16(values.odd), 16));
+  }
+  _mm512_mask_storeu_epi16(bits(p), mask, words);
+}
+
 // Of `left` values from a step's first, the even-numbered and the odd-numbered lanes that exist.
 RG_AVX512_BW __mmask16 even_lanes(int64_t left) { return first_lanes16((left + 1) / 2); }
 RG_AVX512_BW __mmask16 odd_lanes(int64_t left) { return first_lanes16(left / 2); }
+
+// relu_grad's test y > 0 (NaN included) on the bits of 32 bf16 values: positive and not zero as
+// 16-bit integers (+inf and the positive NaNs too), or a NaN with the sign set (above 0xff80).
+RG_AVX512_BW __mmask32 relu_passes(__m512i y) {
+  return _mm512_cmpgt_epi16_mask(y, _mm512_setzero_si512()) |
+         _mm512_cmpgt_epu16_mask(y, _mm512_set1_epi16(static_cast<int16_t>(0xff80)));
+}
+
+// dy's bits where the relu passes when y is not null, written to dresidual when that is not null.
+RG_AVX512_BW __m512i gradient(const BFloat16* dy, const BFloat16* y, BFloat16* dresidual,
+                              __mmask32 mask) {
+  __m512i g = _mm512_maskz_loadu_epi16(mask, bits(dy));
+  if (y) g = _mm512_maskz_mov_epi16(relu_passes(_mm512_maskz_loadu_epi16(mask, bits(y))), g);
+  if (dresidual) _mm512_mask_storeu_epi16(bits(dresidual), mask, g);
+  return g;
+}
 
 RG_AVX512_BW void sums_avx512(const BFloat16* x, int64_t hw, double& sum, double& sum_sq) {
   const float first = widen(x[0]);
@@ -121,7 +180,7 @@ RG_AVX512_BW void sums_avx512(const BFloat16* x, int64_t hw, double& sum, double
   __m512 s = _mm512_setzero_ps(), q = _mm512_setzero_ps();
   for (int64_t i = 0; i < hw; i += 32) {
     const int64_t left = hw - i;
-    const Bf16Halves v = halves(_mm512_maskz_loadu_epi16(first_lanes32(left), bits(x + i)));
+    const Bf16Halves v = load_halves(x + i, first_lanes32(left));
     const __m512 even = _mm512_maskz_sub_ps(even_lanes(left), v.even, x0);
     const __m512 odd = _mm512_maskz_sub_ps(odd_lanes(left), v.odd, x0);
     s = _mm512_add_ps(_mm512_add_ps(s, even), odd);
@@ -132,11 +191,23 @@ RG_AVX512_BW void sums_avx512(const BFloat16* x, int64_t hw, double& sum, double
   sum_sq += lane_sum(q) + (2 * shifted + x0_sum) * first;
 }
 
-// relu_grad's test y > 0 (NaN included) on the bits of 32 bf16 values: positive and not zero as
-// 16-bit integers (+inf and the positive NaNs too), or a NaN with the sign set (above 0xff80).
-RG_AVX512_BW __mmask32 relu_passes(__m512i y) {
-  return _mm512_cmpgt_epi16_mask(y, _mm512_setzero_si512()) |
-         _mm512_cmpgt_epu16_mask(y, _mm512_set1_epi16(static_cast<int16_t>(0xff80)));
+RG_AVX512_BF16 void apply_avx512(BFloat16* y, const BFloat16* x, const BFloat16* residual,
+                                 bool relu, int64_t hw, float mean, float scale, float beta) {
+  const __m512 m = _mm512_set1_ps(mean), k = _mm512_set1_ps(scale), b = _mm512_set1_ps(beta);
+  for (int64_t i = 0; i < hw; i += 32) {
+    const __mmask32 mask = first_lanes32(hw - i);
+    const Bf16Halves in = load_halves(x + i, mask);
+    Bf16Halves v{_mm512_fmadd_ps(_mm512_sub_ps(in.even, m), k, b),
+                 _mm512_fmadd_ps(_mm512_sub_ps(in.odd, m), k, b)};
+    if (residual) {
+      const Bf16Halves r = load_halves(residual + i, mask);
+      v = {_mm512_add_ps(v.even, r.even), _mm512_add_ps(v.odd, r.odd)};
+    }
+    if (relu)  // as the f32 pass's
+      v = {_mm512_maskz_max_ps(0xFFFF, _mm512_setzero_ps(), v.even),
+           _mm512_maskz_max_ps(0xFFFF, _mm512_setzero_ps(), v.odd)};
+    store_halves(y + i, mask, v);
+  }
 }
 
 RG_AVX512_BW void backward_sums_avx512(const BFloat16* dy, const BFloat16* y, const BFloat16* x,
@@ -147,69 +218,31 @@ RG_AVX512_BW void backward_sums_avx512(const BFloat16* dy, const BFloat16* y, co
   __m512 s = _mm512_setzero_ps(), sx = _mm512_setzero_ps();
   for (int64_t i = 0; i < hw; i += 32) {
     const __mmask32 mask = first_lanes32(hw - i);
-    __m512i g = _mm512_maskz_loadu_epi16(mask, bits(dy + i));
-    if (y) g = _mm512_maskz_mov_epi16(relu_passes(_mm512_maskz_loadu_epi16(mask, bits(y + i))), g);
-    if (dresidual) _mm512_mask_storeu_epi16(bits(dresidual + i), mask, g);
-    const Bf16Halves gs = halves(g), xs = halves(_mm512_maskz_loadu_epi16(mask, bits(x + i)));
-    s = _mm512_add_ps(_mm512_add_ps(s, gs.even), gs.odd);  // g = 0 past hw
-    sx = _mm512_fmadd_ps(gs.odd, _mm512_sub_ps(xs.odd, m),
-                         _mm512_fmadd_ps(gs.even, _mm512_sub_ps(xs.even, m), sx));
+    const Bf16Halves g =
+        halves(gradient(dy + i, y ? y + i : nullptr, dresidual ? dresidual + i : nullptr, mask));
+    const Bf16Halves xs = load_halves(x + i, mask);
+    s = _mm512_add_ps(_mm512_add_ps(s, g.even), g.odd);  // g = 0 past hw
+    sx = _mm512_fmadd_ps(g.odd, _mm512_sub_ps(xs.odd, m),
+                         _mm512_fmadd_ps(g.even, _mm512_sub_ps(xs.even, m), sx));
   }
   const double g_sum = lane_sum(s);
   sum_dy += g_sum;
   sum_dy_xmu += lane_sum(sx) + (double{mean_f32} - mean) * g_sum;
 }
 
-// The two passes that store bf16 (PlaneLanes<BFloat16>::store) are compiled for AVX512-BF16;
-// their f32 instances hold no bf16 instruction and run on every AVX-512 CPU (as RG_DIRECT's,
-// direct_lanes.h).
-template <class T>
-RG_AVX512_BF16 void apply_avx512(T* y, const T* x, const T* residual, bool relu, int64_t hw,
-                                 float mean, float scale, float beta) {
-  using V = PlaneLanes<T>;
-  const __m512 m = _mm512_set1_ps(mean), k = _mm512_set1_ps(scale), b = _mm512_set1_ps(beta);
-  for (int64_t i = 0; i < hw; i += 16) {
-    const __mmask16 mask = first_lanes16(hw - i);
-    __m512 v = _mm512_fmadd_ps(_mm512_sub_ps(V::load(x + i, mask), m), k, b);
-    if (residual) v = _mm512_add_ps(v, V::load(residual + i, mask));
-    // relu as elementwise_math.h's: NaN and -0 pass as they are (vmaxps returns its second
-    // operand when they compare equal or either is NaN).
-    if (relu) v = _mm512_maskz_max_ps(0xFFFF, _mm512_setzero_ps(), v);
-    V::store(y + i, mask, v);
-  }
-}
-
-template <class T>
-RG_AVX512_BW void backward_sums_avx512(const T* dy, const T* y, const T* x, T* dresidual,
-                                       int64_t hw, double mean, double& sum_dy,
-                                       double& sum_dy_xmu) {
-  using V = PlaneLanes<T>;
-  const float mean_f32 = static_cast<float>(mean);
-  const __m512 m = _mm512_set1_ps(mean_f32);
-  __m512 s = _mm512_setzero_ps(), sx = _mm512_setzero_ps();
-  for (int64_t i = 0; i < hw; i += 16) {
-    const __mmask16 mask = first_lanes16(hw - i);
-    const __m512 g =
-        V::gradient(dy + i, y ? y + i : nullptr, dresidual ? dresidual + i : nullptr, mask);
-    s = _mm512_add_ps(s, g);
-    sx = _mm512_fmadd_ps(g, _mm512_sub_ps(V::load(x + i, mask), m), sx);  // g = 0 past hw
-  }
-  const double g_sum = lane_sum(s);
-  sum_dy += g_sum;
-  sum_dy_xmu += lane_sum(sx) + (double{mean_f32} - mean) * g_sum;
-}
-
-template <class T>
-RG_AVX512_BF16 void backward_apply_avx512(T* dx, const T* dy, const T* y, const T* x, int64_t hw,
-                                          float mean, float scale, float mean_dy, float xmu_coeff) {
-  using V = PlaneLanes<T>;
+RG_AVX512_BF16 void backward_apply_avx512(BFloat16* dx, const BFloat16* dy, const BFloat16* y,
+                                          const BFloat16* x, int64_t hw, float mean, float scale,
+                                          float mean_dy, float xmu_coeff) {
   const __m512 m = _mm512_set1_ps(mean), k = _mm512_set1_ps(scale);
   const __m512 my = _mm512_set1_ps(mean_dy), c = _mm512_set1_ps(xmu_coeff);
-  for (int64_t i = 0; i < hw; i += 16) {
-    const __mmask16 mask = first_lanes16(hw - i);
-    const __m512 g = V::gradient(dy + i, y ? y + i : nullptr, nullptr, mask);
-    const __m512 xmu = _mm512_sub_ps(V::load(x + i, mask), m);
-    V::store(dx + i, mask, _mm512_mul_ps(k, _mm512_fnmadd_ps(xmu, c, _mm512_sub_ps(g, my))));
+  for (int64_t i = 0; i < hw; i += 32) {
+    const __mmask32 mask = first_lanes32(hw - i);
+    const Bf16Halves g = halves(gradient(dy + i, y ? y + i : nullptr, nullptr, mask));
+    const Bf16Halves xs = load_halves(x + i, mask);
+    const __m512 xmu_even = _mm512_sub_ps(xs.even, m), xmu_odd = _mm512_sub_ps(xs.odd, m);
+    store_halves(dx + i, mask,
+                 {_mm512_mul_ps(k, _mm512_fnmadd_ps(xmu_even, c, _mm512_sub_ps(g.even, my))),
+                  _mm512_mul_ps(k, _mm512_fnmadd_ps(xmu_odd, c, _mm512_sub_ps(g.odd, my)))});
   }
 }
 
@@ -234,7 +267,7 @@ RG_AVX2_FMA void store8(float* p, int64_t n, __m256 v) {
     _mm256_maskstore_ps(p, first_lanes8(n), v);
 }
 
-// PlaneLanes<float>::gradient's, 8 values.
+// gradient's (f32), 8 values.
 RG_AVX2_FMA __m256 gradient8(const float* dy, const float* y, float* dresidual, int64_t n) {
   __m256 g = load8(dy, n);
   if (y) g = _mm256_and_ps(g, _mm256_cmp_ps(load8(y, n), _mm256_setzero_ps(), _CMP_NLE_UQ));

@@ -242,6 +242,38 @@ TEST_CASE("batch norm on bf16 data is f64 batch norm on the same values, rounded
       }
 }
 
+TEST_CASE("batch norm on bf16 data rounds each result as float_to_bf16 does, subnormals too") {
+  // The bf16 planes convert two vectors at once with the CPU's instruction and put the values
+  // back in order, or, where a value is an f32 subnormal (which that instruction flushes), take
+  // the integer rounding (kernels/cpu/batchnorm_planes.cpp, store_halves). gamma = 1e-39 makes
+  // the eval forward's results subnormal in most vectors, gamma = 1 in none; each must be
+  // float_to_bf16 of the f32 value (x - mean) * scale + beta, one fma, bit for bit, in order.
+  Generator g(28);
+  for (const Shape& shape : {Shape{2, 3, 7, 7}, Shape{1, 2, 28, 28}, Shape{3, 2, 4, 4}})
+    for (const double gamma_value : {1e-39, 1.0}) {
+      CAPTURE(shape);
+      CAPTURE(gamma_value);
+      const Tensor x = random_tensor(shape, g, DType::bf16, 2.0);
+      const Tensor gamma = Tensor::full({shape[1]}, gamma_value, DType::f32);
+      const Tensor beta = Tensor::full({shape[1]}, 0, DType::f32);
+      const Tensor mean = random_tensor({shape[1]}, g, DType::f32, 0.1);
+      const Tensor var = Tensor::full({shape[1]}, 0.5, DType::f32);
+      Tensor y = like(x);
+      kernels::batchnorm_forward_eval(y, x, gamma, beta, mean, var, 1e-5);
+      const int64_t hw = shape[2] * shape[3];
+      int64_t wrong = 0;
+      for (int64_t i = 0; i < x.numel(); ++i) {
+        const int64_t c = i / hw % shape[1];
+        const double invstd = 1 / std::sqrt(var.element(c) + 1e-5);
+        const float scale = static_cast<float>(invstd * gamma.element(c));
+        const float v = std::fma(
+            static_cast<float>(x.element(i)) - static_cast<float>(mean.element(c)), scale, 0.0f);
+        wrong += static_cast<const BFloat16*>(y.raw_data())[i].bits != float_to_bf16(v).bits;
+      }
+      CHECK(wrong == 0);
+    }
+}
+
 // mean + spread * N(0, 1), in dtype.
 Tensor offset_normal(const Shape& shape, Generator& g, double mean, double spread, DType dtype) {
   Tensor t = random_tensor(shape, g, DType::f64, spread);
