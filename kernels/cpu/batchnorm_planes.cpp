@@ -33,6 +33,21 @@ namespace ringgrad::kernels::cpu {
 
 namespace {
 
+// A plane's sums, taken in f32 lanes, added to the per-channel doubles (the Note): s and q, the
+// sums of d = x - x0 and d^2 over its hw values, shifted back to those of x and x^2; s and sx, the
+// sums of g and g (x - mean_f32), the second corrected to g (x - mean).
+void add_shifted_sums(double s, double q, float x0, int64_t hw, double& sum, double& sum_sq) {
+  const double x0_sum = double{x0} * hw;
+  sum += s + x0_sum;
+  sum_sq += q + (2 * s + x0_sum) * x0;
+}
+
+void add_gradient_sums(double s, double sx, float mean_f32, double mean, double& sum_dy,
+                       double& sum_dy_xmu) {
+  sum_dy += s;
+  sum_dy_xmu += sx + (double{mean_f32} - mean) * s;
+}
+
 // ---- AVX-512, f32: 16 values a step -----------------------------------------------------------
 
 // relu_grad(dy, y) where y is not null: dy where y is not <= 0 (NaN included), +0 elsewhere;
@@ -57,9 +72,7 @@ RG_AVX512_BW void sums_avx512(const float* x, int64_t hw, double& sum, double& s
     s = _mm512_add_ps(s, d);
     q = _mm512_fmadd_ps(d, d, q);
   }
-  const double shifted = lane_sum(s), x0_sum = double{first} * hw;
-  sum += shifted + x0_sum;
-  sum_sq += lane_sum(q) + (2 * shifted + x0_sum) * first;
+  add_shifted_sums(lane_sum(s), lane_sum(q), first, hw, sum, sum_sq);
 }
 
 RG_AVX512_BW void apply_avx512(float* y, const float* x, const float* residual, bool relu,
@@ -90,9 +103,7 @@ RG_AVX512_BW void backward_sums_avx512(const float* dy, const float* y, const fl
     const __m512 xmu = _mm512_sub_ps(_mm512_maskz_loadu_ps(mask, x + i), m);
     sx = _mm512_fmadd_ps(g, xmu, sx);  // g = 0 past hw
   }
-  const double g_sum = lane_sum(s);
-  sum_dy += g_sum;
-  sum_dy_xmu += lane_sum(sx) + (double{mean_f32} - mean) * g_sum;
+  add_gradient_sums(lane_sum(s), lane_sum(sx), mean_f32, mean, sum_dy, sum_dy_xmu);
 }
 
 RG_AVX512_BW void backward_apply_avx512(float* dx, const float* dy, const float* y, const float* x,
@@ -186,9 +197,7 @@ RG_AVX512_BW void sums_avx512(const BFloat16* x, int64_t hw, double& sum, double
     s = _mm512_add_ps(_mm512_add_ps(s, even), odd);
     q = _mm512_fmadd_ps(odd, odd, _mm512_fmadd_ps(even, even, q));
   }
-  const double shifted = lane_sum(s), x0_sum = double{first} * hw;
-  sum += shifted + x0_sum;
-  sum_sq += lane_sum(q) + (2 * shifted + x0_sum) * first;
+  add_shifted_sums(lane_sum(s), lane_sum(q), first, hw, sum, sum_sq);
 }
 
 RG_AVX512_BF16 void apply_avx512(BFloat16* y, const BFloat16* x, const BFloat16* residual,
@@ -225,9 +234,7 @@ RG_AVX512_BW void backward_sums_avx512(const BFloat16* dy, const BFloat16* y, co
     sx = _mm512_fmadd_ps(g.odd, _mm512_sub_ps(xs.odd, m),
                          _mm512_fmadd_ps(g.even, _mm512_sub_ps(xs.even, m), sx));
   }
-  const double g_sum = lane_sum(s);
-  sum_dy += g_sum;
-  sum_dy_xmu += lane_sum(sx) + (double{mean_f32} - mean) * g_sum;
+  add_gradient_sums(lane_sum(s), lane_sum(sx), mean_f32, mean, sum_dy, sum_dy_xmu);
 }
 
 RG_AVX512_BF16 void backward_apply_avx512(BFloat16* dx, const BFloat16* dy, const BFloat16* y,
@@ -285,9 +292,7 @@ RG_AVX2_FMA void sums_avx2(const float* x, int64_t hw, double& sum, double& sum_
     s = _mm256_add_ps(s, d);
     q = _mm256_fmadd_ps(d, d, q);
   }
-  const double shifted = lane_sum8(s), x0_sum = double{first} * hw;
-  sum += shifted + x0_sum;
-  sum_sq += lane_sum8(q) + (2 * shifted + x0_sum) * first;
+  add_shifted_sums(lane_sum8(s), lane_sum8(q), first, hw, sum, sum_sq);
 }
 
 RG_AVX2_FMA void apply_avx2(float* y, const float* x, const float* residual, bool relu, int64_t hw,
@@ -313,9 +318,7 @@ RG_AVX2_FMA void backward_sums_avx2(const float* dy, const float* y, const float
     s = _mm256_add_ps(s, g);
     sx = _mm256_fmadd_ps(g, _mm256_sub_ps(load8(x + i, hw - i), m), sx);  // g = 0 past hw
   }
-  const double g_sum = lane_sum8(s);
-  sum_dy += g_sum;
-  sum_dy_xmu += lane_sum8(sx) + (double{mean_f32} - mean) * g_sum;
+  add_gradient_sums(lane_sum8(s), lane_sum8(sx), mean_f32, mean, sum_dy, sum_dy_xmu);
 }
 
 RG_AVX2_FMA void backward_apply_avx2(float* dx, const float* dy, const float* y, const float* x,
