@@ -1,10 +1,10 @@
 // What the AVX-512 kernels share (gemm_bf16.cpp, im2col.cpp, cast.cpp, sgemm_avx512.cpp,
-// conv2d_dense_small_image.cpp, conv2d_direct*.cpp, batchnorm_planes.cpp): the target
-// attribute of a function that uses AVX-512BW, the masks of a vector's first n lanes, bf16 values
-// widened to f32 and f32 rounded to bf16 (by integer steps, or by AVX512-BF16's instruction), the
-// sum of a vector's lanes, two rows joined into bf16 pairs, a 16 x 16 transpose of 32-bit values,
-// and bf16 data seen as its 16-bit patterns. Every CPU at Isa::avx512 or above has BW
-// (cpu_features.cpp). Private to kernels/cpu.
+// conv2d_dense_small_image.cpp, conv2d_direct*.cpp, batchnorm_planes.cpp, elementwise.cpp): the
+// target attribute of a function that uses AVX-512BW, the masks of a vector's first n lanes, bf16
+// values widened to f32 and f32 rounded to bf16 (by integer steps, or by AVX512-BF16's
+// instruction), 32 bf16 values as two f32 vectors and back, the sum of a vector's lanes, two rows
+// joined into bf16 pairs, a 16 x 16 transpose of 32-bit values, and bf16 data seen as its 16-bit
+// patterns. Every CPU at Isa::avx512 or above has BW (cpu_features.cpp). Private to kernels/cpu.
 #pragma once
 #include <immintrin.h>
 
@@ -58,12 +58,54 @@ __attribute__((target("avx512f"))) inline __m512i rounded_to_bf16(__m512 v) {
 // instruction for rounded_to_bf16's nine and the narrowing) unless one of them is an f32
 // subnormal: the instruction rounds every other value the same way (to nearest even; a NaN kept
 // quiet with its sign and top payload bits) but flushes subnormals to zero. For CPUs with
-// AVX512-BF16 (the batch-norm planes' store_halves converts two vectors at once the same way).
+// AVX512-BF16 (store_halves, below, converts two vectors at once the same way).
 RG_AVX512_BF16 inline __m256i narrowed_to_bf16(__m512 v) {
   constexpr int kSubnormal = 0x20;  // VFPCLASSPS's category bit
   if (_mm512_fpclass_ps_mask(v, kSubnormal) == 0)
     return reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v));
   return _mm512_maskz_cvtepi32_epi16(0xFFFF, rounded_to_bf16(v));
+}
+
+// 32 bf16 values (one vector of 16-bit lanes) as two f32 vectors: the even-numbered values (the
+// low halves, shifted up) and the odd-numbered ones (the high halves, kept), one instruction each,
+// where widening 16 values in order takes two, one of them moving values across the register.
+// For passes that sum, whose terms may come in any order, and for elementwise ones, whose results
+// store_halves puts back in order.
+struct Bf16Halves {
+  __m512 even, odd;
+};
+
+RG_AVX512_BW inline Bf16Halves halves(__m512i bf16) {
+  return {_mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, bf16, 16)),
+          _mm512_castsi512_ps(_mm512_and_si512(bf16, _mm512_set1_epi32(0xFFFF0000u)))};
+}
+
+// The 32 values from p that are in mask (zero in the others), as halves.
+RG_AVX512_BW inline Bf16Halves load_halves(const BFloat16* p, __mmask32 mask) {
+  return halves(_mm512_maskz_loadu_epi16(mask, bits(p)));
+}
+
+// The values in mask of `values`, rounded as float_to_bf16 does and stored in order: by the CPU's
+// conversion of both halves (as narrowed_to_bf16, when no value is subnormal) and a word permute,
+// or else by the integer rounding, whose bf16 land in the low halves of the 32-bit lanes: the
+// even values' place already.
+RG_AVX512_BF16 inline void store_halves(BFloat16* p, __mmask32 mask, Bf16Halves values) {
+  constexpr int kSubnormal = 0x20;  // VFPCLASSPS's category bit
+  __m512i words;
+  if ((_mm512_fpclass_ps_mask(values.even, kSubnormal) |
+       _mm512_fpclass_ps_mask(values.odd, kSubnormal)) == 0) {
+    // Word 2i of the result is the even value i (word i of the conversion), 2i + 1 the odd
+    // value i (word 16 + i).
+    alignas(64) static constexpr uint16_t kInterleave[32] = {
+        0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+        8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+    const __m512i even_then_odd = (__m512i)_mm512_cvtne2ps_pbh(values.odd, values.even);
+    words = _mm512_permutexvar_epi16(_mm512_load_si512(kInterleave), even_then_odd);
+  } else {
+    words = _mm512_or_si512(rounded_to_bf16(values.even),
+                            _mm512_maskz_slli_epi32(0xFFFF, rounded_to_bf16(values.odd), 16));
+  }
+  _mm512_mask_storeu_epi16(bits(p), mask, words);
 }
 
 // The sum of v's 16 lanes, by halving. AVX-512F only. (The all-lanes masked forms of the

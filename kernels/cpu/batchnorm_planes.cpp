@@ -121,49 +121,9 @@ RG_AVX512_BW void backward_apply_avx512(float* dx, const float* dy, const float*
 }
 
 // ---- AVX512-BF16, bf16: 32 values a step ---------------------------------------------------
-// The same passes on a vector of 32 bf16 values, widened as two f32 vectors: the even-numbered
-// values (the low halves, shifted up) and the odd-numbered ones (the high halves, kept), one
-// instruction each, where widening 16 values in order takes two, one of them moving values
-// across the register. The sums take their terms in any order; the results are rounded by two
-// vectors at once (narrowed to bf16 in the order even then odd) and put back in order by one word
-// permute. The element math of each value is that of the f32 passes.
-
-struct Bf16Halves {
-  __m512 even, odd;
-};
-
-RG_AVX512_BW Bf16Halves halves(__m512i bf16) {
-  return {_mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, bf16, 16)),
-          _mm512_castsi512_ps(_mm512_and_si512(bf16, _mm512_set1_epi32(0xFFFF0000u)))};
-}
-
-// The 32 values from p that are in mask (zero in the others), as halves.
-RG_AVX512_BW Bf16Halves load_halves(const BFloat16* p, __mmask32 mask) {
-  return halves(_mm512_maskz_loadu_epi16(mask, bits(p)));
-}
-
-// The values in mask of `values`, rounded as float_to_bf16 does and stored in order: by the CPU's
-// conversion of both halves (narrowed_to_bf16, avx512_bw.h, says when it may) and a word permute,
-// or, with a subnormal among them, by the integer rounding, whose bf16 land in the low halves of
-// the 32-bit lanes: the even values' place already.
-RG_AVX512_BF16 void store_halves(BFloat16* p, __mmask32 mask, Bf16Halves values) {
-  constexpr int kSubnormal = 0x20;  // VFPCLASSPS's category bit
-  __m512i words;
-  if ((_mm512_fpclass_ps_mask(values.even, kSubnormal) |
-       _mm512_fpclass_ps_mask(values.odd, kSubnormal)) == 0) {
-    // Word 2i of the result is the even value i (word i of the conversion), 2i + 1 the odd
-    // value i (word 16 + i).
-    alignas(64) static constexpr uint16_t kInterleave[32] = {
-        0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
-        8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
-    const __m512i even_then_odd = (__m512i)_mm512_cvtne2ps_pbh(values.odd, values.even);
-    words = _mm512_permutexvar_epi16(_mm512_load_si512(kInterleave), even_then_odd);
-  } else {
-    words = _mm512_or_si512(rounded_to_bf16(values.even),
-                            _mm512_maskz_slli_epi32(0xFFFF, rounded_to_bf16(values.odd), 16));
-  }
-  _mm512_mask_storeu_epi16(bits(p), mask, words);
-}
+// The same passes on a vector of 32 bf16 values, as two f32 vectors of its even- and odd-numbered
+// values (Bf16Halves, avx512_bw.h): the sums take their terms in any order, and the results go
+// back in order as they are stored. The element math of each value is that of the f32 passes.
 
 // Of `left` values from a step's first, the even-numbered and the odd-numbered lanes that exist.
 RG_AVX512_BW __mmask16 even_lanes(int64_t left) { return first_lanes16((left + 1) / 2); }
