@@ -54,15 +54,20 @@ __attribute__((target("avx512f"))) inline __m512i rounded_to_bf16(__m512 v) {
 // Functions that also use AVX512-BF16's instructions (and DQ's, which every such CPU has).
 #define RG_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
 
+// The lanes of v that hold an f32 subnormal: those vcvtneps2bf16 would flush to zero.
+RG_AVX512_BF16 inline __mmask16 subnormal_lanes(__m512 v) {
+  constexpr int kSubnormal = 0x20;  // VFPCLASSPS's category bit
+  return _mm512_fpclass_ps_mask(v, kSubnormal);
+}
+
 // rounded_to_bf16 of 16 values, narrowed to 16 bits each, by the CPU's vcvtneps2bf16 (one
 // instruction for rounded_to_bf16's nine and the narrowing) unless one of them is an f32
 // subnormal: the instruction rounds every other value the same way (to nearest even; a NaN kept
 // quiet with its sign and top payload bits) but flushes subnormals to zero. For CPUs with
 // AVX512-BF16 (store_halves, below, converts two vectors at once the same way).
+
 RG_AVX512_BF16 inline __m256i narrowed_to_bf16(__m512 v) {
-  constexpr int kSubnormal = 0x20;  // VFPCLASSPS's category bit
-  if (_mm512_fpclass_ps_mask(v, kSubnormal) == 0)
-    return reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v));
+  if (subnormal_lanes(v) == 0) return reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v));
   return _mm512_maskz_cvtepi32_epi16(0xFFFF, rounded_to_bf16(v));
 }
 
@@ -90,10 +95,8 @@ RG_AVX512_BW inline Bf16Halves load_halves(const BFloat16* p, __mmask32 mask) {
 // or else by the integer rounding, whose bf16 land in the low halves of the 32-bit lanes: the
 // even values' place already.
 RG_AVX512_BF16 inline void store_halves(BFloat16* p, __mmask32 mask, Bf16Halves values) {
-  constexpr int kSubnormal = 0x20;  // VFPCLASSPS's category bit
   __m512i words;
-  if ((_mm512_fpclass_ps_mask(values.even, kSubnormal) |
-       _mm512_fpclass_ps_mask(values.odd, kSubnormal)) == 0) {
+  if ((subnormal_lanes(values.even) | subnormal_lanes(values.odd)) == 0) {
     // Word 2i of the result is the even value i (word i of the conversion), 2i + 1 the odd
     // value i (word 16 + i).
     alignas(64) static constexpr uint16_t kInterleave[32] = {

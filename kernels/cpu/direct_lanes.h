@@ -19,7 +19,7 @@
 // attribute cannot depend on its arguments, so the f32 instances are compiled with it too; they
 // hold no bf16 instruction (GCC emits those only for bf16 intrinsics), so they run on every CPU
 // at Isa::avx512, with or without AVX512-BF16.
-#define RG_DIRECT __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
+#define RG_DIRECT RG_AVX512_BF16  // the same target, avx512_bw.h
 
 namespace ringgrad::kernels::cpu {
 

@@ -1,7 +1,7 @@
 // relu forward/backward, add, fused add+relu, scale and the counter increment on the CPU
 // (kernels/ops.cpp has checked the operands: check_same), in f32, f64 and bf16 (f32
-// arithmetic, one rounding per result). Memory-bound loops: one OpenMP-parallel pass each,
-// with the element math of kernels/elementwise_math.h.
+// arithmetic, one rounding per result). One OpenMP-parallel pass each, with the element math of
+// kernels/elementwise_math.h.
 #include "kernels/cast_math.h"
 #include "kernels/cpu/avx512_bw.h"
 #include "kernels/cpu/cpu_dispatch.h"
