@@ -65,7 +65,6 @@ RG_AVX512_BF16 inline __mmask16 subnormal_lanes(__m512 v) {
 // subnormal: the instruction rounds every other value the same way (to nearest even; a NaN kept
 // quiet with its sign and top payload bits) but flushes subnormals to zero. For CPUs with
 // AVX512-BF16 (store_halves, below, converts two vectors at once the same way).
-
 RG_AVX512_BF16 inline __m256i narrowed_to_bf16(__m512 v) {
   if (subnormal_lanes(v) == 0) return reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v));
   return _mm512_maskz_cvtepi32_epi16(0xFFFF, rounded_to_bf16(v));
